@@ -1,0 +1,25 @@
+// The workspace manifest: the durable, host-side record that proves ownership and carries state.
+// `inspect` is answered from it alone, so it must survive restarts of either side. Written
+// atomically (temp file + rename) and validated strictly before any read or mutation.
+export const MANIFEST_MARKER = "paseo-ssh-runtime/workspace-v1";
+
+export type WorkspacePhase = "materializing" | "ready" | "paused";
+
+export interface WorkspaceManifest {
+  marker: typeof MANIFEST_MARKER;
+  workspaceId: string;
+  /** runtimeInstanceId of the Paseo that created it. */
+  owner: string;
+  phase: WorkspacePhase;
+  /** Branch checked out (empty for a detached checkout). */
+  branch: string;
+  /** Commit materialized. */
+  commit: string;
+  /** Absolute canonical path of the workspace root (checkout or its subdirectory). */
+  workspaceRoot: string;
+  /** Key of the per-project object cache this workspace uses (for pruning), or null. */
+  projectKey: string | null;
+  lifecycleEnvironment: Record<string, string>;
+  createdAt: string;
+  updatedAt: string;
+}

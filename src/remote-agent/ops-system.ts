@@ -1,0 +1,38 @@
+// Host facts and liveness checks (used by `doctor` and by the transport's version check).
+import { execFileSync } from "node:child_process";
+import { statfsSync, mkdirSync } from "node:fs";
+import { arch, platform, release } from "node:os";
+import type { OpSpec } from "./context.js";
+
+function gitVersion(): string | null {
+  try {
+    return execFileSync("git", ["--version"], { encoding: "utf8", timeout: 5000 }).trim();
+  } catch {
+    return null;
+  }
+}
+
+export const systemOps: Record<string, OpSpec> = {
+  ping: { handler: async () => ({ pong: true }) },
+  facts: {
+    handler: async (ctx) => {
+      mkdirSync(ctx.root, { recursive: true, mode: 0o700 });
+      let freeBytes: number | null = null;
+      try {
+        const s = statfsSync(ctx.root);
+        freeBytes = Number(s.bavail) * Number(s.bsize);
+      } catch {
+        freeBytes = null;
+      }
+      return {
+        os: `${platform()} ${release()}`,
+        arch: arch(),
+        node: process.version,
+        nodePath: ctx.nodePath,
+        git: gitVersion(),
+        root: ctx.root,
+        freeBytes,
+      };
+    },
+  },
+};

@@ -1,0 +1,7 @@
+// Registry of agent operations. Each feature area owns one module; this file only wires names.
+import type { OpSpec } from "./context.js";
+import { systemOps } from "./ops-system.js";
+
+export const OPS: Record<string, OpSpec> = {
+  ...systemOps,
+};

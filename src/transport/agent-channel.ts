@@ -1,0 +1,149 @@
+// The runtime's side of one agent conversation: frames over a byte duplex (an SSH exec channel,
+// or a local child process in development). Strips login-shell noise before the ready marker,
+// decodes frames and offers request/response and streaming use.
+import { EventEmitter } from "node:events";
+import type { Readable, Writable } from "node:stream";
+import { FrameDecoder, FrameKind, MarkerScanner, encodeJson, type Frame } from "../protocol/frames.js";
+import { RuntimeError, fromWireError, oneLine, type WireError } from "../errors.js";
+
+export interface ByteDuplex {
+  stdin: Writable;
+  stdout: Readable;
+  /** Stderr of the remote command (login-shell and agent diagnostics). */
+  stderr?: Readable;
+  /** Ends the underlying channel/process forcibly. */
+  destroy(): void;
+}
+
+export interface AgentChannelEvents {
+  frame: [Frame];
+  close: [];
+}
+
+/** How long to wait for the agent's ready marker before calling the host broken. */
+export const AGENT_READY_TIMEOUT_MS = 20_000;
+
+export class AgentChannel extends EventEmitter<AgentChannelEvents> {
+  private readonly scanner = new MarkerScanner();
+  private readonly decoder = new FrameDecoder();
+  private stderrText = "";
+  private closedFlag = false;
+  private readyResolve!: () => void;
+  private readyReject!: (e: Error) => void;
+  /** Resolves when the agent's ready marker has been seen. */
+  readonly ready: Promise<void>;
+
+  constructor(private readonly io: ByteDuplex) {
+    super();
+    this.ready = new Promise((res, rej) => {
+      this.readyResolve = res;
+      this.readyReject = rej;
+    });
+    this.ready.catch(() => undefined);
+    io.stdout.on("data", (chunk: Buffer) => this.onData(chunk));
+    io.stderr?.on("data", (chunk: Buffer) => {
+      this.stderrText = (this.stderrText + chunk.toString("utf8")).slice(-4000);
+    });
+    const onEnd = () => this.onClosed();
+    io.stdout.on("end", onEnd);
+    io.stdout.on("close", onEnd);
+    io.stdout.on("error", onEnd);
+    io.stdin.on("error", () => undefined);
+  }
+
+  get closed(): boolean {
+    return this.closedFlag;
+  }
+
+  /** Remote stderr seen so far (diagnostics only). */
+  get stderr(): string {
+    return this.stderrText;
+  }
+
+  private onData(chunk: Buffer): void {
+    const rest = this.scanner.push(chunk);
+    if (rest === null) return;
+    this.readyResolve();
+    if (rest.length === 0) return;
+    let frames: Frame[];
+    try {
+      frames = this.decoder.push(rest);
+    } catch (err) {
+      this.emit("frame", {
+        kind: FrameKind.Json,
+        payload: Buffer.from(JSON.stringify({ type: "error", errorClass: "remote", message: `agent protocol error: ${String(err)}` })),
+      });
+      this.destroy();
+      return;
+    }
+    for (const f of frames) this.emit("frame", f);
+  }
+
+  private onClosed(): void {
+    if (this.closedFlag) return;
+    this.closedFlag = true;
+    if (!this.scanner.found) {
+      const detail = oneLine(this.stderrText || this.scanner.noise).slice(0, 500);
+      this.readyReject(
+        new RuntimeError("remote-dependency", `remote agent did not start${detail ? `: ${detail}` : ""}`),
+      );
+    }
+    this.emit("close");
+  }
+
+  send(buf: Buffer | Buffer[]): void {
+    if (this.closedFlag) return;
+    for (const b of Array.isArray(buf) ? buf : [buf]) this.io.stdin.write(b);
+  }
+
+  sendJson(value: unknown): void {
+    this.send(encodeJson(value));
+  }
+
+  /** Closes our sending side (the agent sees EOF). */
+  end(): void {
+    this.io.stdin.end();
+  }
+
+  destroy(): void {
+    this.io.destroy();
+    this.onClosed();
+  }
+
+  /**
+   * Sends one request and waits for its single `result`/`error` frame. `timeoutMs` bounds the
+   * whole exchange; the error names the op so a user knows what hung.
+   */
+  async request<T = unknown>(req: Record<string, unknown>, timeoutMs = 120_000): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        cleanup();
+        this.destroy();
+        reject(new RuntimeError("network", `remote agent did not answer ${String(req.op)} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      const onFrame = (f: Frame) => {
+        if (f.kind !== FrameKind.Json) return;
+        const msg = JSON.parse(f.payload.toString("utf8")) as { type: string; value?: T } & Partial<WireError>;
+        if (msg.type === "result") {
+          cleanup();
+          resolve(msg.value as T);
+        } else if (msg.type === "error") {
+          cleanup();
+          reject(fromWireError(msg as WireError));
+        }
+      };
+      const onClose = () => {
+        cleanup();
+        reject(new RuntimeError("network", `connection to the remote agent closed during ${String(req.op)}`));
+      };
+      const cleanup = () => {
+        clearTimeout(timer);
+        this.off("frame", onFrame);
+        this.off("close", onClose);
+      };
+      this.on("frame", onFrame);
+      this.on("close", onClose);
+      this.sendJson(req);
+    });
+  }
+}

@@ -1,0 +1,40 @@
+// A RemoteHost that runs the bundled agent as a local child process. Used by unit tests of agent
+// logic (no SSH involved); behaviour is always proven again through the real sshd.
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { dirname, join } from "node:path";
+import { AgentChannel } from "./agent-channel.js";
+import type { PtyChannel, PtyRequest, RemoteHost } from "./host.js";
+import { RuntimeError } from "../errors.js";
+
+export function bundledAgentPath(): string {
+  // dist/cli.js and dist/remote-agent.cjs sit side by side; from src/ (tests) look in ../../dist.
+  const here = dirname(fileURLToPath(import.meta.url));
+  return here.endsWith("dist") ? join(here, "remote-agent.cjs") : join(here, "..", "..", "dist", "remote-agent.cjs");
+}
+
+export class LocalHost implements RemoteHost {
+  constructor(readonly root: string, private readonly agentPath = bundledAgentPath()) {}
+
+  async openAgent(): Promise<AgentChannel> {
+    const child = spawn(process.execPath, [this.agentPath], { stdio: ["pipe", "pipe", "pipe"] });
+    const ch = new AgentChannel({ stdin: child.stdin, stdout: child.stdout, stderr: child.stderr, destroy: () => child.kill("SIGKILL") });
+    await ch.ready;
+    return ch;
+  }
+
+  async openPty(_args: string[], _pty: PtyRequest): Promise<PtyChannel> {
+    throw new RuntimeError("input", "LocalHost has no PTY support");
+  }
+
+  async call<T = unknown>(req: Record<string, unknown>, timeoutMs?: number): Promise<T> {
+    const ch = await this.openAgent();
+    try {
+      return await ch.request<T>({ root: this.root, ...req }, timeoutMs);
+    } finally {
+      ch.end();
+    }
+  }
+
+  close(): void {}
+}
