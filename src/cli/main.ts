@@ -1,2 +1,141 @@
-// Runtime executable entry point (placeholder until the CLI dispatcher lands).
-process.stdout.write('{"protocolVersion":1,"modes":["pipes","pty"],"reconcile":true}\n');
+// The runtime executable Paseo spawns once per operation (contract §3):
+//   <leading args from the daemon config…> <operation> [--flag value]…
+// Finds the operation word, parses its flags strictly, runs the operation module and turns every
+// failure into one stderr line plus a stable exit code. Never prints a stack trace.
+import { Command, CommanderError, Option } from "commander";
+import { EXIT_CODES, RuntimeError, oneLine } from "../errors.js";
+import type { CliOperation, OperationArgs, OperationIO } from "./operation.js";
+import { OPERATIONS, isOperationName, loadOperation, type OperationName } from "./ops/registry.js";
+
+interface ParsedArgv {
+  operation: OperationName;
+  leading: string[];
+  rest: string[];
+}
+
+function splitArgv(argv: string[]): ParsedArgv {
+  const index = argv.findIndex(isOperationName);
+  if (index < 0) {
+    if (argv.length === 0) {
+      throw new RuntimeError("input", `Missing operation; expected one of: ${Object.keys(OPERATIONS).join(", ")}`);
+    }
+    const guess = argv.find((word) => !word.startsWith("-")) ?? argv[0];
+    throw new RuntimeError("input", `Unknown operation: ${guess}`);
+  }
+  return { operation: argv[index] as OperationName, leading: argv.slice(0, index), rest: argv.slice(index + 1) };
+}
+
+/**
+ * Shape checks commander does not make (it accepts `--flag=value`, repeats and dash-led values):
+ * the operation's arguments must be exactly `--flag value` pairs, each flag at most once.
+ */
+function checkFlagPairs(operation: string, rest: string[]): void {
+  const seen = new Set<string>();
+  for (let i = 0; i < rest.length; i += 2) {
+    const token = rest[i] as string;
+    if (!token.startsWith("--") || token === "--") {
+      throw new RuntimeError("input", `Unexpected argument for ${operation}: ${token}`);
+    }
+    const eq = token.indexOf("=");
+    if (eq >= 0) {
+      const flag = token.slice(0, eq);
+      throw new RuntimeError("input", `Flag ${flag} must be given as two arguments: ${flag} <value>`);
+    }
+    if (seen.has(token)) throw new RuntimeError("input", `Repeated flag ${token}`);
+    seen.add(token);
+    const value = rest[i + 1];
+    if (value === undefined || value.startsWith("--")) {
+      throw new RuntimeError("input", `Missing value for flag ${token}`);
+    }
+  }
+}
+
+/** Parses the flags with commander against the operation's declared flag set. */
+function parseFlags(operation: string, op: CliOperation, rest: string[]): Record<string, string> {
+  checkFlagPairs(operation, rest);
+  const command = new Command(operation)
+    .helpOption(false)
+    .allowExcessArguments(false)
+    .exitOverride()
+    .configureOutput({ writeOut: () => {}, writeErr: () => {}, outputError: () => {} });
+  const required = new Set(op.requiredFlags);
+  for (const flag of [...op.requiredFlags, ...(op.optionalFlags ?? [])]) {
+    const option = new Option(`--${flag} <value>`);
+    command.addOption(required.has(flag) ? option.makeOptionMandatory() : option);
+  }
+  try {
+    command.parse(rest, { from: "user" });
+  } catch (err) {
+    throw flagError(operation, err);
+  }
+  // commander camel-cases attribute names; report flags by their argv spelling instead.
+  const flags: Record<string, string> = {};
+  for (const option of command.options) {
+    const value = command.getOptionValue(option.attributeName()) as string | undefined;
+    if (value !== undefined) flags[option.long!.slice(2)] = value;
+  }
+  return flags;
+}
+
+function flagError(operation: string, err: unknown): unknown {
+  if (!(err instanceof CommanderError)) return err;
+  const quoted = /'(--?[^' ]+)/.exec(err.message)?.[1];
+  switch (err.code) {
+    case "commander.unknownOption":
+      return new RuntimeError("input", `Unknown flag ${quoted ?? "?"} for operation ${operation}`);
+    case "commander.missingMandatoryOptionValue":
+      return new RuntimeError("input", `${quoted ?? "a flag"} is required`);
+    case "commander.optionMissingArgument":
+      return new RuntimeError("input", `Missing value for flag ${quoted ?? "?"}`);
+    default:
+      return new RuntimeError("input", oneLine(err.message.replace(/^error: /, "")));
+  }
+}
+
+async function dispatch(argv: string[], io: OperationIO): Promise<number> {
+  const { operation, leading, rest } = splitArgv(argv);
+  const op = await loadOperation(operation);
+  const args: OperationArgs = { flags: parseFlags(operation, op, rest), leading };
+  return (await op.run(args, io)) ?? 0;
+}
+
+function failureLine(err: unknown): { line: string; code: number } {
+  if (err instanceof RuntimeError) return { line: oneLine(err.message), code: err.exitCode };
+  const message = err instanceof Error ? err.message : String(err);
+  return { line: `internal error: ${oneLine(message)}`, code: EXIT_CODES.remote };
+}
+
+function flush(stream: NodeJS.WriteStream): Promise<void> {
+  return new Promise((resolve) => stream.write("", () => resolve()));
+}
+
+let finishing = false;
+/** Exits explicitly: a lingering socket or timer must never keep a finished operation alive. */
+async function finish(code: number, err?: unknown): Promise<void> {
+  if (finishing) return;
+  finishing = true;
+  if (err !== undefined) {
+    const failure = failureLine(err);
+    code = failure.code;
+    process.stderr.write(`${failure.line}\n`);
+  }
+  await Promise.all([flush(process.stdout), flush(process.stderr)]);
+  process.exit(code);
+}
+
+process.on("uncaughtException", (err) => void finish(1, err));
+process.on("unhandledRejection", (err) => void finish(1, err));
+
+// stdin is resolved lazily: `describe` must not touch it (Paseo closes it without data).
+const io: OperationIO = {
+  get stdin() {
+    return process.stdin;
+  },
+  stdout: process.stdout,
+  stderr: process.stderr,
+};
+
+dispatch(process.argv.slice(2), io).then(
+  (code) => finish(code),
+  (err: unknown) => finish(1, err),
+);

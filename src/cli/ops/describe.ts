@@ -1,0 +1,12 @@
+// `describe`: tells Paseo the protocol version and modes we speak (contract §7.8, §13.1).
+// It takes no flags and never touches stdin (Paseo closes it without data).
+import type { CliOperation } from "../operation.js";
+import { writeDescribe } from "../respond.js";
+
+const operation: CliOperation = {
+  requiredFlags: [],
+  async run(_args, io) {
+    await writeDescribe(io.stdout);
+  },
+};
+export default operation;
