@@ -1,0 +1,175 @@
+// One watch subscription (spec §8.2-8.3): its OS watchers, its per-path 50 ms trailing debounce
+// and its ignored paths. Every `changed` line carries exactly one path.
+import { type FSWatcher, watch } from "node:fs";
+import { readdir, stat } from "node:fs/promises";
+import { basename, dirname, join, relative } from "node:path";
+import { errorMessage } from "../output.js";
+import { isMissingError, normalizeRelative, resolveScoped } from "../scope.js";
+
+export const DEBOUNCE_MS = 50;
+
+export type WatchEvent =
+  | { type: "changed"; subscriptionId: unknown; paths: [string] }
+  | { type: "error"; subscriptionId: unknown; message: string };
+
+// fs-write's temp files (`.<name>.paseo-<uuid>.tmp`) are an implementation detail: no listing
+// or event may show them.
+const TEMP_NAME = /^\..*\.paseo-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp$/;
+
+function normalizeIgnored(path: string): string {
+  const normalized = normalizeRelative(path.split("\\").join("/")).replace(/\/+$/, "");
+  return normalized.startsWith("./") ? normalized.slice(2) : normalized;
+}
+
+interface SubscribeOptions {
+  id: unknown;
+  paths: unknown;
+  recursive: boolean;
+  ignoredPaths: unknown;
+}
+
+export class Subscription {
+  private readonly watchers: FSWatcher[] = [];
+  private readonly watchedDirectories = new Set<string>();
+  private readonly timers = new Map<string, NodeJS.Timeout>();
+  private readonly ignored: string[];
+  private closed = false;
+
+  private constructor(
+    private readonly root: string,
+    private readonly id: unknown,
+    ignoredPaths: string[],
+    private readonly emit: (event: WatchEvent) => void,
+  ) {
+    this.ignored = ignoredPaths;
+  }
+
+  /**
+   * Sets up every path before resolving, so the caller acknowledges only a fully armed
+   * subscription. Escaping paths and unresolvable parents throw (fatal for the session).
+   */
+  static async open(root: string, options: SubscribeOptions, emit: (event: WatchEvent) => void): Promise<Subscription> {
+    const ignoredPaths = options.ignoredPaths ?? [];
+    if (!Array.isArray(ignoredPaths)) throw new Error("command.ignoredPaths is not iterable");
+    if (!Array.isArray(options.paths)) throw new Error("command.paths is not iterable");
+    const subscription = new Subscription(root, options.id, ignoredPaths.map((p) => normalizeIgnored(String(p))), emit);
+    try {
+      for (const path of options.paths as unknown[]) {
+        if (typeof path !== "string") throw new Error("Watch paths must be strings");
+        await subscription.add(path, options.recursive);
+      }
+    } catch (err) {
+      subscription.close();
+      throw err;
+    }
+    return subscription;
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const watcher of this.watchers.splice(0)) watcher.close();
+    for (const timer of this.timers.values()) clearTimeout(timer);
+    this.timers.clear();
+  }
+
+  private async add(path: string, recursive: boolean): Promise<void> {
+    const scoped = await resolveScoped(this.root, path);
+    const stats = await stat(scoped.absolute).catch((err: unknown) => {
+      if (isMissingError(err)) return undefined;
+      throw err;
+    });
+    if (stats?.isDirectory() && recursive) {
+      await this.watchTree(scoped.absolute);
+    } else if (scoped.relative === ".") {
+      // Our choice for the open point of spec §8.2: a non-recursive `.` watches the root's own
+      // entries (one level) instead of the root's parent, which lies outside the workspace.
+      this.watchLevel(scoped.absolute, false);
+    } else {
+      this.watchEntry(scoped.absolute, scoped.relative);
+    }
+  }
+
+  /** A file, missing path or non-recursive directory: its parent, filtered to its basename. */
+  private watchEntry(absolute: string, reported: string): void {
+    const name = basename(absolute);
+    this.watchDirectory(dirname(absolute), (filename) => {
+      if (filename === null || filename === name) this.schedule(reported, undefined);
+    });
+  }
+
+  private isIgnored(reported: string): boolean {
+    return this.ignored.some((ignored) => reported === ignored || reported.startsWith(`${ignored}/`));
+  }
+
+  private reportedPath(directory: string, filename: string | null): string {
+    return normalizeRelative(relative(this.root, filename === null ? directory : join(directory, filename)));
+  }
+
+  /** One directory level: events name its entries; `rescan` adds new sub-directories. */
+  private watchLevel(directory: string, rescan: boolean): void {
+    this.watchedDirectories.add(directory);
+    this.watchDirectory(directory, (filename) => {
+      if (filename !== null && TEMP_NAME.test(filename)) return;
+      const reported = this.reportedPath(directory, filename);
+      if (!this.isIgnored(reported)) this.schedule(reported, rescan ? directory : undefined);
+    });
+  }
+
+  private async watchTree(directory: string): Promise<void> {
+    if (this.closed || this.watchedDirectories.has(directory)) return;
+    if (this.isIgnored(this.reportedPath(directory, null))) return;
+    this.watchLevel(directory, true);
+    await this.scanChildren(directory);
+  }
+
+  // Dirent.isDirectory() is false for symlinks, so symlinked directories are never followed.
+  // An unreadable directory is reported as an `error` event; the rest of the tree is watched.
+  private async scanChildren(directory: string): Promise<void> {
+    let entries;
+    try {
+      entries = await readdir(directory, { withFileTypes: true });
+    } catch (err) {
+      if (!isMissingError(err)) this.reportError(err);
+      return;
+    }
+    for (const entry of entries) {
+      if (entry.isDirectory()) await this.watchTree(join(directory, entry.name));
+    }
+  }
+
+  private watchDirectory(directory: string, onEvent: (filename: string | null) => void): void {
+    try {
+      const watcher = watch(directory, { persistent: true }, (_event, filename) => {
+        if (!this.closed) onEvent(filename === null ? null : String(filename));
+      });
+      watcher.on("error", (err) => this.reportError(err));
+      this.watchers.push(watcher);
+    } catch (err) {
+      // e.g. inotify limits (ENOSPC): reported, the session keeps running.
+      this.reportError(err);
+    }
+  }
+
+  private reportError(err: unknown): void {
+    if (!this.closed) this.emit({ type: "error", subscriptionId: this.id, message: errorMessage(err) });
+  }
+
+  /**
+   * Trailing debounce per reported path. A tree directory that produced the event is rescanned
+   * before `changed` is printed, so a client reacting to `changed ["newdir"]` finds it watched.
+   */
+  private schedule(reported: string, rescanDirectory: string | undefined): void {
+    const pending = this.timers.get(reported);
+    if (pending !== undefined) clearTimeout(pending);
+    const timer = setTimeout(() => {
+      this.timers.delete(reported);
+      void this.fire(reported, rescanDirectory);
+    }, DEBOUNCE_MS);
+    this.timers.set(reported, timer);
+  }
+
+  private async fire(reported: string, rescanDirectory: string | undefined): Promise<void> {
+    if (rescanDirectory !== undefined) await this.scanChildren(rescanDirectory);
+    if (!this.closed) this.emit({ type: "changed", subscriptionId: this.id, paths: [reported] });
+  }
+}
