@@ -1,7 +1,9 @@
 // Registry of agent operations. Each feature area owns one module; this file only wires names.
 import type { OpSpec } from "./context.js";
 import { systemOps } from "./ops-system.js";
+import { workspaceOps } from "./ops-workspace.js";
 
 export const OPS: Record<string, OpSpec> = {
   ...systemOps,
+  ...workspaceOps,
 };

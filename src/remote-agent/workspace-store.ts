@@ -1,7 +1,7 @@
 // Reads, verifies and writes workspace manifests. Every agent operation on a workspace goes
 // through loadWorkspace() first, so ownership is checked before anything is read or changed
 // (scenarios.md §1 fixes the texts).
-import { readFileSync, writeFileSync, renameSync, lstatSync, mkdirSync } from "node:fs";
+import { readFileSync, writeFileSync, renameSync, lstatSync, mkdirSync, linkSync, rmSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../errors.js";
@@ -84,4 +84,33 @@ export function writeJsonAtomic(path: string, value: unknown): void {
 
 export function writeManifest(layout: WorkspaceLayout, manifest: WorkspaceManifest): void {
   writeJsonAtomic(layout.manifest, { ...manifest, updatedAt: new Date().toISOString() });
+}
+
+/**
+ * Writes the first manifest of a freshly claimed directory without ever replacing one: the temp
+ * file is hard-linked to the final name, which fails if anyone else put a manifest there first.
+ */
+export function createManifestExclusive(layout: WorkspaceLayout, manifest: WorkspaceManifest): void {
+  const tmp = join(layout.dir, `.manifest.${randomBytes(6).toString("hex")}.tmp`);
+  writeFileSync(tmp, JSON.stringify(manifest, null, 2) + "\n", { mode: 0o600, flag: "wx" });
+  try {
+    linkSync(tmp, layout.manifest);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "EEXIST") throw ownershipMismatch(layout.dir);
+    throw err;
+  } finally {
+    rmSync(tmp, { force: true });
+  }
+}
+
+/**
+ * Replaces the manifest of a directory that must still exist. Unlike writeManifest it never
+ * creates directories, so a workspace removed concurrently is not resurrected.
+ */
+export function replaceManifest(layout: WorkspaceLayout, manifest: WorkspaceManifest): WorkspaceManifest {
+  const next = { ...manifest, updatedAt: new Date().toISOString() };
+  const tmp = join(layout.dir, `.manifest.${randomBytes(6).toString("hex")}.tmp`);
+  writeFileSync(tmp, JSON.stringify(next, null, 2) + "\n", { mode: 0o600, flag: "wx" });
+  renameSync(tmp, layout.manifest);
+  return next;
 }

@@ -1,0 +1,55 @@
+// Buffers the frames a runtime sends after its request so an op can consume them when it is ready
+// (the create conversation's object stream), and notices an abort or a lost channel.
+import type { Writable } from "node:stream";
+import { FrameKind, type Frame } from "../protocol/frames.js";
+import { RuntimeError } from "../errors.js";
+import type { AgentContext } from "./context.js";
+
+export class FrameInbox {
+  private queue: Frame[] = [];
+  private wake: (() => void) | null = null;
+  closed = false;
+  aborted: string | null = null;
+
+  constructor(ctx: AgentContext) {
+    ctx.onFrame((f) => {
+      if (f.kind === FrameKind.Json) {
+        const msg = JSON.parse(f.payload.toString("utf8")) as { type?: string; message?: string };
+        if (msg.type === "abort") this.aborted = String(msg.message ?? "aborted by the runtime");
+      } else {
+        this.queue.push(f);
+      }
+      this.notify();
+    });
+    ctx.onClose(() => {
+      this.closed = true;
+      this.notify();
+    });
+  }
+
+  private notify(): void {
+    const w = this.wake;
+    this.wake = null;
+    w?.();
+  }
+
+  /** Throws when the runtime gave up or went away: the create must not continue unattended. */
+  assertAttended(): void {
+    if (this.aborted !== null) throw new RuntimeError("remote", `create aborted by the runtime: ${this.aborted}`);
+    if (this.closed) throw new RuntimeError("network", "the runtime disconnected during create");
+  }
+
+  /** Writes Stdin frames to `sink` until the Eof frame for stdin; rejects on abort or loss. */
+  async pipeStdinTo(sink: Writable): Promise<void> {
+    for (;;) {
+      const f = this.queue.shift();
+      if (f) {
+        if (f.kind === FrameKind.Eof) return;
+        if (f.kind === FrameKind.Stdin) sink.write(f.payload);
+        continue;
+      }
+      this.assertAttended();
+      await new Promise<void>((resolve) => (this.wake = resolve));
+    }
+  }
+}

@@ -1,0 +1,77 @@
+// Claiming, re-verifying and removing workspace directories. The claim is an atomic mkdir of the
+// final path plus an exclusive manifest write; every later step re-reads the manifest, so a
+// directory or manifest that someone else put in place is detected and never touched (M1, N1).
+import { mkdirSync, renameSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { RuntimeError } from "../errors.js";
+import { rootLayout, type WorkspaceLayout } from "./layout.js";
+import { MANIFEST_MARKER, type WorkspaceManifest } from "./manifest.js";
+import { createManifestExclusive, loadWorkspace, ownershipMismatch } from "./workspace-store.js";
+
+/** Creates the root's private directories (0700) up to, but not including, workspace dirs. */
+export function ensureRootDirs(root: string): void {
+  const l = rootLayout(root);
+  for (const d of [l.root, l.workspacesBase, l.cacheBase, l.tmpBase]) mkdirSync(d, { recursive: true, mode: 0o700 });
+}
+
+export function newManifest(workspaceId: string, owner: string, projectKey: string | null): WorkspaceManifest {
+  const now = new Date().toISOString();
+  return {
+    marker: MANIFEST_MARKER,
+    workspaceId,
+    owner,
+    phase: "materializing",
+    branch: "",
+    commit: "",
+    workspaceRoot: "",
+    projectKey,
+    lifecycleEnvironment: {},
+    createdAt: now,
+    updatedAt: now,
+  };
+}
+
+/**
+ * Claims `<dir>` for this owner: mkdir (not recursive) fails if anything is already there, in
+ * which case the existing directory's own ownership verdict is thrown.
+ */
+export function claimWorkspace(root: string, layout: WorkspaceLayout, manifest: WorkspaceManifest): void {
+  ensureRootDirs(root);
+  try {
+    mkdirSync(layout.dir, { mode: 0o700 });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    const existing = loadWorkspace(root, manifest.workspaceId, manifest.owner);
+    // Ours but created by a concurrent create of the same owner: not ours to take over mid-flight.
+    if (existing.state === "present") throw new RuntimeError("remote", `SSH workspace is being created concurrently: ${manifest.workspaceId}`);
+    throw ownershipMismatch(layout.dir);
+  }
+  createManifestExclusive(layout, manifest);
+}
+
+/** Re-reads the manifest and insists it is still ours; ownership errors pass through unchanged. */
+export function verifyOwned(root: string, workspaceId: string, owner: string): WorkspaceManifest {
+  const loaded = loadWorkspace(root, workspaceId, owner);
+  if (loaded.state === "missing") throw new RuntimeError("remote", `SSH workspace was removed during the operation: ${workspaceId}`);
+  return loaded.manifest;
+}
+
+/**
+ * Removes a workspace directory: first renamed into `<root>/tmp` (so `<dir>` disappears
+ * atomically and cannot be half-deleted under its real name), then deleted.
+ */
+export function removeWorkspaceDir(root: string, layout: WorkspaceLayout): void {
+  ensureRootDirs(root);
+  const trash = join(rootLayout(root).tmpBase, `trash-${layout.key}-${randomBytes(4).toString("hex")}`);
+  try {
+    renameSync(layout.dir, trash);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") return;
+    if (code !== "EXDEV") throw err;
+    rmSync(layout.dir, { recursive: true, force: true });
+    return;
+  }
+  rmSync(trash, { recursive: true, force: true });
+}

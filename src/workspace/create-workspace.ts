@@ -1,0 +1,107 @@
+// Runtime side of `create`: validates and resolves everything it can locally (before any network
+// use), then holds one agent conversation that claims the directory, negotiates which objects the
+// remote cache lacks, receives exactly those, and checks the workspace out.
+import { createHash } from "node:crypto";
+import { RuntimeError, oneLine } from "../errors.js";
+import type { CreateInput, PlacementIntent } from "../contract/schemas.js";
+import type { RemoteHost } from "../transport/host.js";
+import { FrameKind, type Frame } from "../protocol/frames.js";
+import type { CreateRequest, CreateResult, NeedObjectsMessage, SourceSpec, TestHooks } from "./agent-protocol.js";
+import { normaliseRelativePath } from "./relative-path.js";
+import { resolveLocalSource } from "./local-source.js";
+import { localHaves, sendObjects } from "./object-transfer.js";
+import type { Progress } from "./progress.js";
+
+/** Whole-create bound: large first transfers over slow links need minutes, never forever. */
+const CREATE_TIMEOUT_MS = 30 * 60_000;
+
+export interface PreparedCreate {
+  request: Omit<CreateRequest, "op">;
+  /** Local repository objects are packed from (directory sources only). */
+  repo: string | null;
+}
+
+/** Test-only delays around the claim step (README "Test hooks"); ignored unless set. */
+export function testHooksFromEnv(env: NodeJS.ProcessEnv = process.env): TestHooks {
+  const ms = (v: string | undefined) => (v && /^\d+$/.test(v) ? Number(v) : undefined);
+  return { beforeClaimMs: ms(env.PASEO_SSH_TEST_HOOK_BEFORE_CLAIM_MS), afterClaimMs: ms(env.PASEO_SSH_TEST_HOOK_AFTER_CLAIM_MS) };
+}
+
+/** Cache key of a directory project: its id plus canonical repository path, hashed. */
+export function projectKey(projectId: string, topLevel: string): string {
+  return createHash("sha256").update(`directory\0${projectId}\0${topLevel}`, "utf8").digest("hex").slice(0, 32);
+}
+
+/** The revision a git-source placement asks for, and a branch it asks to create. */
+function gitPlacement(revision: string, placement: PlacementIntent): { revision: string; newBranch: string } {
+  switch (placement.kind) {
+    case "existing":
+      return { revision, newBranch: "" };
+    case "branch":
+      return { revision: placement.baseRef, newBranch: placement.branchName };
+    case "checkout":
+      return { revision: placement.ref, newBranch: "" };
+    case "resolved-worktree": {
+      const s = placement.source;
+      if (s.kind === "branch-off") return { revision: s.baseBranch, newBranch: s.branchName };
+      if (s.kind === "checkout-branch") return { revision: s.branchName, newBranch: "" };
+      return { revision: s.headRef, newBranch: s.localBranchName ?? "" };
+    }
+  }
+}
+
+export async function prepareCreate(input: CreateInput, owner: string, hooks: TestHooks): Promise<PreparedCreate> {
+  // Escapes are refused before anything exists remotely (H1).
+  const relativeCwd = normaliseRelativePath(input.placement.relativeCwd);
+  const src = input.project.source;
+  let source: SourceSpec;
+  let repo: string | null = null;
+  if (src.kind === "directory") {
+    const local = await resolveLocalSource(src.path, input.placement);
+    repo = local.topLevel;
+    source = { kind: "directory", projectKey: projectKey(input.project.projectId, local.topLevel), commit: local.commit, branch: local.branch, subdirectory: local.prefix };
+  } else {
+    const subdirectory = normaliseRelativePath(src.subdirectory);
+    const { revision, newBranch } = gitPlacement(src.revision, input.placement);
+    source = { kind: "git", url: src.url, revision, newBranch, subdirectory };
+  }
+  return { request: { workspaceId: input.workspaceId, owner, source, relativeCwd, purpose: input.purpose ?? null, hooks }, repo };
+}
+
+export async function runCreate(host: RemoteHost, prepared: PreparedCreate, progress: Progress): Promise<CreateResult> {
+  const channel = await host.openAgent();
+  progress.mark("connect");
+  let transfer: Promise<void> | null = null;
+  let transferError: unknown = null;
+  const onFrame = (f: Frame) => {
+    if (f.kind !== FrameKind.Json) return;
+    const msg = JSON.parse(f.payload.toString("utf8")) as { type?: string; phase?: string };
+    if (msg.type === "progress" && msg.phase) progress.mark(msg.phase);
+    if (msg.type !== "need-objects" || transfer || !prepared.repo || prepared.request.source.kind !== "directory") return;
+    const { repo } = prepared;
+    const { commit } = prepared.request.source;
+    transfer = (async () => {
+      const haves = await localHaves(repo, (msg as NeedObjectsMessage).haves);
+      const bytes = await sendObjects(channel, repo, commit, haves);
+      progress.mark("objects-sent", { bytes });
+    })().catch((err: unknown) => {
+      transferError = err;
+      channel.sendJson({ type: "abort", message: oneLine(err instanceof Error ? err.message : String(err)) });
+    });
+  };
+  channel.on("frame", onFrame);
+  try {
+    const result = await channel.request<CreateResult>({ op: "workspace.create", root: host.root, ...prepared.request }, CREATE_TIMEOUT_MS);
+    if (!transfer) progress.mark("objects-sent", { bytes: 0 });
+    progress.mark("done");
+    return result;
+  } catch (err) {
+    await transfer;
+    // The local cause (e.g. pack-objects failing) explains more than the agent's "aborted".
+    if (transferError) throw transferError instanceof RuntimeError ? transferError : new RuntimeError("input", String(transferError));
+    throw err;
+  } finally {
+    channel.off("frame", onFrame);
+    channel.end();
+  }
+}

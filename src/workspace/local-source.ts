@@ -1,0 +1,122 @@
+// Resolves, on the Paseo host, which commit and branch a directory-source workspace materializes,
+// per placement kind. Uses read-only git plumbing only: the local repository gains no refs, no
+// config and no files. Uncommitted and untracked content is dropped by design (only commits ship).
+import { realpathSync } from "node:fs";
+import { RuntimeError } from "../errors.js";
+import type { PlacementIntent, ResolvedWorktreeSource } from "../contract/schemas.js";
+import { gitResult, SHA_RE } from "./git-exec.js";
+
+export interface LocalResolution {
+  /** Canonical path of the repository's top level. */
+  topLevel: string;
+  commit: string;
+  /** "" = detached checkout. */
+  branch: string;
+  /** Path of the source directory inside the repository ("" when it is the top level). */
+  prefix: string;
+}
+
+async function localGit(repo: string, args: string[], okCodes: number[] = []): Promise<{ code: number; stdout: string }> {
+  return gitResult(args, { cwd: repo, errorClass: "input", okCodes, timeoutMs: 60_000 });
+}
+
+async function commitOf(repo: string, ref: string): Promise<string | null> {
+  if (ref === "" || ref.startsWith("-")) return null;
+  const r = await localGit(repo, ["rev-parse", "--verify", "--quiet", `${ref}^{commit}`], [1, 128]);
+  const sha = r.stdout.trim();
+  return r.code === 0 && SHA_RE.test(sha) ? sha : null;
+}
+
+async function firstCommit(repo: string, refs: string[]): Promise<string | null> {
+  for (const ref of refs) {
+    const sha = await commitOf(repo, ref);
+    if (sha) return sha;
+  }
+  return null;
+}
+
+async function requireCommit(repo: string, ref: string, what: string): Promise<string> {
+  const sha = await commitOf(repo, ref);
+  if (!sha) throw new RuntimeError("input", `Cannot resolve ${what} "${ref}" in the project repository ${repo}`);
+  return sha;
+}
+
+async function validBranchName(repo: string, name: string): Promise<string> {
+  const r = name.startsWith("-") ? { code: 1 } : await localGit(repo, ["check-ref-format", "--branch", name], [1, 128]);
+  if (r.code !== 0) throw new RuntimeError("input", `Invalid branch name: ${name}`);
+  return name;
+}
+
+async function isLocalBranch(repo: string, name: string): Promise<boolean> {
+  if (name === "" || name.startsWith("-")) return false;
+  const r = await localGit(repo, ["show-ref", "--verify", "--quiet", `refs/heads/${name}`], [1]);
+  return r.code === 0;
+}
+
+function stripHeads(ref: string): string {
+  return ref.replace(/^refs\/heads\//, "");
+}
+
+async function resolveWorktreeSource(repo: string, source: ResolvedWorktreeSource): Promise<{ commit: string; branch: string }> {
+  switch (source.kind) {
+    case "branch-off":
+      return { commit: await requireCommit(repo, source.baseBranch, "base branch"), branch: await validBranchName(repo, source.branchName) };
+    case "checkout-branch": {
+      const name = stripHeads(source.branchName);
+      const commit = await firstCommit(repo, [`refs/heads/${name}`, `refs/remotes/origin/${name}`]);
+      if (!commit) throw new RuntimeError("input", `Cannot resolve branch "${name}" from local refs of ${repo}; fetch it first`);
+      return { commit, branch: await validBranchName(repo, name) };
+    }
+    default: {
+      const head = stripHeads(source.headRef);
+      const local = source.localBranchName ? stripHeads(source.localBranchName) : head;
+      const candidates = [`refs/heads/${local}`, `refs/heads/${head}`];
+      for (const r of source.checkoutRefs ?? []) {
+        const remoteRef = r.remoteRef.replace(/^refs\/(heads|remotes\/[^/]+)\//, "");
+        candidates.push(`refs/remotes/${r.remoteName ?? "origin"}/${remoteRef}`);
+        if (r.remoteRef.startsWith("refs/")) candidates.push(r.remoteRef);
+      }
+      candidates.push(`refs/remotes/origin/${head}`);
+      const commit = await firstCommit(repo, candidates);
+      if (!commit) throw new RuntimeError("input", `Cannot resolve change request head "${source.headRef}" from local refs of ${repo}; fetch it first`);
+      return { commit, branch: await validBranchName(repo, local) };
+    }
+  }
+}
+
+/** Resolves the commit and branch to materialize for a directory source and placement. */
+export async function resolveLocalSource(path: string, placement: PlacementIntent): Promise<LocalResolution> {
+  let repo: string;
+  try {
+    repo = realpathSync(path);
+  } catch {
+    throw new RuntimeError("input", `Project directory does not exist: ${path}`);
+  }
+  // A non-repository fails here with git's own one-line reason (class input).
+  const top = await localGit(repo, ["rev-parse", "--show-toplevel", "--show-prefix"]);
+  const [topLevel = repo, prefix = ""] = top.stdout.split("\n");
+  let commit: string;
+  let branch: string;
+  switch (placement.kind) {
+    case "existing": {
+      const c = await commitOf(repo, "HEAD");
+      if (!c) throw new RuntimeError("input", `The project repository has no commit to materialize: ${path}`);
+      const sym = await localGit(repo, ["symbolic-ref", "--quiet", "--short", "HEAD"], [1]);
+      commit = c;
+      branch = sym.code === 0 ? sym.stdout.trim() : "";
+      break;
+    }
+    case "branch":
+      commit = await requireCommit(repo, placement.baseRef, "base ref");
+      branch = await validBranchName(repo, placement.branchName);
+      break;
+    case "checkout":
+      commit = await requireCommit(repo, placement.ref, "ref");
+      branch = (await isLocalBranch(repo, stripHeads(placement.ref))) ? stripHeads(placement.ref) : "";
+      break;
+    case "resolved-worktree":
+      ({ commit, branch } = await resolveWorktreeSource(repo, placement.source));
+      break;
+  }
+  return { topLevel, commit, branch, prefix: prefix.replace(/\/$/, "") };
+}

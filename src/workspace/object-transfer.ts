@@ -1,0 +1,41 @@
+// Ships the objects a remote cache lacks: `git pack-objects --revs --thin --stdout` on the Paseo
+// host (reads the repository, writes nothing into it) streamed as Stdin data frames, then an Eof
+// frame. The agent completes the thin pack with `index-pack --fix-thin` against its own objects.
+import { FrameKind, encodeData, encodeFrame } from "../protocol/frames.js";
+import type { AgentChannel } from "../transport/agent-channel.js";
+import { gitResult, gitStream, SHA_RE } from "./git-exec.js";
+
+const PACK_TIMEOUT_MS = 600_000;
+
+/** Keeps only the offered bases the local repository also has (pack-objects needs them). */
+export async function localHaves(repo: string, offered: string[]): Promise<string[]> {
+  const shas = offered.filter((s) => SHA_RE.test(s));
+  if (shas.length === 0) return [];
+  const r = await gitResult(["cat-file", "--batch-check=%(objectname) %(objecttype)"], { cwd: repo, input: shas.join("\n") + "\n", errorClass: "input" });
+  return r.stdout
+    .split("\n")
+    .map((l) => l.split(" "))
+    .filter(([sha, type]) => type === "commit" && sha !== undefined && SHA_RE.test(sha))
+    .map(([sha]) => sha as string);
+}
+
+/** Streams the pack for `commit` minus `haves` to the agent; resolves with the bytes sent. */
+export async function sendObjects(channel: AgentChannel, repo: string, commit: string, haves: string[]): Promise<number> {
+  const revs = [commit, ...haves.map((h) => `^${h}`)].join("\n") + "\n";
+  const pack = gitStream(["pack-objects", "--revs", "--thin", "--stdout", "--delta-base-offset", "--quiet"], { cwd: repo, timeoutMs: PACK_TIMEOUT_MS, errorClass: "input" });
+  pack.stdin.end(revs);
+  let bytes = 0;
+  const onClose = () => pack.kill();
+  channel.once("close", onClose);
+  try {
+    for await (const chunk of pack.stdout as AsyncIterable<Buffer>) {
+      bytes += chunk.length;
+      channel.send(encodeData(FrameKind.Stdin, chunk));
+    }
+    await pack.done;
+  } finally {
+    channel.off("close", onClose);
+  }
+  channel.send(encodeFrame(FrameKind.Eof, Buffer.from([0])));
+  return bytes;
+}
