@@ -1,0 +1,228 @@
+// vitest globalSetup: starts a real OpenSSH sshd on 127.0.0.1 (fresh host keys, client keys,
+// config and known_hosts in a temp dir) so transport and end-to-end tests run against the real
+// thing. As root it logs in as dedicated non-root users (`paseotest`, and `paseonoisy` whose rc
+// files print noise); otherwise sshd runs as the current user, who logs in as themselves.
+// PASEO_TEST_SSH_HOST (+ _PORT, _USER, _IDENTITY, _KNOWN_HOSTS) targets an external host instead.
+// The description reaches test workers as JSON in PASEO_TEST_RIG (see rig.ts).
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { chmodSync, copyFileSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
+import { createServer, connect } from "node:net";
+import { tmpdir, userInfo } from "node:os";
+import { join } from "node:path";
+import type { RigInfo } from "./rig.js";
+
+const SSHD = "/usr/sbin/sshd";
+const TEST_USER = "paseotest";
+const NOISY_USER = "paseonoisy";
+export const ENCRYPTED_KEY_PASSPHRASE = "rig-passphrase";
+
+const sh = (cmd: string, args: string[]) => execFileSync(cmd, args, { stdio: ["ignore", "pipe", "pipe"], timeout: 30_000 }).toString();
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function canConnect(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect({ host: "127.0.0.1", port });
+    s.once("connect", () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once("error", () => resolve(false));
+  });
+}
+
+function homeOf(user: string): string {
+  const line = readFileSync("/etc/passwd", "utf8").split("\n").find((l) => l.startsWith(`${user}:`));
+  if (!line) throw new Error(`no passwd entry for ${user}`);
+  return line.split(":")[5]!;
+}
+
+/** Creates (if missing) a login-capable, non-root user with a usable home. */
+function ensureUser(user: string): string {
+  try {
+    sh("id", ["-u", user]);
+  } catch {
+    sh("useradd", ["-m", "-s", "/bin/bash", user]);
+  }
+  // sshd without PAM refuses accounts whose password field is locked ("!"); "*" means "no password".
+  sh("usermod", ["-p", "*", user]);
+  const home = homeOf(user);
+  mkdirSync(home, { recursive: true });
+  sh("chown", [`${user}:`, home]);
+  chmodSync(home, 0o755);
+  return home;
+}
+
+const NOISE = "echo 'rc-noise: hello from {file}'; printf 'rc-noise without newline {file}'; export PASEO_RC_NOISE_{var}=1\n";
+
+function makeNoisyUser(): string {
+  const home = ensureUser(NOISY_USER);
+  const files: Array<[string, string]> = [[".bashrc", "BASHRC"], [".profile", "PROFILE"], [".zshenv", "ZSHENV"], [".bash_profile", "BASH_PROFILE"]];
+  for (const [file, v] of files) {
+    writeFileSync(join(home, file), NOISE.replaceAll("{file}", file).replace("{var}", v));
+    sh("chown", [`${NOISY_USER}:`, join(home, file)]);
+  }
+  return home;
+}
+
+function keygen(path: string, type: string, passphrase = ""): string {
+  sh("ssh-keygen", ["-q", "-t", type, "-N", passphrase, "-C", "paseo-rig", "-f", path]);
+  return readFileSync(`${path}.pub`, "utf8").trim();
+}
+
+function sshdConfig(tmp: string, port: number, users: string[], extra: string[]): string {
+  return [
+    `Port ${port}`,
+    "ListenAddress 127.0.0.1",
+    `HostKey ${join(tmp, "ssh_host_ed25519_key")}`,
+    `HostKey ${join(tmp, "ssh_host_ecdsa_key")}`,
+    `PidFile ${join(tmp, "sshd.pid")}`,
+    "LogLevel VERBOSE",
+    "StrictModes no",
+    "UsePAM no",
+    "PasswordAuthentication no",
+    "KbdInteractiveAuthentication no",
+    "PubkeyAuthentication yes",
+    "PermitRootLogin no",
+    `AuthorizedKeysFile ${join(tmp, "authorized_keys")}`,
+    `AllowUsers ${users.join(" ")}`,
+    // Tests open many connections at once; the default 10:30:100 would drop some at random.
+    "MaxStartups 200",
+    "PrintMotd no",
+    ...extra,
+    "",
+  ].join("\n");
+}
+
+function externalRig(): RigInfo {
+  const env = process.env;
+  const tmpDir = mkdtempSync(join(tmpdir(), "paseo-rig-ext-"));
+  const knownHostsFile = env.PASEO_TEST_SSH_KNOWN_HOSTS ?? join(userInfo().homedir, ".ssh", "known_hosts");
+  const hashed = join(tmpDir, "known_hosts.hashed");
+  copyFileSync(knownHostsFile, hashed);
+  sh("ssh-keygen", ["-H", "-f", hashed]);
+  return {
+    external: true,
+    host: env.PASEO_TEST_SSH_HOST!,
+    port: Number(env.PASEO_TEST_SSH_PORT ?? 22),
+    user: env.PASEO_TEST_SSH_USER ?? userInfo().username,
+    identityFile: env.PASEO_TEST_SSH_IDENTITY ?? join(userInfo().homedir, ".ssh", "id_ed25519"),
+    encryptedIdentityFile: null,
+    encryptedPassphrase: ENCRYPTED_KEY_PASSPHRASE,
+    knownHostsFile,
+    hashedKnownHostsFile: hashed,
+    hostPublicKeys: [],
+    sshdLog: null,
+    tmpDir,
+    remoteHome: null,
+    noisyUser: null,
+    noisyUserSkipReason: "external host: no rc-noise user",
+  };
+}
+
+export default async function setup(): Promise<() => Promise<void>> {
+  if (process.env.PASEO_TEST_SSH_HOST) {
+    const info = externalRig();
+    process.env.PASEO_TEST_RIG = JSON.stringify(info);
+    return async () => rmSync(info.tmpDir, { recursive: true, force: true });
+  }
+  if (!existsSync(SSHD)) throw new Error(`${SSHD} is missing: install openssh-server (or set PASEO_TEST_SSH_HOST)`);
+  const isRoot = process.getuid?.() === 0;
+  const tmpDir = mkdtempSync(join(tmpdir(), "paseo-rig-"));
+  // sshd reads AuthorizedKeysFile as the target user, so the directory must be traversable.
+  chmodSync(tmpDir, 0o755);
+
+  let user = userInfo().username;
+  let remoteHome = userInfo().homedir;
+  let noisyUser: string | null = null;
+  let noisyUserSkipReason: string | null = "not running as root: cannot create a second login user";
+  if (isRoot) {
+    remoteHome = ensureUser(TEST_USER);
+    user = TEST_USER;
+    makeNoisyUser();
+    noisyUser = NOISY_USER;
+    noisyUserSkipReason = null;
+    // Test roots from earlier runs would hide install behaviour.
+    for (const u of [TEST_USER, NOISY_USER]) sh("sh", ["-c", `rm -rf ${homeOf(u)}/.paseo-ssh-test*`]);
+    mkdirSync("/run/sshd", { recursive: true, mode: 0o755 });
+  }
+
+  const hostPublicKeys = [keygen(join(tmpDir, "ssh_host_ed25519_key"), "ed25519"), keygen(join(tmpDir, "ssh_host_ecdsa_key"), "ecdsa")];
+  const identityFile = join(tmpDir, "id_ed25519");
+  const encryptedIdentityFile = join(tmpDir, "id_encrypted");
+  const authorized = [keygen(identityFile, "ed25519"), keygen(encryptedIdentityFile, "ed25519", ENCRYPTED_KEY_PASSPHRASE)];
+  writeFileSync(join(tmpDir, "authorized_keys"), authorized.join("\n") + "\n", { mode: 0o644 });
+
+  const port = await freePort();
+  const name = `[127.0.0.1]:${port}`;
+  const knownHostsFile = join(tmpDir, "known_hosts");
+  writeFileSync(knownHostsFile, hostPublicKeys.map((k) => `${name} ${k.split(" ").slice(0, 2).join(" ")}`).join("\n") + "\n");
+  const hashedKnownHostsFile = join(tmpDir, "known_hosts.hashed");
+  copyFileSync(knownHostsFile, hashedKnownHostsFile);
+  sh("ssh-keygen", ["-q", "-H", "-f", hashedKnownHostsFile]);
+  rmSync(`${hashedKnownHostsFile}.old`, { force: true });
+
+  const users = noisyUser ? [user, noisyUser] : [user];
+  const configFile = join(tmpDir, "sshd_config");
+  // OpenSSH >= 9.8 penalises sources whose connections fail pre-auth (our host-key tests do
+  // that on purpose); older versions reject the keyword, so keep it only if sshd accepts it.
+  writeFileSync(configFile, sshdConfig(tmpDir, port, users, ["PerSourcePenalties no"]));
+  try {
+    sh(SSHD, ["-t", "-f", configFile]);
+  } catch {
+    writeFileSync(configFile, sshdConfig(tmpDir, port, users, []));
+    sh(SSHD, ["-t", "-f", configFile]);
+  }
+
+  const sshdLog = join(tmpDir, "sshd.log");
+  writeFileSync(sshdLog, "");
+  chmodSync(sshdLog, 0o644);
+  const errFd = openSync(join(tmpDir, "sshd.stderr"), "a");
+  const sshd: ChildProcess = spawn(SSHD, ["-D", "-f", configFile, "-E", sshdLog], { stdio: ["ignore", errFd, errFd] });
+  const deadline = Date.now() + 10_000;
+  while (!(await canConnect(port))) {
+    if (sshd.exitCode !== null || Date.now() > deadline) {
+      sshd.kill("SIGKILL");
+      throw new Error(`sshd did not start on port ${port}: ${readFileSync(sshdLog, "utf8")}${readFileSync(join(tmpDir, "sshd.stderr"), "utf8")}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+
+  const info: RigInfo = {
+    external: false,
+    host: "127.0.0.1",
+    port,
+    user,
+    identityFile,
+    encryptedIdentityFile,
+    encryptedPassphrase: ENCRYPTED_KEY_PASSPHRASE,
+    knownHostsFile,
+    hashedKnownHostsFile,
+    hostPublicKeys,
+    sshdLog,
+    tmpDir,
+    remoteHome,
+    noisyUser,
+    noisyUserSkipReason,
+  };
+  process.env.PASEO_TEST_RIG = JSON.stringify(info);
+
+  return async () => {
+    if (sshd.exitCode === null) {
+      const exited = new Promise((r) => sshd.once("exit", r));
+      sshd.kill("SIGTERM");
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 3000))]);
+      if (sshd.exitCode === null) sshd.kill("SIGKILL");
+    }
+    if (!process.env.PASEO_TEST_KEEP_RIG) rmSync(tmpDir, { recursive: true, force: true });
+  };
+}

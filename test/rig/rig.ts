@@ -1,0 +1,71 @@
+// What tests use of the sshd rig started by global-setup.ts: connection facts, runtime options
+// for the CLI or openHost, and a reader for the sshd log since a remembered offset.
+import { randomBytes } from "node:crypto";
+import { readFileSync, statSync } from "node:fs";
+
+export interface RigInfo {
+  /** True when PASEO_TEST_SSH_HOST points the tests at a host we did not start. */
+  external: boolean;
+  host: string;
+  port: number;
+  user: string;
+  identityFile: string;
+  /** Authorized key protected by `encryptedPassphrase` (null on an external host). */
+  encryptedIdentityFile: string | null;
+  encryptedPassphrase: string;
+  knownHostsFile: string;
+  /** The same entries hashed with `ssh-keygen -H`. */
+  hashedKnownHostsFile: string;
+  /** Host public keys, `type base64 comment` lines. */
+  hostPublicKeys: string[];
+  /** sshd's -E log (LogLevel VERBOSE), null on an external host. */
+  sshdLog: string | null;
+  tmpDir: string;
+  /** Home directory of `user` on the host (null if unknown). */
+  remoteHome: string | null;
+  /** Second authorized user whose rc files print to stdout and export variables. */
+  noisyUser: string | null;
+  noisyUserSkipReason: string | null;
+}
+
+export function rig(): RigInfo {
+  const raw = process.env.PASEO_TEST_RIG;
+  if (!raw) throw new Error("PASEO_TEST_RIG is not set: run tests through vitest (globalSetup test/rig/global-setup.ts)");
+  return JSON.parse(raw) as RigInfo;
+}
+
+/** Remote root used by tests; every test run starts with these removed (rig-managed users). */
+export const TEST_ROOT = "~/.paseo-ssh-test";
+
+/** A root no other test uses, e.g. to observe a first install. */
+export function uniqueTestRoot(label = "t"): string {
+  return `${TEST_ROOT}-${label}-${randomBytes(4).toString("hex")}`;
+}
+
+/** Runtime options (the JSON Paseo would send) for the rig host. */
+export function rigOptions(extra: Record<string, unknown> = {}): Record<string, unknown> {
+  const r = rig();
+  return {
+    host: r.host,
+    port: r.port,
+    user: r.user,
+    identityFile: r.identityFile,
+    knownHostsFile: r.knownHostsFile,
+    root: TEST_ROOT,
+    connectTimeoutMs: 10_000,
+    ...extra,
+  };
+}
+
+/** Current size of the sshd log, to pass to sshdLogSince later. */
+export function sshdLogOffset(): number {
+  const log = rig().sshdLog;
+  return log ? statSync(log).size : 0;
+}
+
+/** sshd log text written after `offset` (empty on an external host). */
+export function sshdLogSince(offset: number): string {
+  const log = rig().sshdLog;
+  if (!log) return "";
+  return readFileSync(log).subarray(offset).toString("utf8");
+}

@@ -1,0 +1,94 @@
+// The agent over the real sshd: bootstrap, install once per hash, reuse, concurrent installs,
+// login shells that print noise, and PTY channels.
+import { afterEach, describe, expect, it } from "vitest";
+import { parseRuntimeOptions } from "../../src/options.js";
+import { openHost, type SshHost } from "../../src/transport/ssh-host.js";
+import { AGENT_READY_MARKER } from "../../src/protocol/frames.js";
+import { rig, rigOptions, uniqueTestRoot } from "../rig/rig.js";
+
+const hosts: SshHost[] = [];
+async function open(extra: Record<string, unknown> = {}): Promise<SshHost> {
+  const h = await openHost(parseRuntimeOptions(rigOptions(extra)));
+  hosts.push(h);
+  return h;
+}
+afterEach(() => {
+  for (const h of hosts.splice(0)) h.close();
+});
+
+interface Facts {
+  os: string;
+  arch: string;
+  node: string;
+  nodePath: string;
+  git: string | null;
+  root: string;
+  freeBytes: number | null;
+}
+
+describe("remote agent over sshd", () => {
+  it("installs the agent once and reuses it", async () => {
+    const root = uniqueTestRoot("install");
+    const h = await open({ root });
+    expect(await h.call({ op: "ping" })).toEqual({ pong: true });
+    expect(h.installs).toBe(1);
+    expect(await h.call({ op: "ping" })).toEqual({ pong: true });
+    expect(h.installs).toBe(1);
+
+    // A fresh process (new connection) finds the installed agent too.
+    const h2 = await open({ root });
+    const facts = await h2.call<Facts>({ op: "facts" });
+    expect(h2.installs).toBe(0);
+    expect(facts.root).toBe(`${rig().remoteHome}/${root.slice(2)}`);
+    expect(facts.node).toMatch(/^v\d+\./);
+    expect(facts.git).toMatch(/^git version/);
+  });
+
+  it("two concurrent installs into the same root both succeed", async () => {
+    const root = uniqueTestRoot("race");
+    const [a, b] = await Promise.all([open({ root }), open({ root })]);
+    const [ra, rb] = await Promise.all([a.call({ op: "ping" }), b.call({ op: "ping" })]);
+    expect(ra).toEqual({ pong: true });
+    expect(rb).toEqual({ pong: true });
+    expect(a.installs + b.installs).toBeGreaterThanOrEqual(1);
+    const c = await open({ root });
+    expect(await c.call({ op: "ping" })).toEqual({ pong: true });
+    expect(c.installs).toBe(0);
+  });
+
+  it("many agents share one connection", async () => {
+    const h = await open();
+    const results = await Promise.all(Array.from({ length: 8 }, () => h.call({ op: "ping" })));
+    expect(results).toEqual(Array(8).fill({ pong: true }));
+  });
+
+  it("rc files that print to stdout do not disturb the handshake (facts is exact JSON)", async (ctx) => {
+    const r = rig();
+    if (!r.noisyUser) return ctx.skip(r.noisyUserSkipReason ?? "no noisy user");
+    const h = await open({ user: r.noisyUser, root: uniqueTestRoot("noisy") });
+    const facts = await h.call<Facts>({ op: "facts" });
+    expect(Object.keys(facts).sort()).toEqual(["arch", "freeBytes", "git", "node", "nodePath", "os", "root"]);
+    expect(facts.root).toMatch(new RegExp(`/${r.noisyUser}/\\.paseo-ssh-test-noisy-[0-9a-f]{8}$`));
+    expect(h.installs).toBe(1);
+  });
+
+  it("reports a missing remoteNode as a remote-dependency error", async () => {
+    const h = await open({ remoteNode: "/nonexistent/bin/node" });
+    await expect(h.call({ op: "ping" })).rejects.toMatchObject({
+      errorClass: "remote-dependency",
+      message: expect.stringContaining("/nonexistent/bin/node"),
+    });
+  });
+
+  it("opens a PTY whose output starts after the ready marker", async () => {
+    const h = await open({ root: uniqueTestRoot("pty") });
+    const pty = await h.openPty([], { rows: 24, cols: 80 });
+    const chunks: Buffer[] = [];
+    pty.output.on("data", (d: Buffer) => chunks.push(d));
+    pty.setWindow(30, 100);
+    pty.destroy();
+    await pty.closed;
+    expect(Buffer.concat(chunks).includes(AGENT_READY_MARKER)).toBe(false);
+    expect(h.installs).toBe(1);
+  });
+});
