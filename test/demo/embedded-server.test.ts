@@ -1,0 +1,188 @@
+// The demo's embedded SSH server must behave like the parts of sshd the runtime relies on:
+// verified host key, public-key auth only, exec with exact exit status/signal and byte-exact
+// pipes, pty-req with the initial size in place and window-change applied, and a clean close.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import ssh2, { type Client as SshClient, type ClientChannel, type PseudoTtyOptions } from "ssh2";
+import { existsSync, readFileSync } from "node:fs";
+import { execFile, execFileSync, spawnSync } from "node:child_process";
+import { promisify } from "node:util";
+import { startEmbeddedServer, type EmbeddedServer } from "../../src/demo/embedded-server.js";
+
+const { Client, utils } = ssh2;
+const execFileAsync = promisify(execFile);
+const utilLinuxScript = /util-linux/.test(spawnSync("script", ["--version"], { encoding: "utf8" }).stdout ?? "");
+
+let server: EmbeddedServer;
+beforeAll(async () => {
+  server = await startEmbeddedServer();
+});
+afterAll(async () => {
+  await server?.close();
+});
+
+function knownHostKey(): Buffer {
+  const [name, algo, b64] = readFileSync(server.knownHostsFile, "utf8").trim().split(" ");
+  expect(name).toBe(`[127.0.0.1]:${server.port}`);
+  expect(algo).toBe("ssh-ed25519");
+  return Buffer.from(b64!, "base64");
+}
+
+function connect(overrides: { privateKey?: string; username?: string } = {}): Promise<SshClient> {
+  const expected = knownHostKey();
+  return new Promise((resolve, reject) => {
+    const client = new Client();
+    client.once("ready", () => resolve(client));
+    client.once("error", reject);
+    client.connect({
+      host: server.host,
+      port: server.port,
+      username: overrides.username ?? server.user,
+      privateKey: overrides.privateKey ?? readFileSync(server.identityFile, "utf8"),
+      hostVerifier: (key: Buffer) => key.equals(expected),
+      readyTimeout: 10_000,
+    });
+  });
+}
+
+interface Result {
+  stdout: Buffer;
+  stderr: Buffer;
+  code: number | null;
+  signal: string | null;
+}
+
+function run(
+  client: SshClient,
+  command: string,
+  opts: { input?: Buffer | string; pty?: PseudoTtyOptions; env?: Record<string, string>; during?: (ch: ClientChannel) => void } = {},
+): Promise<Result> {
+  return new Promise((resolve, reject) => {
+    client.exec(command, { ...(opts.pty ? { pty: opts.pty } : {}), ...(opts.env ? { env: opts.env } : {}) }, (err, ch) => {
+      if (err) return reject(err);
+      const out: Buffer[] = [];
+      const errs: Buffer[] = [];
+      let code: number | null = null;
+      let signal: string | null = null;
+      ch.on("data", (d: Buffer) => out.push(d));
+      ch.stderr.on("data", (d: Buffer) => errs.push(d));
+      ch.on("exit", (c: number | null, s?: string) => {
+        code = c ?? null;
+        signal = s ?? null;
+      });
+      ch.on("close", () => resolve({ stdout: Buffer.concat(out), stderr: Buffer.concat(errs), code, signal }));
+      if (opts.during) opts.during(ch);
+      else if (opts.input !== undefined) ch.end(opts.input);
+      else ch.end();
+    });
+  });
+}
+
+describe("embedded SSH server", () => {
+  it("runs exec requests with exact exit codes and byte-exact pipes", async () => {
+    const client = await connect();
+    try {
+      const binary = Buffer.from([0x72, 0x61, 0x77, 0x00, 0xff, 0x0a]);
+      const echoed = await run(client, "cat; printf 'err\\000' >&2; exit 19", { input: binary });
+      expect(echoed.stdout.equals(binary)).toBe(true);
+      expect(echoed.stderr.equals(Buffer.from("err\0"))).toBe(true);
+      expect(echoed.code).toBe(19);
+      const killed = await run(client, "kill -TERM $$");
+      expect(killed.signal).toBe("SIGTERM");
+    } finally {
+      client.end();
+    }
+  });
+
+  it("gives commands a minimal login-like env and refuses env requests", async () => {
+    const client = await connect();
+    try {
+      const result = await run(client, "env", { env: { INJECTED_BY_CLIENT: "nope" } });
+      const keys = result.stdout.toString().trim().split("\n").map((l) => l.split("=")[0]).sort();
+      expect(keys).toEqual(["HOME", "LOGNAME", "PATH", "PWD", "SHELL", "USER"]);
+      expect(result.code).toBe(0);
+    } finally {
+      client.end();
+    }
+  });
+
+  it("rejects other keys and other users", async () => {
+    const stranger = utils.generateKeyPairSync("ed25519").private;
+    await expect(connect({ privateKey: stranger })).rejects.toThrow(/authentication methods failed/);
+    await expect(connect({ username: `${server.user}-nobody` })).rejects.toThrow(/authentication methods failed/);
+  });
+
+  // Asynchronous on purpose: the server lives in this process, a sync spawn would starve it.
+  it("is accepted by OpenSSH's client with strict host-key checking against its known_hosts", async () => {
+    const { stdout } = await execFileAsync(
+      "ssh",
+      ["-p", String(server.port), "-i", server.identityFile, "-o", `UserKnownHostsFile=${server.knownHostsFile}`,
+        "-o", "GlobalKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
+        "-o", "IdentitiesOnly=yes", `${server.user}@${server.host}`, "printf ok"],
+      { timeout: 20_000 },
+    );
+    expect(stdout).toBe("ok");
+  });
+
+  it("offers PTYs exactly when util-linux script is installed", () => {
+    expect(server.ptySupported).toBe(utilLinuxScript);
+  });
+
+  it.runIf(utilLinuxScript)("serves pty-req with the initial size and applies window-change", async () => {
+    const client = await connect();
+    try {
+      const initial = await run(client, "stty size; test -t 0 && echo is-a-tty", { pty: { rows: 30, cols: 100, term: "xterm" } });
+      expect(initial.stdout.toString()).toBe("30 100\r\nis-a-tty\r\n");
+      expect(initial.code).toBe(0);
+      const resized = await run(client, "stty -echo; echo ready; read line; stty size; exit 6", {
+        pty: { rows: 24, cols: 80 },
+        during: (ch) => {
+          let seen = "";
+          ch.on("data", (d: Buffer) => {
+            seen += d.toString();
+            if (!seen.includes("ready")) return;
+            seen = "";
+            ch.setWindow(41, 99, 0, 0);
+            ch.write("go\n");
+          });
+        },
+      });
+      expect(resized.stdout.toString()).toContain("41 99");
+      expect(resized.code).toBe(6);
+    } finally {
+      client.end();
+    }
+  });
+
+  it("close() kills what it started and removes its directory", async () => {
+    const own = await startEmbeddedServer();
+    const client = await new Promise<SshClient>((resolve, reject) => {
+      const c = new Client();
+      c.once("ready", () => resolve(c)).once("error", reject);
+      c.connect({ host: own.host, port: own.port, username: own.user, privateKey: readFileSync(own.identityFile, "utf8") });
+    });
+    client.on("error", () => undefined);
+    const marker = `sleep 31.${process.pid}`;
+    client.exec(`exec ${marker}`, () => undefined);
+    await waitUntil(() => pgrep(marker), 5_000);
+    await own.close();
+    expect(pgrep(marker)).toBe(false);
+    expect(existsSync(own.dir)).toBe(false);
+  });
+});
+
+function pgrep(pattern: string): boolean {
+  try {
+    execFileSync("pgrep", ["-f", pattern], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function waitUntil(check: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error("condition not reached in time");
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
