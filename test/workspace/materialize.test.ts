@@ -1,0 +1,127 @@
+// Scenario A's materialization (A1, A2, A9, A10, A25, A28), E4 and do-better 11–13, 19 over the
+// real sshd: only committed content reaches the host, the checkout is a real repository on the
+// branch, a second workspace ships no objects and a new commit ships only its delta.
+import { execFileSync } from "node:child_process";
+import { existsSync, lstatSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { workspaceLayout } from "../../src/remote-agent/layout.js";
+import { commitAll, gitIn, LARGE_BIN_SIZE, localRepoFingerprint, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
+import { bytesSent, dirInput, progressLines, sshDriver, type Driver } from "./driver.js";
+
+const PROGRESS = { PASEO_SSH_PROGRESS: "1" };
+
+describe("directory source materialization over SSH", () => {
+  let base: string;
+  let fixture: FixtureRepo;
+  let d: Driver;
+
+  beforeAll(() => {
+    base = mkdtempSync(join(tmpdir(), "paseo-ws-mat-"));
+    fixture = seedRepo(base);
+    d = sshDriver("mat");
+  });
+  afterAll(() => {
+    rmSync(base, { recursive: true, force: true });
+    rmSync(d.root, { recursive: true, force: true });
+  });
+
+  it("A1/A2/A9/A25: creates a clean checkout on main with committed content only", async () => {
+    const before = localRepoFingerprint(fixture.path);
+    const t0 = Date.now();
+    const r = await d.create(dirInput("mat-a", fixture.path), { env: PROGRESS });
+    const ms = Date.now() - t0;
+    expect(r.message).toBe("");
+    const checkout = workspaceLayout(d.root, "mat-a").checkout;
+    expect(r.value).toEqual({
+      type: "state",
+      protocolVersion: 1,
+      state: {
+        workspaceId: "mat-a",
+        lifecycle: "ready",
+        lifecycleEnvironment: { PASEO_SOURCE_CHECKOUT_PATH: ".", PASEO_ROOT_PATH: ".", PASEO_WORKTREE_PATH: ".", PASEO_BRANCH_NAME: "main" },
+      },
+      placement: { cwd: checkout },
+      materializedFreshContent: true,
+    });
+    expect(JSON.stringify(r.value)).not.toMatch(/root|revision|executionDomainId/);
+    // A real repository on branch main, clean, with origin usable for fetch.
+    expect(gitIn(checkout, ["symbolic-ref", "--short", "HEAD"]).trim()).toBe("main");
+    expect(gitIn(checkout, ["rev-parse", "HEAD"]).trim()).toBe(fixture.commit);
+    expect(gitIn(checkout, ["status", "--porcelain"])).toBe("");
+    expect(existsSync(join(checkout, ".env"))).toBe(false);
+    expect(readFileSync(join(checkout, "committed.txt"), "utf8")).toBe("committed\n");
+    expect(readFileSync(join(checkout, "large.bin")).equals(Buffer.alloc(LARGE_BIN_SIZE, 0xa5))).toBe(true);
+    expect(lstatSync(join(checkout, "outside-link")).isSymbolicLink()).toBe(true);
+    expect(readlinkSync(join(checkout, "outside-link"))).toBe("/etc/passwd");
+    expect(statSync(join(checkout, "fixture-agent.mjs")).mode & 0o111).toBe(0o111 & statSync(join(fixture.path, "fixture-agent.mjs")).mode);
+    // No identity was configured for the workspace (A5 sets its own).
+    expect(() => gitIn(checkout, ["config", "--local", "user.email"])).toThrow();
+    // The Paseo-host repository is untouched: no refs, no config, status exactly `?? .env`.
+    expect(localRepoFingerprint(fixture.path)).toEqual(before);
+    expect(gitIn(fixture.path, ["status", "--short"])).toBe("?? .env\n");
+    // Progress went to stderr as JSON lines, in phase order.
+    expect(progressLines(r.stderr).map((p) => p.phase)).toEqual(["connect", "negotiate", "objects-sent", "checkout", "done"]);
+    console.log(`create of the fixture: ${ms} ms, ${bytesSent(r.stderr)} object bytes sent`);
+
+    const i = await d.inspect("mat-a");
+    expect(i.value).toEqual({ type: "inspection", protocolVersion: 1, inspection: { status: "ready", state: r.value!.state, placement: { cwd: checkout } } });
+  });
+
+  it("A9: git fetch works in the checkout as the remote user", async () => {
+    const checkout = workspaceLayout(d.root, "mat-a").checkout;
+    const owner = statSync(checkout).uid;
+    // Run as the workspace's own user, the way workloads run.
+    const out = execFileSync("setpriv", [`--reuid=${owner}`, `--regid=${statSync(checkout).gid}`, "--init-groups", "git", "fetch"], { cwd: checkout, env: { PATH: process.env.PATH, HOME: "/tmp" } });
+    expect(out.toString()).toBe("");
+  });
+
+  it("creating an existing workspace returns its state with materializedFreshContent false", async () => {
+    const r = await d.create(dirInput("mat-a", fixture.path), { env: PROGRESS });
+    expect(r.value?.materializedFreshContent).toBe(false);
+    expect(r.value?.state.lifecycle).toBe("ready");
+  });
+
+  it("a second workspace of the same commit sends no objects; a new commit sends only its delta (E4)", async () => {
+    const first = await d.create(dirInput("mat-b", fixture.path), { env: PROGRESS });
+    expect(first.value?.materializedFreshContent).toBe(true);
+    expect(bytesSent(first.stderr)).toBe(0);
+
+    expect((await d.op("destroy", "mat-a")).ok).toBe(true);
+    expect(existsSync(workspaceLayout(d.root, "mat-a").dir)).toBe(false);
+    writeFileSync(join(fixture.path, "committed.txt"), "v2\n");
+    const v2 = commitAll(fixture.path, "v2");
+    const again = await d.create(dirInput("mat-a", fixture.path), { env: PROGRESS });
+    expect(again.value?.materializedFreshContent).toBe(true);
+    const delta = bytesSent(again.stderr);
+    const full = execFileSync("git", ["pack-objects", "--revs", "--stdout", "-q"], { cwd: fixture.path, input: "HEAD\n" }).length;
+    expect(delta).toBeGreaterThan(0);
+    expect(delta).toBeLessThan(full);
+    console.log(`delta after one commit: ${delta} bytes (a full pack of HEAD is ${full})`);
+    expect(gitIn(workspaceLayout(d.root, "mat-a").checkout, ["rev-parse", "HEAD"]).trim()).toBe(v2);
+    expect(readFileSync(join(workspaceLayout(d.root, "mat-a").checkout, "committed.txt"), "utf8")).toBe("v2\n");
+    expect(readFileSync(join(workspaceLayout(d.root, "mat-b").checkout, "committed.txt"), "utf8")).toBe("committed\n");
+  });
+
+  it("A10/A28: remote changes never reach the host repo; destroy removes the directory and is idempotent", async () => {
+    const checkout = workspaceLayout(d.root, "mat-b").checkout;
+    writeFileSync(join(checkout, "runtime-owned.txt"), "x");
+    writeFileSync(join(checkout, "committed.txt"), "container-change");
+    expect((await d.op("destroy", "mat-b")).ok).toBe(true);
+    expect((await d.op("destroy", "mat-b")).ok).toBe(true);
+    expect(existsSync(workspaceLayout(d.root, "mat-b").dir)).toBe(false);
+    expect(existsSync(join(fixture.path, "runtime-owned.txt"))).toBe(false);
+    expect(readFileSync(join(fixture.path, "committed.txt"), "utf8")).toBe("v2\n");
+    expect((await d.inspect("mat-b")).value?.inspection).toEqual({ status: "missing" });
+    expect((await d.op("destroy", "mat-a")).ok).toBe(true);
+  });
+
+  it("a discovery workspace has the same environment", async () => {
+    const r = await d.create(dirInput("mat-probe", fixture.path, { kind: "existing" }, { purpose: "discovery" }));
+    expect(r.value?.state.lifecycleEnvironment?.PASEO_BRANCH_NAME).toBe("main");
+    expect(r.value?.materializedFreshContent).toBe(true);
+    expect((await d.op("destroy", "mat-probe")).ok).toBe(true);
+  });
+});
