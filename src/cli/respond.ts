@@ -1,15 +1,28 @@
 // Writes an operation's single stdout value (contract §5): validated, canonical bytes, one line.
 import type { Writable } from "node:stream";
+import {
+  DescribeResponseSchema,
+  OperationResponseSchema,
+  encodeCanonical,
+  type DescribeResponse,
+  type OperationResponse,
+} from "../contract/index.js";
 
-const DESCRIBE_BYTES = '{"protocolVersion":1,"modes":["pipes","pty"],"reconcile":true}\n';
+/** Ours (contract §1, §7.8); the extras are deliberately not advertised. */
+export const DESCRIBE: DescribeResponse = { protocolVersion: 1, modes: ["pipes", "pty"], reconcile: true };
 
-/** Resolves once the bytes are handed to the OS, so the dispatcher may exit right after. */
+/** Resolves once the bytes are handed to the stream, so the dispatcher may exit right after. */
 export function writeBytes(stdout: Writable, bytes: string | Uint8Array): Promise<void> {
   return new Promise((resolve, reject) => {
     stdout.write(bytes, (err) => (err ? reject(err) : resolve()));
   });
 }
 
+/** A lifecycle response (state / inspection / ok) or the merge-to-base response. */
+export function writeResponse(stdout: Writable, response: OperationResponse): Promise<void> {
+  return writeBytes(stdout, encodeCanonical(OperationResponseSchema, response));
+}
+
 export function writeDescribe(stdout: Writable): Promise<void> {
-  return writeBytes(stdout, DESCRIBE_BYTES);
+  return writeBytes(stdout, encodeCanonical(DescribeResponseSchema, DESCRIBE));
 }

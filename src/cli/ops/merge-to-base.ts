@@ -1,10 +1,13 @@
 // Placeholder for the `merge-to-base` operation so the dispatcher builds; the owning teammate replaces this file.
+// Like every lifecycle operation it validates the stdin request first, before any network use.
 import { RuntimeError } from "../../errors.js";
+import { readLifecycleRequest } from "../lifecycle-input.js";
 import type { CliOperation } from "../operation.js";
 
 const operation: CliOperation = {
   requiredFlags: ["workspace-id"],
-  async run() {
+  async run(args, io) {
+    await readLifecycleRequest(io.stdin, { operation: "merge-to-base", workspaceId: args.flags["workspace-id"] });
     throw new RuntimeError("input", "merge-to-base is not implemented yet");
   },
 };
