@@ -11,7 +11,8 @@ import { createProgress } from "../../src/workspace/progress.js";
 import { inspectionResponse, stateResponse } from "../../src/workspace/public-state.js";
 import { callWorkspaceOp, withHost } from "../../src/workspace/host-call.js";
 import type { InspectResult, ReconcileResult, WorkspaceView } from "../../src/workspace/agent-protocol.js";
-import { rig, rigOptions, uniqueTestRoot } from "../rig/rig.js";
+import { rig, rigOptions } from "../rig/rig.js";
+import { randomBytes } from "node:crypto";
 
 export const OWNER = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 export const OTHER_OWNER = "f".repeat(64);
@@ -73,8 +74,16 @@ export function absoluteRoot(root: string): string {
 
 const OK = { type: "ok", protocolVersion: 1 } as const;
 
+/**
+ * A fresh absolute root in /tmp for one suite: outside `~/.paseo-ssh-test*`, which every vitest
+ * start wipes (a concurrent run by someone else would otherwise delete it mid-suite).
+ */
+export function suiteRoot(label: string): string {
+  return `/tmp/paseo-ws-suite-${label}-${randomBytes(4).toString("hex")}`;
+}
+
 export function sshDriver(label = "ws"): Driver {
-  const configured = uniqueTestRoot(label);
+  const configured = suiteRoot(label);
   const options = parseRuntimeOptions(rigOptions({ root: configured }));
   const owner = (o?: CallOptions) => o?.owner ?? OWNER;
   return {

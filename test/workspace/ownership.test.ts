@@ -1,0 +1,197 @@
+// Ownership, races, partial state and reconciliation (scenarios J1, K1, L1, L2, M1, N1, P1, S9,
+// do-better 10 and 14) over the real sshd. Foreign state is planted directly on the host (the
+// "remote" is this machine) and must survive every refused operation byte for byte.
+import { execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { workspaceLayout } from "../../src/remote-agent/layout.js";
+import { MANIFEST_MARKER } from "../../src/remote-agent/manifest.js";
+import { seedRepo, type FixtureRepo } from "../fixtures/repo.js";
+import { dirInput, OTHER_OWNER, OWNER, sshDriver, type Driver } from "./driver.js";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function snapshot(dir: string): string {
+  return execFileSync("find", [dir, "-printf", "%p %s %m\\n"]).toString().split("\n").sort().join("\n") + readFileSync(join(dir, "manifest.json"), "utf8");
+}
+
+function remoteUid(root: string): { uid: number; gid: number } {
+  const st = execFileSync("stat", ["-c", "%u %g", root]).toString().trim().split(" ").map(Number);
+  return { uid: st[0]!, gid: st[1]! };
+}
+
+/** Plants `<dir>` for `workspaceId` with the given manifest text (null = no manifest, a sentinel only). */
+function plant(root: string, workspaceId: string, manifest: string | null): string {
+  const { dir } = workspaceLayout(root, workspaceId);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, "sentinel"), "foreign\n");
+  if (manifest !== null) writeFileSync(join(dir, "manifest.json"), manifest);
+  const { uid, gid } = remoteUid(root);
+  execFileSync("chown", ["-R", `${uid}:${gid}`, root]);
+  return dir;
+}
+
+function manifestFor(workspaceId: string, owner: string, phase = "ready", extra: Record<string, unknown> = {}): string {
+  const now = new Date().toISOString();
+  return JSON.stringify({ marker: MANIFEST_MARKER, workspaceId, owner, phase, branch: "main", commit: "", workspaceRoot: "/nonexistent", projectKey: null, lifecycleEnvironment: {}, createdAt: now, updatedAt: now, ...extra });
+}
+
+describe("ownership, partial state and reconciliation over SSH", () => {
+  let base: string;
+  let fixture: FixtureRepo;
+  let d: Driver;
+
+  beforeAll(async () => {
+    base = mkdtempSync(join(tmpdir(), "paseo-ws-own-"));
+    fixture = seedRepo(base);
+    d = sshDriver("own");
+    // Creates the root (owned by the remote user) so planted state can sit beside real workspaces.
+    expect((await d.create(dirInput("own-real", fixture.path))).ok).toBe(true);
+  });
+  afterAll(() => {
+    rmSync(base, { recursive: true, force: true });
+    rmSync(d.root, { recursive: true, force: true });
+  });
+
+  it("J1: a directory without a manifest is refused by create, inspect and destroy, and survives", async () => {
+    const dir = plant(d.root, "own-j1", null);
+    const before = execFileSync("find", [dir]).toString();
+    for (const r of [await d.create(dirInput("own-j1", fixture.path)), await d.inspect("own-j1"), await d.op("destroy", "own-j1")]) {
+      expect(r.ok).toBe(false);
+      expect(r.message).toBe(`SSH workspace ownership mismatch: ${dir}`);
+      expect(r.exitCode).toBe(7);
+    }
+    expect(execFileSync("find", [dir]).toString()).toBe(before);
+    expect(readFileSync(join(dir, "sentinel"), "utf8")).toBe("foreign\n");
+  });
+
+  it("K1: another runtime instance is refused on every operation and changes nothing", async () => {
+    const { dir } = workspaceLayout(d.root, "own-real");
+    const before = snapshot(dir);
+    const calls = [
+      d.inspect("own-real", { owner: OTHER_OWNER }),
+      d.create(dirInput("own-real", fixture.path), { owner: OTHER_OWNER }),
+      d.op("pause", "own-real", { owner: OTHER_OWNER }),
+      d.op("resume", "own-real", { owner: OTHER_OWNER }),
+      d.op("destroy", "own-real", { owner: OTHER_OWNER }),
+      d.op("release-backing", "own-real", { owner: OTHER_OWNER }),
+      d.op("merge-to-base", "own-real", { owner: OTHER_OWNER }),
+    ];
+    for (const r of await Promise.all(calls)) {
+      expect(r.ok).toBe(false);
+      expect(r.message).toBe(`SSH workspace runtime owner mismatch: ${dir}`);
+    }
+    expect(snapshot(dir)).toBe(before);
+    expect((await d.inspect("own-real")).value?.inspection.status).toBe("ready");
+  });
+
+  it.each([
+    ["another workspace id", (id: string) => manifestFor(`${id}-other`, OWNER)],
+    ["a wrong runtime marker", (id: string) => manifestFor(id, OWNER, "ready", { marker: "someone-else/v9" })],
+    ["a malformed manifest", () => "{not json"],
+  ])("L1: a manifest with %s is refused and nothing is removed", async (_label, make) => {
+    const id = `own-l1-${_label.replace(/\W+/g, "-")}`;
+    const dir = plant(d.root, id, make(id));
+    const before = snapshot(dir);
+    for (const r of [await d.inspect(id), await d.op("destroy", id), await d.create(dirInput(id, fixture.path))]) {
+      expect(r.message).toBe(`SSH workspace ownership mismatch: ${dir}`);
+    }
+    expect(snapshot(dir)).toBe(before);
+  });
+
+  it("L1: an unreadable manifest is refused", async () => {
+    const dir = plant(d.root, "own-l1-unreadable", manifestFor("own-l1-unreadable", OWNER));
+    chmodSync(join(dir, "manifest.json"), 0o000);
+    expect((await d.inspect("own-l1-unreadable")).message).toBe(`SSH workspace ownership mismatch: ${dir}`);
+    expect((await d.op("destroy", "own-l1-unreadable")).message).toBe(`SSH workspace ownership mismatch: ${dir}`);
+    expect(existsSync(join(dir, "sentinel"))).toBe(true);
+  });
+
+  it("L2: an owned materializing leftover inspects as incomplete, is re-materialized by create, removed by destroy", async () => {
+    const dir = plant(d.root, "own-l2", manifestFor("own-l2", OWNER, "materializing"));
+    expect((await d.inspect("own-l2")).value?.inspection).toEqual({ status: "error", message: "SSH workspace is incomplete: own-l2" });
+    expect((await d.op("pause", "own-l2")).message).toBe("SSH workspace is incomplete: own-l2");
+    const r = await d.create(dirInput("own-l2", fixture.path));
+    expect(r.value?.materializedFreshContent).toBe(true);
+    expect((await d.inspect("own-l2")).value?.inspection.status).toBe("ready");
+    // A second leftover, this time cleaned by destroy.
+    rmSync(dir, { recursive: true, force: true });
+    plant(d.root, "own-l2", manifestFor("own-l2", OWNER, "materializing"));
+    expect((await d.op("destroy", "own-l2")).ok).toBe(true);
+    expect(existsSync(dir)).toBe(false);
+  });
+
+  it("M1: a foreign directory appearing before the claim is refused and left intact", async () => {
+    const { dir } = workspaceLayout(d.root, "own-m1");
+    const pending = d.create(dirInput("own-m1", fixture.path), { env: { PASEO_SSH_TEST_HOOK_BEFORE_CLAIM_MS: "1500" } });
+    await sleep(700);
+    plant(d.root, "own-m1", null);
+    const r = await pending;
+    expect(r.message).toBe(`SSH workspace ownership mismatch: ${dir}`);
+    expect(readdirSync(dir).sort()).toEqual(["sentinel"]);
+  });
+
+  it("N1: a foreign manifest appearing after the claim is refused and left untouched", async () => {
+    const { dir } = workspaceLayout(d.root, "own-n1");
+    const pending = d.create(dirInput("own-n1", fixture.path), { env: { PASEO_SSH_TEST_HOOK_AFTER_CLAIM_MS: "1500" } });
+    const foreign = manifestFor("own-n1", OTHER_OWNER);
+    for (let i = 0; i < 50 && !existsSync(join(dir, "manifest.json")); i++) await sleep(20);
+    writeFileSync(join(dir, "manifest.json"), foreign);
+    const r = await pending;
+    expect(r.message).toBe(`SSH workspace runtime owner mismatch: ${dir}`);
+    expect(readFileSync(join(dir, "manifest.json"), "utf8")).toBe(foreign);
+    expect(existsSync(join(dir, "checkout"))).toBe(false);
+  });
+
+  it("S9: hostile workspace ids stay confined under <root>/workspaces", async () => {
+    const ids = ["../x", "a/b", "with spaces", "new\nline", "y".repeat(300)];
+    for (const id of ids) {
+      const r = await d.create(dirInput(id, fixture.path));
+      expect(r.message).toBe("");
+      expect(r.value?.placement.cwd).toBe(workspaceLayout(d.root, id).checkout);
+      expect(r.value?.placement.cwd.startsWith(join(d.root, "workspaces", "paseo-ws-"))).toBe(true);
+    }
+    expect(readdirSync(d.root).sort()).toEqual(["agent", "cache", "run", "tmp", "workspaces"].filter((n) => existsSync(join(d.root, n))));
+    expect(existsSync(join(d.root, "..", "x"))).toBe(false);
+    for (const id of ids) expect((await d.op("destroy", id)).ok).toBe(true);
+    for (const id of ids) expect(existsSync(workspaceLayout(d.root, id).dir)).toBe(false);
+  });
+
+  it("an interrupted create leaves a materializing workspace that destroy cleans", async () => {
+    const { dir } = workspaceLayout(d.root, "own-int");
+    const pending = d.create(dirInput("own-int", fixture.path), { env: { PASEO_SSH_TEST_HOOK_AFTER_CLAIM_MS: "2000" } });
+    for (let i = 0; i < 100 && !existsSync(join(dir, "manifest.json")); i++) await sleep(20);
+    expect((await d.inspect("own-int")).value?.inspection).toEqual({ status: "error", message: "SSH workspace is incomplete: own-int" });
+    expect((await d.op("destroy", "own-int")).ok).toBe(true);
+    const r = await pending;
+    // The create notices it lost its workspace and fails without resurrecting anything.
+    expect(r.ok).toBe(false);
+    await sleep(200);
+    expect(existsSync(dir)).toBe(false);
+  });
+
+  it("P1: reconcile removes exactly the owned orphans", async () => {
+    expect((await d.create(dirInput("own-keep", fixture.path))).ok).toBe(true);
+    expect((await d.create(dirInput("X", fixture.path))).ok).toBe(true);
+    const a = workspaceLayout(d.root, "X").dir;
+    const b = plant(d.root, "X-foreign-b", manifestFor("X-foreign", OWNER)); // wrong name for its id
+    const bRenamed = `${workspaceLayout(d.root, "X-foreign").dir}-foreign`;
+    execFileSync("mv", [b, bRenamed]);
+    const c = plant(d.root, "own-p1-c", manifestFor("own-p1-c", OTHER_OWNER));
+    const quiet = await d.reconcile(["own-keep", "own-real"]);
+    expect(quiet.ok).toBe(true);
+    expect(quiet.stderr).toBe("");
+    expect(existsSync(a)).toBe(false);
+    expect(existsSync(bRenamed)).toBe(true);
+    expect(existsSync(c)).toBe(true);
+    expect((await d.inspect("own-keep")).value?.inspection.status).toBe("ready");
+    expect((await d.inspect("own-real")).value?.inspection.status).toBe("ready");
+
+    expect((await d.create(dirInput("X2", fixture.path))).ok).toBe(true);
+    const verbose = await d.reconcile(["own-keep", "own-real"], { verbose: true });
+    expect(verbose.stderr.trim().split("\n")).toEqual([`reconcile: removed orphaned workspace "X2" (${workspaceLayout(d.root, "X2").dir})`]);
+    for (const id of ["own-keep", "own-real"]) expect((await d.op("destroy", id)).ok).toBe(true);
+  });
+});
