@@ -19,10 +19,10 @@ export function writeBytes(stdout: Writable, bytes: string | Uint8Array): Promis
 }
 
 /** A lifecycle response (state / inspection / ok) or the merge-to-base response. */
-export function writeResponse(stdout: Writable, response: OperationResponse): Promise<void> {
-  return writeBytes(stdout, encodeCanonical(OperationResponseSchema, response));
+export async function writeResponse(stdout: Writable, response: OperationResponse): Promise<void> {
+  await writeBytes(stdout, encodeCanonical(OperationResponseSchema, response));
 }
 
-export function writeDescribe(stdout: Writable): Promise<void> {
-  return writeBytes(stdout, encodeCanonical(DescribeResponseSchema, DESCRIBE));
+export async function writeDescribe(stdout: Writable): Promise<void> {
+  await writeBytes(stdout, encodeCanonical(DescribeResponseSchema, DESCRIBE));
 }
