@@ -1,0 +1,159 @@
+// There is no Docker engine where these tests usually run, so the compose rig is proven by
+// cross-checking its files: the generated sshd_config and user set-up must equal what
+// test/rig/sshd-config.ts produces (the same generator as the local rig), and compose.yaml, the
+// Dockerfile, the entrypoint and the runner must agree on ports, user, key paths and variables.
+// PASEO_UPDATE_DOCKER_ASSETS=1 rewrites the generated files instead of comparing them.
+import { describe, expect, it } from "vitest";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { tmpdir, userInfo } from "node:os";
+import { dirname, join } from "node:path";
+import { parse as parseYaml } from "yaml";
+import {
+  CONTAINER,
+  NOISY_USER,
+  TEST_USER,
+  containerSshdConfig,
+  containerUserSetupScript,
+  noisyRcSteps,
+  parseSshdConfig,
+  sshdConfigText,
+  userStepsScript,
+} from "../rig/sshd-config.js";
+
+const root = join(import.meta.dirname, "..", "..");
+const docker = (name: string) => join(root, "test", "docker", name);
+const read = (path: string) => readFileSync(path, "utf8");
+
+const generated: Array<[file: string, text: () => string]> = [
+  ["sshd_config", containerSshdConfig],
+  ["setup-users.sh", containerUserSetupScript],
+];
+if (process.env.PASEO_UPDATE_DOCKER_ASSETS === "1") {
+  for (const [file, text] of generated) writeFileSync(docker(file), text());
+}
+
+/** Dockerfile instructions with continuation lines joined; comments dropped. */
+function dockerInstructions(): Array<{ op: string; args: string }> {
+  const joined = read(docker("Dockerfile"))
+    .split("\n")
+    .filter((line) => !line.trim().startsWith("#"))
+    .join("\n")
+    .replace(/\\\n/g, " ");
+  return joined
+    .split("\n")
+    .map((line) => line.trim())
+    .filter(Boolean)
+    .map((line) => {
+      const [op, ...rest] = line.split(/\s+/);
+      return { op: op!.toUpperCase(), args: rest.join(" ") };
+    });
+}
+
+function composeService(): Record<string, any> {
+  const compose = parseYaml(read(join(root, "compose.yaml"))) as { services: Record<string, Record<string, any>> };
+  expect(Object.keys(compose.services)).toEqual(["sshd"]);
+  return compose.services.sshd!;
+}
+
+describe("compose sshd rig assets", () => {
+  it.each(generated)("%s is generated from test/rig/sshd-config.ts", (file, text) => {
+    expect(read(docker(file))).toBe(text());
+  });
+
+  it("the container sshd_config is the rig's config for the container's paths and users", () => {
+    const config = parseSshdConfig(read(docker("sshd_config")));
+    expect(config.get("Port")).toEqual([[String(CONTAINER.port)]]);
+    expect(config.get("AllowUsers")).toEqual([[TEST_USER, NOISY_USER]]);
+    expect(config.get("AuthorizedKeysFile")).toEqual([[CONTAINER.authorizedKeysFile]]);
+    expect(config.get("HostKey")).toEqual(CONTAINER.hostKeys.map((k) => [k]));
+    expect(config.get("PasswordAuthentication")).toEqual([["no"]]);
+    expect(config.get("PermitRootLogin")).toEqual([["no"]]);
+  });
+
+  it.runIf(existsSync("/usr/sbin/sshd"))("the generator's output is accepted by sshd -t", () => {
+    const tmp = mkdtempSync(join(tmpdir(), "paseo-sshd-config-"));
+    try {
+      const hostKey = join(tmp, "host_key");
+      execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", hostKey]);
+      const file = join(tmp, "sshd_config");
+      writeFileSync(file, sshdConfigText({
+        port: 2222, listenAddress: "127.0.0.1", hostKeys: [hostKey], pidFile: join(tmp, "pid"),
+        authorizedKeysFile: join(tmp, "authorized_keys"), allowUsers: [TEST_USER],
+      }));
+      expect(() => execFileSync("/usr/sbin/sshd", ["-t", "-f", file], { stdio: "pipe" })).not.toThrow();
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
+  it("setup-users.sh is valid sh that creates both users with the login shell", () => {
+    execFileSync("sh", ["-n", docker("setup-users.sh")]);
+    const script = read(docker("setup-users.sh"));
+    for (const user of [TEST_USER, NOISY_USER]) {
+      expect(script).toContain(`useradd -m -s /bin/bash ${user}\n`);
+      expect(script).toContain(`chown ${user}: ${CONTAINER.homeOf(user)}\n`);
+    }
+    expect(script).toContain(`${CONTAINER.homeOf(NOISY_USER)}/.bashrc`);
+  });
+
+  it("rendered write steps reproduce the rc files byte for byte", () => {
+    const tmp = mkdtempSync(join(tmpdir(), "paseo-user-steps-"));
+    try {
+      const steps = noisyRcSteps(userInfo().username, tmp);
+      execFileSync("sh", ["-c", userStepsScript(steps)]);
+      for (const step of steps) if ("write" in step) expect(read(step.write)).toBe(step.content);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
+  it("the Dockerfile builds a Debian image with sshd, node and git from the generated assets", () => {
+    const steps = dockerInstructions();
+    const args = (op: string) => steps.filter((s) => s.op === op).map((s) => s.args);
+    expect(args("FROM")).toEqual([expect.stringMatching(/^node:\d+-(bookworm|trixie)(-slim)?$/)]);
+    const runs = args("RUN").join("\n");
+    expect(runs).toMatch(/apt-get install[^\n]*\bopenssh-server\b/);
+    expect(runs).toMatch(/apt-get install[^\n]*\bgit\b/);
+    expect(args("COPY")).toEqual(
+      expect.arrayContaining([`sshd_config ${CONTAINER.sshdConfigPath}`, "setup-users.sh /usr/local/sbin/paseo-setup-users.sh", "entrypoint.sh /usr/local/sbin/paseo-sshd-entrypoint"]),
+    );
+    expect(runs).toContain("sh /usr/local/sbin/paseo-setup-users.sh");
+    for (const key of CONTAINER.hostKeys) expect(runs).toContain(`-f ${key}`);
+    expect(runs).toContain(`mkdir -p /run/sshd ${dirname(CONTAINER.authorizedKeysFile)}`);
+    expect(runs).toContain(`sshd -t -f ${CONTAINER.sshdConfigPath}`);
+    expect(args("EXPOSE")).toEqual([String(CONTAINER.port)]);
+    expect(args("ENTRYPOINT")).toEqual(['["/usr/local/sbin/paseo-sshd-entrypoint"]']);
+  });
+
+  it("the entrypoint authorizes the runner's key where sshd_config looks and starts that config", () => {
+    execFileSync("sh", ["-n", docker("entrypoint.sh")]);
+    const entry = read(docker("entrypoint.sh"));
+    expect(entry).toContain(`"$PASEO_AUTHORIZED_KEY" > ${CONTAINER.authorizedKeysFile}\n`);
+    expect(entry).toContain(`exec /usr/sbin/sshd -D -e -f ${CONTAINER.sshdConfigPath}\n`);
+  });
+
+  it("compose.yaml publishes the container's sshd port on loopback and passes the runner's key", () => {
+    const sshd = composeService();
+    expect(sshd.build).toEqual({ context: "test/docker", dockerfile: "Dockerfile" });
+    expect(existsSync(join(root, sshd.build.context, sshd.build.dockerfile))).toBe(true);
+    expect(sshd.ports).toHaveLength(1);
+    const [ip, hostPort, containerPort] = (sshd.ports[0] as string).split(/:(?![^{]*\})/);
+    expect(ip).toBe("127.0.0.1");
+    expect(hostPort).toMatch(/^\$\{PASEO_COMPOSE_SSH_PORT(:-\d+)?\}$/);
+    expect(containerPort).toBe(String(CONTAINER.port));
+    expect(sshd.environment).toEqual({ PASEO_AUTHORIZED_KEY: expect.stringMatching(/^\$\{PASEO_COMPOSE_AUTHORIZED_KEY[:?}]/) });
+    expect(sshd.healthcheck.test.join(" ")).toContain(`/dev/tcp/127.0.0.1/${CONTAINER.port}`);
+  });
+
+  it("the runner feeds compose the variables it interpolates and the rig the variables it reads", () => {
+    const runner = read(docker("run-compose.mjs"));
+    const compose = read(join(root, "compose.yaml"));
+    for (const name of compose.match(/\$\{(PASEO_[A-Z_]+)/g)!.map((m) => m.slice(2))) expect(runner).toContain(`${name}:`);
+    const rig = read(join(root, "test", "rig", "global-setup.ts"));
+    const rigVariables = new Set(rig.match(/PASEO_TEST_SSH_[A-Z_]+/g));
+    const runnerVariables = new Set(runner.match(/PASEO_TEST_SSH_[A-Z_]+/g));
+    expect([...runnerVariables].sort()).toEqual(["PASEO_TEST_SSH_HOST", "PASEO_TEST_SSH_IDENTITY", "PASEO_TEST_SSH_KNOWN_HOSTS", "PASEO_TEST_SSH_PORT", "PASEO_TEST_SSH_USER"]);
+    for (const name of runnerVariables) expect(rigVariables.has(name)).toBe(true);
+  });
+});
