@@ -8,6 +8,7 @@ import { AGENT_READY_MARKER, FrameDecoder, FrameKind, encodeJson, type Frame } f
 import { RuntimeError, toWireError } from "../errors.js";
 import type { AgentContext, AgentRequest } from "./context.js";
 import { OPS } from "./ops.js";
+import { ptyAttachMain } from "./pty-attach.js";
 
 function expandRoot(root: string): string {
   if (root === "~") return homedir();
@@ -16,6 +17,7 @@ function expandRoot(root: string): string {
 }
 
 function main(): void {
+  if (process.argv[2] === "pty-attach") return ptyAttachMain(process.argv[3] ?? "");
   const out = process.stdout;
   out.write(AGENT_READY_MARKER);
   const decoder = new FrameDecoder();

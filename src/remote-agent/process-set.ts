@@ -1,7 +1,22 @@
 // The workspace's process set: every remote process its execs started, including setsid'd and
 // re-parented descendants. Used by pause (SIGSTOP sweep), resume (SIGCONT), destroy/reconcile
-// (SIGKILL) and the exec supervisor. Implementation owned by the exec feature.
-import type { WorkspaceLayout } from "./layout.js";
+// (SIGKILL) and the exec supervisor.
+//
+// Membership (Linux): every workload is spawned with descriptor TAG_FD open on its exec's tag file
+// `<dir>/execs/<hash>.tag`. Descendants inherit it across fork, exec, setsid and re-parenting, so
+// /proc/<pid>/fd/TAG_FD names the exec and the workspace of any process that did not close it.
+// Processes that did close it (e.g. children of programs that close all descriptors) are still
+// found through the sessions of tagged members. Our own agent processes never hold the tag on
+// TAG_FD and are excluded by their command line. macOS: best effort through recorded groups.
+import { realpathSync, readdirSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { RuntimeError } from "../errors.js";
+import { hashName, type WorkspaceLayout } from "./layout.js";
+import { fdLink, isGone, listPids, readArgv, readProcStat, sendSignal, type ProcStat } from "./exec-proc.js";
+import { readRecordFile } from "./exec-records.js";
+
+/** Descriptor number that carries the tag in every workload process (high, so programs leave it alone). */
+export const TAG_FD = 47;
 
 export interface ProcessInfo {
   pid: number;
@@ -9,16 +24,181 @@ export interface ProcessInfo {
   command: string;
 }
 
+/** Bounds of the sweeps: a fork bomb cannot keep pause or destroy busy forever. */
+const MAX_SWEEPS = 20;
+const SETTLE_MS = 2000;
+const POLL_MS = 10;
+
+export function execTagPath(layout: WorkspaceLayout, execId: string): string {
+  return join(layout.execs, `${hashName(execId)}.tag`);
+}
+
+export type Member = ProcStat & { argv: string[] };
+
+function variants(path: string): string[] {
+  const out = [path];
+  try {
+    const real = realpathSync(path);
+    if (real !== path) out.push(real);
+  } catch {
+    // Gone already (destroyed workspace): the recorded spelling is all we have.
+  }
+  return out;
+}
+
+/** Our agents (control agents, pty-attach and the shells that start them) must never be members. */
+function isAgentProcess(argv: string[], agentBases: string[]): boolean {
+  return argv.some((a) => agentBases.some((b) => a.includes(b)));
+}
+
+function scan(layout: Pick<WorkspaceLayout, "dir">, matches: (link: string) => boolean, extraGroups: number[] = []): Member[] {
+  const agentBases = variants(join(dirname(dirname(layout.dir)), "agent")).map((p) => p + "/");
+  const pids = listPids().filter((p) => p !== process.pid);
+  const sessions = new Set<number>();
+  const members = new Map<number, Member>();
+  const consider = (st: ProcStat | null): Member | null => {
+    if (!st || st.state === "Z" || st.state === "X") return null;
+    const argv = readArgv(st.pid);
+    if (isAgentProcess(argv, agentBases)) return null;
+    return { ...st, argv };
+  };
+  for (const pid of pids) {
+    const link = fdLink(pid, TAG_FD);
+    if (link === null || !matches(link)) continue;
+    const m = consider(readProcStat(pid));
+    if (m) members.set(pid, m);
+  }
+  // A session counts as ours when a tagged process leads it or its leader is gone (a session id
+  // cannot be reused while members remain). A PTY workload sits in the session of pty-attach,
+  // which is not tagged, so that session is never swept as a whole.
+  for (const m of members.values()) {
+    if (members.has(m.sid) || isGone(m.sid)) sessions.add(m.sid);
+  }
+  const groups = new Set(extraGroups);
+  if (sessions.size === 0 && groups.size === 0) return [...members.values()];
+  for (const pid of pids) {
+    if (members.has(pid)) continue;
+    const st = readProcStat(pid);
+    if (!st || !(sessions.has(st.sid) || groups.has(st.pgid))) continue;
+    const m = consider(st);
+    if (m) members.set(pid, m);
+  }
+  return [...members.values()];
+}
+
+function tagMatcher(prefixes: string[], exact: boolean): (link: string) => boolean {
+  return (link) => {
+    const path = link.endsWith(" (deleted)") ? link.slice(0, -" (deleted)".length) : link;
+    return prefixes.some((p) => (exact ? path === p : path.startsWith(p)));
+  };
+}
+
+/** Groups recorded for running execs: the only membership evidence on hosts without /proc. */
+function recordedGroups(layout: WorkspaceLayout): number[] {
+  if (process.platform === "linux") return [];
+  const groups: number[] = [];
+  let names: string[] = [];
+  try {
+    names = readdirSync(layout.execs).filter((n) => n.endsWith(".json"));
+  } catch {
+    return groups;
+  }
+  for (const n of names) {
+    const rec = readRecordFile(join(layout.execs, n));
+    if (rec && rec.pgid && rec.pid && rec.startTime && !isGone(rec.pid, rec.startTime)) groups.push(rec.pgid);
+  }
+  return groups;
+}
+
+function workspaceMembers(layout: WorkspaceLayout): Member[] {
+  const prefixes = variants(layout.dir).map((p) => p + "/");
+  return scan(layout, tagMatcher(prefixes, false), recordedGroups(layout));
+}
+
+/** Processes of one exec: its workload and every descendant that kept the tag or its session. */
+export function execMembers(layout: WorkspaceLayout, execId: string, pgid?: number): Member[] {
+  return membersByTag(layout.dir, execTagPath(layout, execId), pgid);
+}
+
+/** Same, given the workspace directory and the exec's tag file (what pty-attach knows). */
+export function membersByTag(workspaceDir: string, tagPath: string, pgid?: number): Member[] {
+  const groups = process.platform === "linux" || pgid === undefined ? [] : [pgid];
+  return scan({ dir: workspaceDir }, tagMatcher(variants(tagPath), true), groups);
+}
+
+function toInfo(m: Member): ProcessInfo {
+  return { pid: m.pid, state: m.state, command: m.argv.join(" ") };
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Waits (bounded) until `done` holds; returns whether it did. */
+async function waitUntil(done: () => boolean, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (done()) return true;
+    if (Date.now() >= deadline) return false;
+    await sleep(POLL_MS);
+  }
+}
+
 /** Lists the live processes of the workspace (diagnostics and tests). */
-export async function listWorkspaceProcesses(_layout: WorkspaceLayout): Promise<ProcessInfo[]> {
-  return [];
+export async function listWorkspaceProcesses(layout: WorkspaceLayout): Promise<ProcessInfo[]> {
+  return workspaceMembers(layout).map(toInfo);
 }
 
 /** SIGSTOPs every process of the set, repeating the sweep until no new member appears. */
-export async function freezeWorkspaceProcesses(_layout: WorkspaceLayout): Promise<void> {}
+export async function freezeWorkspaceProcesses(layout: WorkspaceLayout): Promise<void> {
+  const frozen = new Map<number, string>();
+  for (let i = 0; i < MAX_SWEEPS; i++) {
+    const fresh = workspaceMembers(layout).filter((m) => frozen.get(m.pid) !== m.startTime);
+    if (fresh.length === 0) break;
+    for (const m of fresh) {
+      if (sendSignal(m.pid, "SIGSTOP")) frozen.set(m.pid, m.startTime);
+    }
+  }
+  // SIGSTOP is asynchronous; report paused only once every member really is stopped.
+  const stopped = await waitUntil(
+    () =>
+      [...frozen].every(([pid, start]) => {
+        const st = readProcStat(pid);
+        return !st || st.startTime !== start || st.state === "T" || st.state === "t" || st.state === "Z";
+      }),
+    SETTLE_MS,
+  );
+  if (!stopped) throw new RuntimeError("remote", `Workspace processes did not stop: ${layout.dir}`);
+}
 
 /** SIGCONTs exactly the processes of the set. */
-export async function thawWorkspaceProcesses(_layout: WorkspaceLayout): Promise<void> {}
+export async function thawWorkspaceProcesses(layout: WorkspaceLayout): Promise<void> {
+  for (const m of workspaceMembers(layout)) sendSignal(m.pid, "SIGCONT");
+}
+
+/** SIGKILLs the given membership until it is empty (works on stopped processes too), bounded. */
+export async function killMembers(list: () => Member[], what: string): Promise<void> {
+  const killed = new Map<number, string>();
+  const deadline = Date.now() + SETTLE_MS;
+  for (let i = 0; i < MAX_SWEEPS && Date.now() < deadline; i++) {
+    const members = list();
+    if (members.length === 0) break;
+    for (const m of members) {
+      sendSignal(m.pid, "SIGKILL");
+      killed.set(m.pid, m.startTime);
+    }
+    await sleep(i === 0 ? 0 : POLL_MS);
+  }
+  const gone = await waitUntil(
+    () => [...killed].every(([pid, start]) => isGone(pid, start)),
+    Math.max(0, deadline - Date.now()),
+  );
+  const left = list();
+  if (!gone || left.length > 0) {
+    const pids = left.length > 0 ? left.map((m) => m.pid) : [...killed.keys()].filter((p) => !isGone(p));
+    throw new RuntimeError("remote", `Workspace processes did not stop: ${what} (pids ${pids.join(", ")})`);
+  }
+}
 
 /** SIGKILLs every process of the set (works on stopped processes too) and waits, bounded. */
-export async function killWorkspaceProcesses(_layout: WorkspaceLayout): Promise<void> {}
+export async function killWorkspaceProcesses(layout: WorkspaceLayout): Promise<void> {
+  await killMembers(() => workspaceMembers(layout), layout.dir);
+}

@@ -1,11 +1,12 @@
-// Placeholder for the `exec` operation so the dispatcher builds; the owning teammate replaces this file.
-import { RuntimeError } from "../../errors.js";
+// `exec --workspace-id <id>`: the fd0–fd4 wrapper around one remote execution (src/exec/run-exec.ts).
 import type { CliOperation } from "../operation.js";
+import { openHost } from "../../transport/ssh-host.js";
+import { runExec } from "../../exec/run-exec.js";
 
 const operation: CliOperation = {
   requiredFlags: ["workspace-id"],
-  async run() {
-    throw new RuntimeError("input", "exec is not implemented yet");
+  run(args, io) {
+    return runExec(args.flags["workspace-id"]!, io, { openHost });
   },
 };
 export default operation;

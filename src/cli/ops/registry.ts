@@ -20,6 +20,7 @@ export const OPERATIONS = {
   doctor: () => import("./doctor.js"),
   config: () => import("./config.js"),
   demo: () => import("./demo.js"),
+  processes: () => import("./processes.js"),
 } satisfies Record<string, Loader>;
 
 export type OperationName = keyof typeof OPERATIONS;

@@ -1,0 +1,142 @@
+// Pipes-mode exec on the agent: spawns the workload in its own session (exact env, no shell),
+// multiplexes its stdin/stdout/stderr as frames byte-exactly with backpressure both ways, and
+// reports the real wait status.
+//
+// After the workload exits, its stdout/stderr are drained until they close, but descendants may
+// keep them open (`sleep 30 &`): we stop waiting once no byte arrived for OUTPUT_IDLE_MS, and at
+// most OUTPUT_MAX_MS after the exit. Such descendants keep running (they are reaped by destroy).
+import { spawn, type ChildProcessByStdio } from "node:child_process";
+import type { Readable, Writable } from "node:stream";
+import { FrameKind, encodeData, encodeFrame, type Frame } from "../protocol/frames.js";
+import type { AgentContext } from "./context.js";
+import { closeTag, openTag, taggedStdio, type Launch } from "./exec-launch.js";
+import { identityNow, type ExecSupervisor } from "./exec-supervisor.js";
+import { execTagPath } from "./process-set.js";
+import { notFoundMessage, parseSignalMessage } from "./exec-request.js";
+
+export const OUTPUT_IDLE_MS = 1000;
+export const OUTPUT_MAX_MS = 10_000;
+/** Workload stdin buffered on the agent before the channel is paused (backpressure to the runtime). */
+const STDIN_HIGH_WATER = 8 * 1024 * 1024;
+
+type Child = ChildProcessByStdio<Writable, Readable, Readable>;
+
+export async function runPipes(ctx: AgentContext, sup: ExecSupervisor, launch: Launch | null, env: Record<string, string>, argv0: string): Promise<void> {
+  let child: Child | null = null;
+  const stdinQueue: Buffer[] = [];
+  let stdinEnded = false;
+
+  const writeStdin = (data: Buffer) => {
+    if (!child || child.stdin.destroyed) return;
+    child.stdin.write(data);
+    if (child.stdin.writableLength > STDIN_HIGH_WATER) {
+      process.stdin.pause();
+      child.stdin.once("drain", () => process.stdin.resume());
+    }
+  };
+  ctx.onFrame((f: Frame) => {
+    if (f.kind === FrameKind.Stdin) {
+      if (child) writeStdin(f.payload);
+      else stdinQueue.push(f.payload);
+    } else if (f.kind === FrameKind.Eof && f.payload[0] === 0) {
+      if (child) child.stdin.end();
+      else stdinEnded = true;
+    } else if (f.kind === FrameKind.Json) {
+      const sig = parseSignalMessage(f.payload);
+      if (sig) sup.deliver(sig);
+    }
+  });
+
+  const closed = new Promise<void>((resolve) => ctx.onClose(() => resolve()));
+
+  if (!launch) {
+    await sup.publish(null);
+    for (const fr of encodeData(FrameKind.Stderr, Buffer.from(notFoundMessage(argv0)))) ctx.sendRaw(fr);
+    ctx.sendRaw(encodeFrame(FrameKind.Eof, Buffer.from([1])));
+    ctx.sendRaw(encodeFrame(FrameKind.Eof, Buffer.from([2])));
+    sup.complete(127, null);
+    return;
+  }
+
+  const tagFd = openTag(execTagPath(sup.layout, sup.execId));
+  try {
+    child = spawn(launch.file, launch.args, {
+      argv0: launch.argv0,
+      cwd: launch.cwd,
+      env,
+      detached: true,
+      stdio: taggedStdio(["pipe", "pipe", "pipe"], tagFd),
+    }) as unknown as Child;
+  } finally {
+    closeTag(tagFd);
+  }
+  const c = child;
+  // Read the identity now: until the event loop runs, an exited child is still an unreaped zombie.
+  const ident = c.pid !== undefined ? identityNow(c.pid) : null;
+  c.stdin.on("error", () => undefined); // the workload closed its stdin: further input is dropped
+  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => {
+    c.once("exit", (code, signal) => resolve({ code, signal }));
+    c.once("error", (err: NodeJS.ErrnoException) => {
+      if (c.pid === undefined) resolve({ code: err.code === "ENOENT" ? 127 : 126, signal: `spawn:${err.message}` });
+    });
+  });
+
+  await sup.publish(ident);
+  if (sup.abandoned) return;
+  for (const d of stdinQueue.splice(0)) writeStdin(d);
+  if (stdinEnded) c.stdin.end();
+
+  let lastData = Date.now();
+  let pausedForDrain = false;
+  const pump = (stream: Readable, kind: FrameKind) =>
+    new Promise<void>((resolve) => {
+      stream.on("data", (chunk: Buffer) => {
+        lastData = Date.now();
+        for (const fr of encodeData(kind, chunk)) ctx.sendRaw(fr);
+        if (process.stdout.writableNeedDrain && !stream.isPaused()) {
+          stream.pause();
+          pausedForDrain = true;
+          process.stdout.once("drain", () => {
+            pausedForDrain = false;
+            lastData = Date.now();
+            stream.resume();
+          });
+        }
+      });
+      stream.once("end", resolve);
+      stream.once("close", resolve);
+      stream.once("error", () => resolve());
+    });
+  const drained = Promise.all([pump(c.stdout, FrameKind.Stdout), pump(c.stderr, FrameKind.Stderr)]);
+
+  const status = await Promise.race([exited, closed.then(() => null)]);
+  if (status === null) {
+    // Nobody is left to report to: reap the tree (after the grace) whatever the workload does now.
+    await sup.abandon();
+    return;
+  }
+  const result = status;
+  const exitAt = Date.now();
+  await Promise.race([
+    drained,
+    new Promise<void>((resolve) => {
+      const tick = setInterval(() => {
+        const idle = !pausedForDrain && Date.now() - lastData >= OUTPUT_IDLE_MS;
+        if (idle || Date.now() - exitAt >= OUTPUT_MAX_MS) {
+          clearInterval(tick);
+          resolve();
+        }
+      }, 50);
+      void drained.then(() => clearInterval(tick));
+    }),
+  ]);
+  c.stdout.destroy();
+  c.stderr.destroy();
+  if (result.signal?.startsWith("spawn:")) {
+    for (const fr of encodeData(FrameKind.Stderr, Buffer.from(`paseo-ssh-runtime: ${argv0}: ${result.signal.slice(6)}\n`))) ctx.sendRaw(fr);
+    result.signal = null;
+  }
+  ctx.sendRaw(encodeFrame(FrameKind.Eof, Buffer.from([1])));
+  ctx.sendRaw(encodeFrame(FrameKind.Eof, Buffer.from([2])));
+  sup.complete(result.code, result.signal);
+}
