@@ -41,23 +41,28 @@ function revisionOf(path: string): string {
   return `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}`;
 }
 
+/** The fs-stat `ready` answer (without protocolVersion) for a text file, from the disk's view. */
+function readyText(name: string, size: number): object {
+  const path = fx.path(name);
+  return {
+    status: "ready",
+    path: name,
+    kind: "text",
+    encoding: "utf-8",
+    mimeType: "text/plain",
+    size,
+    modifiedAt: mtimeIso(path),
+    revision: revisionOf(path),
+  };
+}
+
 describe("fs-stat", () => {
   it("reports a 10-byte committed.txt as ready text with exact keys in order", async () => {
     const result = await runJson(["fs-stat", "--path", "committed.txt"], cwd);
     expect(Object.keys(result)).toEqual([
       "protocolVersion", "status", "path", "kind", "encoding", "mimeType", "size", "modifiedAt", "revision",
     ]);
-    expect(result).toEqual({
-      protocolVersion: 1,
-      status: "ready",
-      path: "committed.txt",
-      kind: "text",
-      encoding: "utf-8",
-      mimeType: "text/plain",
-      size: 10,
-      modifiedAt: mtimeIso(fx.path("committed.txt")),
-      revision: revisionOf(fx.path("committed.txt")),
-    });
+    expect(result).toEqual({ protocolVersion: 1, ...readyText("committed.txt", 10) });
   });
 
   it("normalises the path of a ready file and echoes raw paths otherwise", async () => {
@@ -229,16 +234,7 @@ describe("fs-write", () => {
     expect(stale).toEqual({
       protocolVersion: 1,
       status: "conflict",
-      version: {
-        status: "ready",
-        path: "notes.txt",
-        kind: "text",
-        encoding: "utf-8",
-        mimeType: "text/plain",
-        size: 6,
-        modifiedAt: mtimeIso(fx.path("notes.txt")),
-        revision: revisionOf(fx.path("notes.txt")),
-      },
+      version: readyText("notes.txt", 6),
     });
     expect(readFileSync(fx.path("notes.txt"), "utf8")).toBe("after\n");
   });

@@ -40,8 +40,9 @@ export class WatchClient {
   }
 
   subscribe(id: string, paths: string[], recursive = false, ignoredPaths: string[] = []): Promise<WatchLine> {
+    const from = this.lines.length;
     this.send({ protocolVersion: 1, type: "subscribe", id, paths, recursive, ignoredPaths });
-    return this.waitFor((l) => l.type === "subscribed" && l.subscriptionId === id);
+    return this.waitFor((l) => l.type === "subscribed" && l.subscriptionId === id, 5000, from);
   }
 
   end(text?: string): void {
