@@ -5,9 +5,10 @@
 // PASEO_TEST_SSH_HOST (+ _PORT, _USER, _IDENTITY, _KNOWN_HOSTS) targets an external host instead.
 // The description reaches test workers as JSON in PASEO_TEST_RIG (see rig.ts).
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { chmodSync, copyFileSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
 import { createServer, connect } from "node:net";
 import { tmpdir, userInfo } from "node:os";
+import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import type { RigInfo } from "./rig.js";
 
@@ -126,6 +127,7 @@ function externalRig(): RigInfo {
     remoteHome: null,
     noisyUser: null,
     noisyUserSkipReason: "external host: no rc-noise user",
+    runId: randomBytes(4).toString("hex"),
   };
 }
 
@@ -151,8 +153,6 @@ export default async function setup(): Promise<() => Promise<void>> {
     makeNoisyUser();
     noisyUser = NOISY_USER;
     noisyUserSkipReason = null;
-    // Test roots from earlier runs would hide install behaviour.
-    for (const u of [TEST_USER, NOISY_USER]) sh("sh", ["-c", `rm -rf ${homeOf(u)}/.paseo-ssh-test*`]);
     mkdirSync("/run/sshd", { recursive: true, mode: 0o755 });
   }
 
@@ -213,6 +213,7 @@ export default async function setup(): Promise<() => Promise<void>> {
     remoteHome,
     noisyUser,
     noisyUserSkipReason,
+    runId: randomBytes(4).toString("hex"),
   };
   process.env.PASEO_TEST_RIG = JSON.stringify(info);
 
@@ -223,6 +224,13 @@ export default async function setup(): Promise<() => Promise<void>> {
       await Promise.race([exited, new Promise((r) => setTimeout(r, 3000))]);
       if (sshd.exitCode === null) sshd.kill("SIGKILL");
     }
-    if (!process.env.PASEO_TEST_KEEP_RIG) rmSync(tmpDir, { recursive: true, force: true });
+    if (process.env.PASEO_TEST_KEEP_RIG) return;
+    rmSync(tmpDir, { recursive: true, force: true });
+    // This run's remote roots (the run id keeps concurrent runs on one machine apart).
+    for (const home of isRoot ? [remoteHome, homeOf(NOISY_USER)] : [remoteHome]) {
+      for (const name of readdirSync(home)) {
+        if (name.startsWith(`.paseo-ssh-test-${info.runId}`)) rmSync(join(home, name), { recursive: true, force: true });
+      }
+    }
   };
 }

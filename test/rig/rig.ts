@@ -26,6 +26,8 @@ export interface RigInfo {
   /** Second authorized user whose rc files print to stdout and export variables. */
   noisyUser: string | null;
   noisyUserSkipReason: string | null;
+  /** Unique per test run: remote roots carry it, so concurrent runs on one machine never collide. */
+  runId: string;
 }
 
 export function rig(): RigInfo {
@@ -34,12 +36,14 @@ export function rig(): RigInfo {
   return JSON.parse(raw) as RigInfo;
 }
 
-/** Remote root used by tests; every test run starts with these removed (rig-managed users). */
-export const TEST_ROOT = "~/.paseo-ssh-test";
+/** Remote root shared by this run's tests; removed at teardown (rig-managed users). */
+export function testRoot(): string {
+  return `~/.paseo-ssh-test-${rig().runId}`;
+}
 
 /** A root no other test uses, e.g. to observe a first install. */
 export function uniqueTestRoot(label = "t"): string {
-  return `${TEST_ROOT}-${label}-${randomBytes(4).toString("hex")}`;
+  return `${testRoot()}-${label}-${randomBytes(4).toString("hex")}`;
 }
 
 /** Runtime options (the JSON Paseo would send) for the rig host. */
@@ -51,7 +55,7 @@ export function rigOptions(extra: Record<string, unknown> = {}): Record<string, 
     user: r.user,
     identityFile: r.identityFile,
     knownHostsFile: r.knownHostsFile,
-    root: TEST_ROOT,
+    root: testRoot(),
     connectTimeoutMs: 10_000,
     ...extra,
   };
@@ -63,9 +67,23 @@ export function sshdLogOffset(): number {
   return log ? statSync(log).size : 0;
 }
 
-/** sshd log text written after `offset` (empty on an external host). */
+/** sshd log text written after `offset` (empty on an external host); lines end in "\n". */
 export function sshdLogSince(offset: number): string {
   const log = rig().sshdLog;
   if (!log) return "";
-  return readFileSync(log).subarray(offset).toString("utf8");
+  // sshd's -E log ends its lines with "\r\n".
+  return readFileSync(log).subarray(offset).toString("utf8").replace(/\r\n/g, "\n");
+}
+
+/** Polls `cond` every 20 ms; rejects after `ms` so no test waits forever. */
+export function waitFor(cond: () => boolean, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  return new Promise((resolve, reject) => {
+    const tick = () => {
+      if (cond()) return resolve();
+      if (Date.now() > deadline) return reject(new Error(`condition not met within ${ms} ms`));
+      setTimeout(tick, 20);
+    };
+    tick();
+  });
 }

@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { parseRuntimeOptions } from "../../src/options.js";
 import { openHost, type SshHost } from "../../src/transport/ssh-host.js";
 import { AGENT_READY_MARKER } from "../../src/protocol/frames.js";
-import { rig, rigOptions, uniqueTestRoot } from "../rig/rig.js";
+import { rig, rigOptions, uniqueTestRoot, waitFor } from "../rig/rig.js";
 
 const hosts: SshHost[] = [];
 async function open(extra: Record<string, unknown> = {}): Promise<SshHost> {
@@ -65,10 +65,11 @@ describe("remote agent over sshd", () => {
   it("rc files that print to stdout do not disturb the handshake (facts is exact JSON)", async (ctx) => {
     const r = rig();
     if (!r.noisyUser) return ctx.skip(r.noisyUserSkipReason ?? "no noisy user");
-    const h = await open({ user: r.noisyUser, root: uniqueTestRoot("noisy") });
+    const root = uniqueTestRoot("noisy");
+    const h = await open({ user: r.noisyUser, root });
     const facts = await h.call<Facts>({ op: "facts" });
     expect(Object.keys(facts).sort()).toEqual(["arch", "freeBytes", "git", "node", "nodePath", "os", "root"]);
-    expect(facts.root).toMatch(new RegExp(`/${r.noisyUser}/\\.paseo-ssh-test-noisy-[0-9a-f]{8}$`));
+    expect(facts.root.endsWith(`/${r.noisyUser}/${root.slice(2)}`)).toBe(true);
     expect(h.installs).toBe(1);
   });
 
@@ -83,12 +84,29 @@ describe("remote agent over sshd", () => {
   it("opens a PTY whose output starts after the ready marker", async () => {
     const h = await open({ root: uniqueTestRoot("pty") });
     const pty = await h.openPty([], { rows: 24, cols: 80 });
+    expect(h.installs).toBe(1);
     const chunks: Buffer[] = [];
     pty.output.on("data", (d: Buffer) => chunks.push(d));
     pty.setWindow(30, 100);
+    // The agent does not put the terminal in raw mode here, so the tty echoes what we type.
+    pty.stdin.write("typed-through-the-pty\n");
+    await waitFor(() => Buffer.concat(chunks).includes("typed-through-the-pty"), 5000);
     pty.destroy();
     await pty.closed;
     expect(Buffer.concat(chunks).includes(AGENT_READY_MARKER)).toBe(false);
-    expect(h.installs).toBe(1);
+  });
+
+  it("strips rc-file noise (translated to \\r\\n by the tty) before the PTY marker", async (ctx) => {
+    const r = rig();
+    if (!r.noisyUser) return ctx.skip(r.noisyUserSkipReason ?? "no noisy user");
+    const h = await open({ user: r.noisyUser, root: uniqueTestRoot("noisypty") });
+    const pty = await h.openPty([], { rows: 24, cols: 80, term: "vt100" });
+    const chunks: Buffer[] = [];
+    pty.output.on("data", (d: Buffer) => chunks.push(d));
+    pty.stdin.write("after-marker\n");
+    await waitFor(() => Buffer.concat(chunks).includes("after-marker"), 5000);
+    pty.destroy();
+    await pty.closed;
+    expect(Buffer.concat(chunks).toString("latin1")).not.toContain("rc-noise");
   });
 });
