@@ -1,11 +1,115 @@
-// Placeholder for the `config` operation so the dispatcher builds; the owning teammate replaces this file.
+// `config --host [user@]host[:port] [--id ssh] [--identity-file …] [--known-hosts-file …] [--root …]
+// [--remote-node …] [--label …] [--doctor true]`: prints the `workspaceRuntimes` entry to paste
+// into Paseo's config.json (contract §2), pointing at this installation. The options are checked
+// with the same parser every operation uses, so a pasted entry cannot fail on a typo later.
+import { accessSync, constants, existsSync, realpathSync } from "node:fs";
+import { z } from "zod";
 import { RuntimeError } from "../../errors.js";
-import type { CliOperation } from "../operation.js";
+import { expandLocalPath, parseRuntimeOptions } from "../../options.js";
+import type { CliOperation, OperationIO } from "../operation.js";
+
+/** Paseo's built-in runtimes own these ids (contract §2). */
+const RESERVED_IDS = new Set(["local", "worktree"]);
+
+/** The entry shape Paseo accepts (contract §2), strict like Paseo's own parser. */
+export const RuntimeConfigEntrySchema = z.strictObject({
+  type: z.literal("command"),
+  label: z.string().min(1).optional(),
+  command: z.array(z.string().min(1)).min(1),
+  options: z.record(z.string(), z.json()).optional(),
+});
+export type RuntimeConfigEntry = z.infer<typeof RuntimeConfigEntrySchema>;
+
+export interface HostSpec {
+  user?: string;
+  host: string;
+  port?: number;
+}
+
+/** `[user@]host[:port]`, with `[addr]` for IPv6 literals. */
+export function parseHostSpec(spec: string): HostSpec {
+  const match = /^(?:([^@\s]+)@)?(\[[^\]\s]+\]|[^:@\s[\]]+)(?::(\d{1,5}))?$/.exec(spec);
+  if (!match) {
+    throw new RuntimeError("input", `Invalid --host "${spec}": expected [user@]host[:port] (IPv6 as [addr]:port)`);
+  }
+  const [, user, host, port] = match;
+  return {
+    ...(user !== undefined ? { user } : {}),
+    host: host!.replace(/^\[(.*)\]$/, "$1"),
+    ...(port !== undefined ? { port: Number(port) } : {}),
+  };
+}
+
+/**
+ * The command Paseo should spawn: this installation's executable, by absolute path. The entry
+ * script is argv[1] (operation modules live in bundle chunks beside it, so not import.meta.url).
+ */
+export function runtimeCommand(): string[] {
+  const entry = process.argv[1];
+  if (!entry) throw new RuntimeError("input", "cannot tell which executable is running; run config through paseo-ssh-runtime");
+  const cli = realpathSync(entry);
+  try {
+    accessSync(cli, constants.X_OK);
+    return [cli];
+  } catch {
+    // Without the executable bit the shebang cannot run; Paseo spawns without a shell, so name node.
+    return [process.execPath, cli];
+  }
+}
+
+function localFile(flag: string, value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  const path = expandLocalPath(value);
+  if (!existsSync(path)) throw new RuntimeError("input", `${flag} ${path} does not exist`);
+  return path;
+}
+
+export function buildConfigEntry(flags: Record<string, string>): { id: string; entry: RuntimeConfigEntry } {
+  const id = flags.id ?? "ssh";
+  if (id.trim() === "") throw new RuntimeError("input", "--id must be a non-empty runtime id");
+  if (RESERVED_IDS.has(id)) throw new RuntimeError("input", `Workspace runtime id is reserved: ${id}`);
+  const label = flags.label ?? `SSH ${flags.host}`;
+  if (label.trim() === "") throw new RuntimeError("input", "--label must not be empty");
+
+  const target = parseHostSpec(flags.host ?? "");
+  const identityFile = localFile("--identity-file", flags["identity-file"]);
+  const knownHostsFile = localFile("--known-hosts-file", flags["known-hosts-file"]);
+  const options: Record<string, string | number> = {
+    host: target.host,
+    ...(target.port !== undefined ? { port: target.port } : {}),
+    ...(target.user !== undefined ? { user: target.user } : {}),
+    ...(identityFile !== undefined ? { identityFile } : {}),
+    ...(knownHostsFile !== undefined ? { knownHostsFile } : {}),
+    ...(flags.root !== undefined ? { root: flags.root } : {}),
+    ...(flags["remote-node"] !== undefined ? { remoteNode: flags["remote-node"] } : {}),
+  };
+  parseRuntimeOptions(options);
+  const entry = RuntimeConfigEntrySchema.parse({ type: "command", label, command: runtimeCommand(), options });
+  return { id, entry };
+}
+
+async function runDoctor(options: RuntimeConfigEntry["options"], io: OperationIO): Promise<void> {
+  const doctor = (await import("./doctor.js")).default;
+  // The doctor's report goes to stderr: stdout carries only the entry to paste.
+  const code = await doctor.run({ flags: { options: JSON.stringify(options) }, leading: [] }, { ...io, stdout: io.stderr });
+  if (code !== undefined && code !== 0) throw new RuntimeError("remote", "doctor found problems; no configuration printed");
+}
+
+function parseBooleanFlag(name: string, value: string | undefined): boolean {
+  if (value === undefined || value === "false") return false;
+  if (value === "true") return true;
+  throw new RuntimeError("input", `--${name} expects true or false, got "${value}"`);
+}
 
 const operation: CliOperation = {
-  requiredFlags: [],
-  async run() {
-    throw new RuntimeError("input", "config is not implemented yet");
+  requiredFlags: ["host"],
+  optionalFlags: ["id", "identity-file", "known-hosts-file", "root", "remote-node", "label", "doctor"],
+  async run(args, io) {
+    const withDoctor = parseBooleanFlag("doctor", args.flags.doctor);
+    const { id, entry } = buildConfigEntry(args.flags);
+    if (withDoctor) await runDoctor(entry.options, io);
+    io.stdout.write(`${JSON.stringify({ workspaceRuntimes: { [id]: entry } }, null, 2)}\n`);
+    return 0;
   },
 };
 export default operation;
