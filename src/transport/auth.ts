@@ -2,7 +2,8 @@
 // user's ssh-agent (SSH_AUTH_SOCK), tried in that order. There is no prompt, so an encrypted key
 // is only usable through ssh-agent; we never read passphrases from the environment.
 import { readFileSync } from "node:fs";
-import { utils, type AnyAuthMethod, type AuthenticationType, type AuthHandlerMiddleware, type ParsedKey } from "ssh2";
+import ssh2 from "ssh2";
+import type { AnyAuthMethod, AuthenticationType, AuthHandlerMiddleware, ParsedKey } from "ssh2";
 import { RuntimeError } from "../errors.js";
 import type { RuntimeOptions } from "../options.js";
 
@@ -23,7 +24,7 @@ function loadIdentity(file: string): { key?: ParsedKey; problem?: string } {
   } catch (err) {
     throw new RuntimeError("auth", `Cannot read identity file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
-  const parsed = utils.parseKey(data);
+  const parsed = ssh2.utils.parseKey(data);
   if (parsed instanceof Error) {
     if (/encrypted/i.test(parsed.message) || /passphrase/i.test(parsed.message)) {
       return { problem: `identity file ${file} is encrypted and there is no passphrase prompt; load it into ssh-agent (ssh-add ${file}) and make SSH_AUTH_SOCK available to the runtime` };

@@ -3,7 +3,9 @@
 // public-key auth, bounded timeouts, and classified errors. Everything ssh2-specific lives here so
 // a later per-host broker can own connections without touching SshHost's bootstrap logic.
 import { connect as netConnect, type Socket } from "node:net";
-import { Client, type ClientChannel, type PseudoTtyOptions } from "ssh2";
+// ssh2 is CommonJS: Node's ESM loader only offers its default export (dist/cli.js is ESM).
+import ssh2 from "ssh2";
+import type { Client, ClientChannel, PseudoTtyOptions } from "ssh2";
 import { RuntimeError, oneLine } from "../errors.js";
 import type { RuntimeOptions } from "../options.js";
 import { planAuth } from "./auth.js";
@@ -125,7 +127,7 @@ export async function connectSsh(options: RuntimeOptions, hooks: ConnectHooks = 
   hooks.onSocket?.(sock);
   hooks.onStep?.("tcp", `${host}:${port}`);
 
-  const client = new Client();
+  const client = new ssh2.Client();
   let hostKeyError: RuntimeError | undefined;
   return new Promise<SshConnection>((resolve, reject) => {
     let settled = false;

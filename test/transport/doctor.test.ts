@@ -1,0 +1,48 @@
+// `paseo-ssh-runtime doctor` as a spawned CLI against the real sshd (needs `npm run build`).
+import { writeFileSync, mkdtempSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { runCli } from "../support/run-cli.js";
+import { rig, rigOptions, uniqueTestRoot } from "../rig/rig.js";
+
+const STEP = /^(ok  |FAIL) (.{17}) +(\d+) ms {2}(.*)$/;
+
+describe("doctor", () => {
+  it("passes every step against the rig, installing the agent first time and finding it next", async () => {
+    const options = JSON.stringify(rigOptions({ root: uniqueTestRoot("doctor") }));
+    const first = await runCli(["doctor", "--options", options]);
+    expect(first.stderr).toBe("");
+    expect(first.code).toBe(0);
+    const lines = first.stdout.toString().trimEnd().split("\n");
+    expect(lines.map((l) => STEP.exec(l)?.[2]?.trim())).toEqual(["connect", "host key verified", "authenticated", "agent", "host facts"]);
+    expect(lines.every((l) => l.startsWith("ok  "))).toBe(true);
+    expect(lines[1]).toMatch(/SHA256:[A-Za-z0-9+/]{43}/);
+    expect(lines[3]).toMatch(/installed agent [0-9a-f]{16} in /);
+    expect(lines[4]).toMatch(/node v\d+.*git version .* GiB free under \//);
+
+    const dir = mkdtempSync(join(rig().tmpDir, "doctor-"));
+    writeFileSync(join(dir, "options.json"), options);
+    const second = await runCli(["doctor", "--options-file", join(dir, "options.json")]);
+    expect(second.code).toBe(0);
+    expect(second.stdout.toString().split("\n")[3]).toMatch(/found agent [0-9a-f]{16} in /);
+  });
+
+  it("fails at the host-key step with exit code 4 against a wrong known_hosts", async () => {
+    const dir = mkdtempSync(join(rig().tmpDir, "doctor-"));
+    writeFileSync(join(dir, "known_hosts"), "");
+    const result = await runCli(["doctor", "--options", JSON.stringify(rigOptions({ knownHostsFile: join(dir, "known_hosts") }))]);
+    expect(result.code).toBe(4);
+    const lines = result.stdout.toString().trimEnd().split("\n");
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toMatch(/^ok {3}connect/);
+    expect(lines[1]).toMatch(/^FAIL host key verified +\d+ ms {2}\[host-key\]$/);
+    expect(result.stderr).toMatch(/^Unknown host key for .* SHA256:/);
+    expect(result.stderr.trimEnd().split("\n")).toHaveLength(1);
+  });
+
+  it("rejects bad options with the input exit code and names the key", async () => {
+    const result = await runCli(["doctor", "--options", JSON.stringify({ host: "h", prot: 22 })]);
+    expect(result.code).toBe(2);
+    expect(result.stderr.trim()).toBe('Unknown runtime option "prot"');
+  });
+});
