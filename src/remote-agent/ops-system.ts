@@ -12,6 +12,17 @@ function gitVersion(): string | null {
   }
 }
 
+/** What the `facts` op returns (read by `doctor`). */
+export interface HostFacts {
+  os: string;
+  arch: string;
+  node: string;
+  nodePath: string;
+  git: string | null;
+  root: string;
+  freeBytes: number | null;
+}
+
 export const systemOps: Record<string, OpSpec> = {
   ping: { handler: async () => ({ pong: true }) },
   facts: {

@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { parseRuntimeOptions } from "../../src/options.js";
 import { openHost, type SshHost } from "../../src/transport/ssh-host.js";
 import { AGENT_READY_MARKER } from "../../src/protocol/frames.js";
+import type { HostFacts as Facts } from "../../src/remote-agent/ops-system.js";
 import { rig, rigOptions, uniqueTestRoot, waitFor } from "../rig/rig.js";
 
 const hosts: SshHost[] = [];
@@ -15,16 +16,6 @@ async function open(extra: Record<string, unknown> = {}): Promise<SshHost> {
 afterEach(() => {
   for (const h of hosts.splice(0)) h.close();
 });
-
-interface Facts {
-  os: string;
-  arch: string;
-  node: string;
-  nodePath: string;
-  git: string | null;
-  root: string;
-  freeBytes: number | null;
-}
 
 describe("remote agent over sshd", () => {
   it("installs the agent once and reuses it", async () => {

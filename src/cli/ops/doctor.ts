@@ -7,17 +7,8 @@ import { RuntimeError, oneLine } from "../../errors.js";
 import { parseRuntimeOptions, type RuntimeOptions } from "../../options.js";
 import { openHost, type SshHost } from "../../transport/ssh-host.js";
 import type { ConnectStep } from "../../transport/ssh-connection.js";
+import type { HostFacts as Facts } from "../../remote-agent/ops-system.js";
 import type { CliOperation, OperationArgs } from "../operation.js";
-
-interface Facts {
-  os: string;
-  arch: string;
-  node: string;
-  nodePath: string;
-  git: string | null;
-  root: string;
-  freeBytes: number | null;
-}
 
 function readOptions(flags: Record<string, string>): RuntimeOptions {
   const inline = flags.options;
