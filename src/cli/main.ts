@@ -19,10 +19,18 @@ function splitArgv(argv: string[]): ParsedArgv {
     if (argv.length === 0) {
       throw new RuntimeError("input", `Missing operation; expected one of: ${Object.keys(OPERATIONS).join(", ")}`);
     }
-    const guess = argv.find((word) => !word.startsWith("-")) ?? argv[0];
-    throw new RuntimeError("input", `Unknown operation: ${guess}`);
+    throw new RuntimeError("input", `Unknown operation: ${guessOperationWord(argv)}`);
   }
   return { operation: argv[index] as OperationName, leading: argv.slice(0, index), rest: argv.slice(index + 1) };
+}
+
+/** Paseo appends `<op> [--flag value]…`, so the word before the trailing flag pairs is the op. */
+function guessOperationWord(argv: string[]): string {
+  let end = argv.length;
+  while (end >= 2 && (argv[end - 2] as string).startsWith("--")) end -= 2;
+  const word = argv[end - 1];
+  if (word !== undefined && !word.startsWith("-")) return word;
+  return argv.find((w) => !w.startsWith("-")) ?? (argv[0] as string);
 }
 
 /**

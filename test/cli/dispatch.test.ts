@@ -64,8 +64,9 @@ describe("describe", () => {
 });
 
 describe("argv errors: one stderr line, exit 2, no stack trace", () => {
-  const cases: [string, string[], string][] = [
+  const cases: [string, string[], string | RegExp][] = [
     ["unknown operation", ["frobnicate"], "Unknown operation: frobnicate"],
+    ["unknown operation after leading args", ["/tmp/argv.json", "--modes", "pipes", "frob", "--workspace-id", "w"], /^Unknown operation: frob\n$/],
     ["no operation", [], "Missing operation; expected one of: describe, create, inspect"],
     ["unknown flag", ["inspect", "--workspace-id", "w", "--colour", "red"], "Unknown flag --colour for operation inspect"],
     ["repeated flag", ["inspect", "--workspace-id", "a", "--workspace-id", "b"], "Repeated flag --workspace-id"],
