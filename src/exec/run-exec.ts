@@ -137,8 +137,12 @@ class Conversation {
 
   private settle(o: Outcome): void {
     if (o.kind === "exit") this.exited.resolve(o);
-    // While failing, the exit we provoked is not the result: the pending `error` is.
-    if (this.failing && o.kind === "exit") return;
+    // While failing, the exit we provoked (or the channel closing after it) is not the result:
+    // the pending `error` is. Either way the kill has been settled.
+    if (this.failing) {
+      this.exited.resolve(o);
+      return;
+    }
     this.outcome.resolve(o);
   }
 

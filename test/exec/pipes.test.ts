@@ -1,0 +1,139 @@
+// Pipes-mode exec over the real sshd (scenarios A15, A16, A19, A26, I1, C2, S3; do-better 1, 23):
+// exact bytes both ways, exact env, real exit status, cwd confinement, signal forwarding.
+import { randomBytes } from "node:crypto";
+import { execFileSync } from "node:child_process";
+import { lstatSync, readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ExecWorkspace, eventually, exitOf, newExecId } from "./harness.js";
+
+describe("exec, pipes mode, over SSH", () => {
+  const ws = new ExecWorkspace("exec-pipes");
+  beforeAll(() => ws.create());
+  afterAll(() => ws.cleanup());
+
+  it("A15: stdin reaches the workload, stderr and exit code come back exactly", async () => {
+    const r = await ws.run(
+      { argv: ["/bin/sh", "-c", "cat > runtime-owned.txt; printf runtime-stderr >&2; exit 19"] },
+      { stdin: "docker-state" },
+    );
+    expect(exitOf(r)).toEqual({ code: 19, signal: null });
+    expect(r.stderr).toBe("runtime-stderr");
+    expect(r.stdout.length).toBe(0);
+    expect(r.code).toBe(19);
+    expect(readFileSync(join(ws.root, "runtime-owned.txt"), "utf8")).toBe("docker-state");
+    const cat = await ws.run({ argv: ["/bin/cat", "runtime-owned.txt"] });
+    expect(exitOf(cat)).toEqual({ code: 0, signal: null });
+    expect(cat.stdout.toString()).toBe("docker-state");
+  });
+
+  it("A16: the workload gets exactly the envelope env", async () => {
+    const r = await ws.run({ argv: ["/usr/bin/env"], env: { RUNTIME_EXACT_ENV: "docker" } });
+    expect(exitOf(r)).toEqual({ code: 0, signal: null });
+    expect(r.stdout.toString()).toBe("RUNTIME_EXACT_ENV=docker\n");
+  });
+
+  it("raw bytes: NUL, invalid UTF-8 and stdin EOF pass unchanged", async () => {
+    const script = "process.stdin.on('data',d=>process.stdout.write(d));process.stdin.on('end',()=>{process.stdout.write(Buffer.from([0,0x6f,0x75,0x74,0xff]));process.stderr.write(Buffer.from([0x65,0x72,0x72,0]));})";
+    const r = await ws.run({ argv: [process.execPath, "-e", script] }, { stdin: Buffer.from("raw\0stdin\n") });
+    expect(exitOf(r)).toEqual({ code: 0, signal: null });
+    expect(r.stdout).toEqual(Buffer.concat([Buffer.from("raw\0stdin\n"), Buffer.from([0, 0x6f, 0x75, 0x74, 0xff])]));
+    expect(Buffer.from(r.stderr, "utf8").subarray(0, 3).toString()).toBe("err");
+  });
+
+  it("1 MiB+ of binary data round-trips byte-exactly", async () => {
+    const data = randomBytes(1024 * 1024 + 12345);
+    const r = await ws.run({ argv: ["/bin/cat"] }, { stdin: data });
+    expect(exitOf(r)).toEqual({ code: 0, signal: null });
+    expect(r.stdout.length).toBe(data.length);
+    expect(r.stdout.equals(data)).toBe(true);
+  });
+
+  it("a signal death is reported as the signal, never as 128+n", async () => {
+    const r = await ws.run({ argv: ["/bin/sh", "-c", "kill -TERM $$"] });
+    expect(exitOf(r)).toEqual({ code: null, signal: "SIGTERM" });
+    expect(r.signal).toBe("SIGTERM");
+  });
+
+  it("A26: SIGTERM to the wrapper reaches the whole group within 5 s", async () => {
+    const h = ws.start({ argv: ["/bin/sh", "-c", "sleep 30 & echo ready; wait"], env: { PATH: "/usr/bin:/bin" } });
+    await h.waitOutput("ready");
+    const t0 = Date.now();
+    h.child.kill("SIGTERM");
+    const r = await h.done;
+    expect(Date.now() - t0).toBeLessThan(5000);
+    expect(exitOf(r)).toEqual({ code: null, signal: "SIGTERM" });
+    const left = await eventually(() => ws.processes(), (p) => !p.some((x) => x.command.includes("sleep 30")));
+    expect(left.filter((x) => x.command.includes("sleep 30"))).toEqual([]);
+  });
+
+  it("C2: an exit right at `started` is never lost", async () => {
+    for (let i = 0; i < 3; i++) {
+      const r = await ws.run({ argv: ["/bin/true"] });
+      expect(exitOf(r)).toEqual({ code: 0, signal: null });
+    }
+  });
+
+  it("a bare name resolves on the envelope PATH only; not found is exit 127", async () => {
+    const ok = await ws.run({ argv: ["true"], env: { PATH: "/usr/bin:/bin" } });
+    expect(exitOf(ok)).toEqual({ code: 0, signal: null });
+    const missing = await ws.run({ argv: ["definitely-not-a-command-xyz"], env: { PATH: "/usr/bin:/bin" } });
+    expect(exitOf(missing)).toEqual({ code: 127, signal: null });
+    expect(missing.stderr).toContain("command not found");
+  });
+
+  it.each([["/tmp"], ["../x"], ["..\\x"], ["outside-link"]])("cwd %s is refused with no fd4 event and nothing launched", async (cwd) => {
+    const r = await ws.run({ argv: ["/bin/sh", "-c", "touch escaped-marker"], cwd });
+    expect(r.stderr).toContain("Workspace cwd escapes its root");
+    expect(r.code).not.toBe(0);
+    expect(r.fd4).toBe("");
+  });
+
+  it("I1: a symlinked directory leading out of the root is refused after realpath", async () => {
+    const link = await ws.run({ argv: ["/bin/ln", "-s", "..", "escape"] });
+    expect(exitOf(link)).toEqual({ code: 0, signal: null });
+    const r = await ws.run({ argv: ["/bin/sh", "-c", "touch escaped-marker"], cwd: "escape" });
+    expect(r.stderr).toContain("Workspace cwd escapes its root");
+    expect(r.fd4).toBe("");
+    const check = await ws.run({ argv: ["/bin/sh", "-c", "test ! -e ../escaped-marker"] });
+    expect(exitOf(check)).toEqual({ code: 0, signal: null });
+  });
+
+  it("an exec id is never reused", async () => {
+    const execId = newExecId();
+    expect(exitOf(await ws.run({ argv: ["/bin/true"], execId }))).toEqual({ code: 0, signal: null });
+    const again = await ws.run({ argv: ["/bin/true"], execId });
+    expect(again.fd4).toBe("");
+    expect(again.stderr).toContain("already used");
+  });
+
+  it("an invalid envelope is refused before anything is launched", async () => {
+    const bad = ws.envelope({ argv: ["/bin/true"] }, newExecId()).replace('"type":"spawn",', '"type":"spawn","root":"/private",');
+    const r = await ws.run({ argv: ["/bin/true"] }, { rawEnvelope: bad });
+    expect(r.code).not.toBe(0);
+    expect(r.fd4).toBe("");
+    expect(r.stderr).toMatch(/unrecognized key/i);
+  });
+
+  it("S3: a secret env value appears in no remote argv and no file under the root", async () => {
+    const secret = `s3cr3t-${randomBytes(12).toString("hex")}`;
+    const h = ws.start({ argv: ["/bin/sh", "-c", "echo ready; sleep 5"], env: { SECRET_TOKEN: secret, PATH: "/usr/bin:/bin" } });
+    await h.waitOutput("ready");
+    const ps = execFileSync("ps", ["-eo", "args"], { encoding: "utf8" });
+    expect(ps).not.toContain(secret);
+    const hits: string[] = [];
+    const walk = (dir: string) => {
+      for (const name of readdirSync(dir)) {
+        const p = join(dir, name);
+        const st = lstatSync(p, { throwIfNoEntry: false });
+        if (!st) continue;
+        if (st.isDirectory()) walk(p);
+        else if (st.isFile() && st.size < 50_000_000 && readFileSync(p).includes(secret)) hits.push(p);
+      }
+    };
+    walk(ws.configuredRoot);
+    expect(hits).toEqual([]);
+    h.child.kill("SIGTERM");
+    await h.done;
+  });
+});

@@ -1,0 +1,70 @@
+// PTY-mode exec over the real sshd (scenarios A21–A24, contract §17.2.8, do-better 24): the
+// terminal is sshd's pty with the initial size in place before the program starts; resizes are
+// acknowledged only once applied; signals arrive as fd3 frames; unsupported ones kill first.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ExecWorkspace, eventually, exitOf } from "./harness.js";
+
+const PROBE =
+  "process.stdin.setEncoding('utf8');process.stdout.write(`${process.cwd()}|${process.stdout.isTTY}|${process.stdout.columns}x${process.stdout.rows}|λ`);process.stdin.once('data',data=>{process.stdout.write(`|${data.trim()}|${process.stdout.columns}x${process.stdout.rows}`);process.exit(6)})";
+
+describe("exec, PTY mode, over SSH", () => {
+  const ws = new ExecWorkspace("exec-pty");
+  beforeAll(() => ws.create());
+  afterAll(() => ws.cleanup());
+
+  const pty = { kind: "pty" as const, rows: 24, cols: 80 };
+
+  it("A21: size probe sees a tty of the initial size, then the resized one", async () => {
+    const h = ws.start({ argv: [process.execPath, "-e", PROBE], env: { PATH: "/usr/local/bin:/usr/bin:/bin" }, stdio: pty });
+    await h.waitOutput(`${ws.root}|true|80x24|λ`, 10_000);
+    h.sendControl({ type: "resize", protocolVersion: 1, id: 1, rows: 39, cols: 103 });
+    await h.waitEvent("resized", 1000);
+    h.stdin.write("héllo\n");
+    const r = await eventually(() => h.output().toString("utf8"), (t) => t.includes("|héllo|103x39"), 10_000);
+    expect(r).toContain("|héllo|103x39");
+    const done = await h.done;
+    expect(done.events.map((e) => e.type)).toEqual(["started", "resized", "eof", "exit"]);
+    expect(done.events[1]).toEqual({ type: "resized", protocolVersion: 1, id: 1 });
+    expect(done.events[3]).toEqual({ type: "exit", protocolVersion: 1, code: 6, signal: null });
+    expect(done.code).toBe(6);
+  });
+
+  it("an invalid resize is refused as `Invalid PTY size`, kills the workload, writes one error", async () => {
+    const h = ws.start({ argv: ["/bin/sleep", "30"], stdio: pty });
+    await h.waitEvent("started");
+    h.sendControl({ type: "resize", protocolVersion: 1, id: 1, rows: 0, cols: 40 });
+    const r = await h.done;
+    expect(r.events.map((e) => e.type)).toEqual(["started", "error"]);
+    expect(r.events[1]).toMatchObject({ message: "Invalid PTY size" });
+    expect((await ws.processes()).filter((p) => p.command.includes("sleep 30"))).toEqual([]);
+  });
+
+  it.each([["SIGTERM"], ["SIGKILL"]])("A22/A23: %s via fd3 ends the PTY workload with that signal", async (sig) => {
+    const h = ws.start({ argv: ["/bin/sleep", "30"], env: { PATH: "/usr/bin:/bin" }, stdio: pty });
+    await h.waitEvent("started");
+    h.sendControl({ type: "signal", protocolVersion: 1, signal: sig });
+    const r = await h.done;
+    expect(exitOf(r)).toEqual({ code: null, signal: sig });
+    const left = await eventually(() => ws.processes(), (p) => !p.some((x) => x.command.includes("sleep 30")));
+    expect(left.filter((x) => x.command.includes("sleep 30"))).toEqual([]);
+  });
+
+  it("A24: SIGUSR1 kills the execution first, then fails with `Unsupported signal`", async () => {
+    const h = ws.start({ argv: ["/bin/sleep", "30"], env: { PATH: "/usr/bin:/bin" }, stdio: pty });
+    await h.waitEvent("started");
+    h.sendControl({ type: "signal", protocolVersion: 1, signal: "SIGUSR1" });
+    await h.waitEvent("error", 5000);
+    // Immediately after the error: no sleep left.
+    const procs = await ws.processes();
+    expect(procs.filter((p) => p.command.includes("sleep 30"))).toEqual([]);
+    const r = await h.done;
+    expect(r.events.map((e) => e.type)).toEqual(["started", "error"]);
+    expect(r.events[1]).toMatchObject({ message: "Unsupported signal: SIGUSR1" });
+  });
+
+  it("exact env in a PTY too: no TERM, no sshd variables", async () => {
+    const r = await ws.run({ argv: ["/usr/bin/env"], env: { ONLY: "this" }, stdio: pty });
+    expect(exitOf(r)).toEqual({ code: 0, signal: null });
+    expect(r.stdout.toString("utf8").replace(/\r\n/g, "\n")).toBe("ONLY=this\n");
+  });
+});
