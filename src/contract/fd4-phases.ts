@@ -2,7 +2,8 @@
 // fatal with a fixed text. The exec wrapper runs its own events through it before writing them, and
 // tests use it to judge recorded fd4 streams.
 import { RuntimeError } from "../errors.js";
-import type { ExitEvent, ProcessEvent } from "./schemas.js";
+import { decodeFrames } from "./ndjson.js";
+import { ProcessEventSchema, type ExitEvent, type ProcessEvent } from "./schemas.js";
 
 export type StdioMode = "pipes" | "pty";
 type Phase = "waiting-started" | "started" | "eof" | "exit";
@@ -60,4 +61,17 @@ export class Fd4PhaseMachine {
 
 function fail(message: string): never {
   throw new RuntimeError("input", message);
+}
+
+/**
+ * Judges a complete fd4 stream the way Paseo does: decode every frame, run the phase machine, fail
+ * on any `error` event with its message, and return the authoritative `exit`.
+ */
+export function checkFd4Stream(bytes: Uint8Array | string, mode: StdioMode): ExitEvent {
+  const machine = new Fd4PhaseMachine(mode);
+  for (const event of decodeFrames(bytes, ProcessEventSchema)) {
+    machine.accept(event);
+    if (event.type === "error") throw new RuntimeError("remote", event.message);
+  }
+  return machine.end();
 }

@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import {
   ControlFrameSchema,
   Fd4PhaseMachine,
+  checkFd4Stream,
   FrameDecoder,
   ProcessEventSchema,
   decodeFrames,
@@ -175,5 +176,19 @@ describe("Fd4PhaseMachine", () => {
     const machine = new Fd4PhaseMachine("pty");
     for (const event of decodeInChunks(enc(stream), [13, 11])) machine.accept(event);
     expect(machine.end()).toEqual({ type: "exit", protocolVersion: 1, code: null, signal: "SIGTERM" });
+  });
+});
+
+describe("checkFd4Stream", () => {
+  it("returns the exit of a valid pipes stream (§17.1.3 bytes)", () => {
+    expect(checkFd4Stream(bytes.startedEvent! + bytes.eofEvent! + bytes.exitEvent!, "pipes")).toEqual(ev.exit);
+  });
+  it("fails with an error event's message", () => {
+    expect(() => checkFd4Stream(bytes.startedEvent! + bytes.errorEvent!, "pipes")).toThrow("runtime control failed");
+  });
+  it("fails on an empty stream and on framing errors", () => {
+    expect(() => checkFd4Stream("", "pipes")).toThrow("pipes wrapper ended without a valid fd4 exit event");
+    expect(() => checkFd4Stream(bytes.startedEvent!.trimEnd(), "pty")).toThrow("Command runtime message ended before newline");
+    expect(() => checkFd4Stream(bytes.startedEvent! + bytes.resizedEvent!, "pipes")).toThrow("pipes runtime returned resized event");
   });
 });
