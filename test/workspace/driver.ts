@@ -1,20 +1,13 @@
 // One interface for the workspace suites to drive lifecycle operations and see what Paseo would
 // see: success with the response value, or failure with the one-line message and exit code.
-// sshDriver calls the operation modules' building blocks over the real sshd rig.
-import { Writable } from "node:stream";
+// Every call runs the built CLI (run `npm run build` first) against the real sshd rig.
 import { join } from "node:path";
-import { EXIT_CODES, RuntimeError } from "../../src/errors.js";
-import type { CreateInput, InspectionResponse, StateResponse } from "../../src/contract/schemas.js";
-import { parseRuntimeOptions } from "../../src/options.js";
-import { prepareCreate, runCreate, testHooksFromEnv } from "../../src/workspace/create-workspace.js";
-import { createProgress } from "../../src/workspace/progress.js";
-import { inspectionResponse, stateResponse } from "../../src/workspace/public-state.js";
-import { callWorkspaceOp, withHost } from "../../src/workspace/host-call.js";
-import type { InspectResult, ReconcileResult, WorkspaceView } from "../../src/workspace/agent-protocol.js";
+import type { CreateInput, InspectionResponse, LifecycleRequest, Options, StateResponse } from "../../src/contract/schemas.js";
+import { lifecycleRequest, runCli, TEST_RUNTIME_INSTANCE_ID } from "../support/run-cli.js";
 import { rig, rigOptions } from "../rig/rig.js";
 import { randomBytes } from "node:crypto";
 
-export const OWNER = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+export const OWNER = TEST_RUNTIME_INSTANCE_ID;
 export const OTHER_OWNER = "f".repeat(64);
 
 export interface Outcome<T = unknown> {
@@ -25,6 +18,8 @@ export interface Outcome<T = unknown> {
   exitCode: number;
   /** Everything written to stderr (progress lines, verbose reconcile lines). */
   stderr: string;
+  /** Raw stdout (exactly one canonical JSON line on success). */
+  stdout: string;
 }
 
 export interface CallOptions {
@@ -44,35 +39,12 @@ export interface Driver {
   reconcile(workspaceIds: string[], o?: CallOptions): Promise<Outcome>;
 }
 
-function sink(): { stream: Writable; text: () => string } {
-  let text = "";
-  const stream = new Writable({
-    write(chunk: Buffer, _enc, cb) {
-      text += chunk.toString("utf8");
-      cb();
-    },
-  });
-  return { stream, text: () => text };
-}
-
-async function outcome<T>(stderr: () => string, fn: () => Promise<T>): Promise<Outcome<T>> {
-  try {
-    const value = await fn();
-    return { ok: true, value, message: "", exitCode: 0, stderr: stderr() };
-  } catch (err) {
-    const e = err instanceof RuntimeError ? err : new RuntimeError("remote", String(err));
-    return { ok: false, value: null, message: e.message, exitCode: EXIT_CODES[e.errorClass], stderr: stderr() + e.message + "\n" };
-  }
-}
-
 /** Absolute path of a `~/…` rig root on the (local) remote host. */
 export function absoluteRoot(root: string): string {
   const home = rig().remoteHome;
   if (!home) throw new Error("rig has no remote home");
   return root.startsWith("~/") ? join(home, root.slice(2)) : root;
 }
-
-const OK = { type: "ok", protocolVersion: 1 } as const;
 
 /**
  * A fresh absolute root in /tmp for one suite: outside `~/.paseo-ssh-test*`, which every vitest
@@ -82,40 +54,30 @@ export function suiteRoot(label: string): string {
   return `/tmp/paseo-ws-suite-${label}-${randomBytes(4).toString("hex")}`;
 }
 
-export function sshDriver(label = "ws"): Driver {
+/** Drives the built CLI (dist/cli.js) exactly as Paseo does, against the real sshd rig. */
+export function cliDriver(label = "ws"): Driver {
   const configured = suiteRoot(label);
-  const options = parseRuntimeOptions(rigOptions({ root: configured }));
-  const owner = (o?: CallOptions) => o?.owner ?? OWNER;
+  const options = rigOptions({ root: configured }) as Options;
+  const run = async <T>(args: string[], extra: Partial<LifecycleRequest>, o?: CallOptions): Promise<Outcome<T>> => {
+    const stdin = lifecycleRequest(options, { ...(o?.owner ? { runtimeInstanceId: o.owner } : {}), ...extra });
+    const r = await runCli([...(o?.verbose ? ["--verbose"] : []), ...args], { stdin, env: { ...process.env, ...o?.env }, timeoutMs: 120_000 });
+    const lines = r.stderr.trim().split("\n");
+    const ok = r.code === 0;
+    return {
+      ok,
+      value: ok ? (JSON.parse(r.stdout.toString("utf8")) as T) : null,
+      message: ok ? "" : (lines[lines.length - 1] ?? ""),
+      exitCode: r.code ?? -1,
+      stderr: r.stderr,
+      stdout: r.stdout.toString("utf8"),
+    };
+  };
   return {
     root: absoluteRoot(configured),
-    create(input, o) {
-      const err = sink();
-      return outcome(err.text, async () => {
-        const env = { ...process.env, ...o?.env };
-        const prepared = await prepareCreate(input, owner(o), testHooksFromEnv(env));
-        const r = await withHost(options, (h) => runCreate(h, prepared, createProgress(err.stream, env)));
-        return stateResponse(input.workspaceId, r.view, r.materializedFreshContent);
-      });
-    },
-    inspect(id, o) {
-      return outcome(() => "", async () =>
-        inspectionResponse(id, await withHost(options, (h) => callWorkspaceOp<InspectResult>(h, "workspace.inspect", owner(o), id))),
-      );
-    },
-    op(name, id, o) {
-      return outcome(() => "", async () => {
-        const v = await withHost(options, (h) => callWorkspaceOp<WorkspaceView | null>(h, `workspace.${name}`, owner(o), id));
-        return name === "resume" ? stateResponse(id, v as WorkspaceView) : OK;
-      });
-    },
-    reconcile(ids, o) {
-      let lines = "";
-      return outcome(() => lines, async () => {
-        const r = await withHost(options, (h) => callWorkspaceOp<ReconcileResult>(h, "workspace.reconcile", owner(o), null, { workspaceIds: ids }));
-        if (o?.verbose) for (const x of r.removed) lines += `reconcile: removed orphaned workspace ${JSON.stringify(x.workspaceId)} (${x.dir})\n`;
-        return OK;
-      });
-    },
+    create: (input, o) => run(["create", "--workspace-id", input.workspaceId], { input }, o),
+    inspect: (id, o) => run(["inspect", "--workspace-id", id], {}, o),
+    op: (name, id, o) => run([name, "--workspace-id", id], {}, o),
+    reconcile: (ids, o) => run(["reconcile"], { workspaceIds: ids }, o),
   };
 }
 

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { commitAll, gitIn, LARGE_BIN_SIZE, localRepoFingerprint, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
-import { bytesSent, dirInput, progressLines, sshDriver, type Driver } from "./driver.js";
+import { bytesSent, dirInput, progressLines, cliDriver, type Driver } from "./driver.js";
 
 const PROGRESS = { PASEO_SSH_PROGRESS: "1" };
 
@@ -21,7 +21,7 @@ describe("directory source materialization over SSH", () => {
   beforeAll(() => {
     base = mkdtempSync(join(tmpdir(), "paseo-ws-mat-"));
     fixture = seedRepo(base);
-    d = sshDriver("mat");
+    d = cliDriver("mat");
   });
   afterAll(() => {
     rmSync(base, { recursive: true, force: true });

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { MANIFEST_MARKER } from "../../src/remote-agent/manifest.js";
 import { seedRepo, type FixtureRepo } from "../fixtures/repo.js";
-import { dirInput, OTHER_OWNER, OWNER, sshDriver, type Driver } from "./driver.js";
+import { dirInput, OTHER_OWNER, OWNER, cliDriver, type Driver } from "./driver.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -46,7 +46,7 @@ describe("ownership, partial state and reconciliation over SSH", () => {
   beforeAll(async () => {
     base = mkdtempSync(join(tmpdir(), "paseo-ws-own-"));
     fixture = seedRepo(base);
-    d = sshDriver("own");
+    d = cliDriver("own");
     // Creates the root (owned by the remote user) so planted state can sit beside real workspaces.
     expect((await d.create(dirInput("own-real", fixture.path))).ok).toBe(true);
   });

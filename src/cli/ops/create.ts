@@ -1,14 +1,22 @@
-// Placeholder for the `create` operation so the dispatcher builds; the owning teammate replaces this file.
-// Like every lifecycle operation it validates the stdin request first, before any network use.
-import { RuntimeError } from "../../errors.js";
-import { readLifecycleRequest } from "../lifecycle-input.js";
+// `create --workspace-id <id>`: materializes a workspace on the remote host (src/workspace/create-workspace.ts)
+// and answers the state with materializedFreshContent.
 import type { CliOperation } from "../operation.js";
+import { writeResponse } from "../respond.js";
+import { readWorkspaceRequest, withHost } from "../../workspace/lifecycle-command.js";
+import { prepareCreate, runCreate, testHooksFromEnv } from "../../workspace/create-workspace.js";
+import { createProgress } from "../../workspace/progress.js";
+import { stateResponse } from "../../workspace/public-state.js";
 
 const operation: CliOperation = {
   requiredFlags: ["workspace-id"],
   async run(args, io) {
-    await readLifecycleRequest(io.stdin, { operation: "create", requireInput: true, workspaceId: args.flags["workspace-id"] });
-    throw new RuntimeError("input", "create is not implemented yet");
+    const workspaceId = args.flags["workspace-id"]!;
+    const ctx = await readWorkspaceRequest(io.stdin, "create", { workspaceId, requireInput: true });
+    const progress = createProgress(io.stderr);
+    // Local resolution (and cwd validation) happens before any connection is opened.
+    const prepared = await prepareCreate(ctx.request.input!, ctx.request.runtimeInstanceId, testHooksFromEnv());
+    const result = await withHost(ctx.options, (host) => runCreate(host, prepared, progress));
+    await writeResponse(io.stdout, stateResponse(workspaceId, result.view, result.materializedFreshContent));
   },
 };
 export default operation;

@@ -1,14 +1,15 @@
-// Placeholder for the `destroy` operation so the dispatcher builds; the owning teammate replaces this file.
-// Like every lifecycle operation it validates the stdin request first, before any network use.
-import { RuntimeError } from "../../errors.js";
-import { readLifecycleRequest } from "../lifecycle-input.js";
+// `destroy --workspace-id <id>`: kills the process set and removes the owned workspace directory (idempotent).
 import type { CliOperation } from "../operation.js";
+import { writeResponse } from "../respond.js";
+import { callWorkspaceOp, readWorkspaceRequest } from "../../workspace/lifecycle-command.js";
 
 const operation: CliOperation = {
   requiredFlags: ["workspace-id"],
   async run(args, io) {
-    await readLifecycleRequest(io.stdin, { operation: "destroy", workspaceId: args.flags["workspace-id"] });
-    throw new RuntimeError("input", "destroy is not implemented yet");
+    const workspaceId = args.flags["workspace-id"]!;
+    const ctx = await readWorkspaceRequest(io.stdin, "destroy", { workspaceId });
+    await callWorkspaceOp(ctx, "workspace.destroy", workspaceId);
+    await writeResponse(io.stdout, { type: "ok", protocolVersion: 1 });
   },
 };
 export default operation;

@@ -1,14 +1,17 @@
-// Placeholder for the `inspect` operation so the dispatcher builds; the owning teammate replaces this file.
-// Like every lifecycle operation it validates the stdin request first, before any network use.
-import { RuntimeError } from "../../errors.js";
-import { readLifecycleRequest } from "../lifecycle-input.js";
+// `inspect --workspace-id <id>`: the workspace's durable state, read from its remote manifest.
 import type { CliOperation } from "../operation.js";
+import { writeResponse } from "../respond.js";
+import { callWorkspaceOp, readWorkspaceRequest } from "../../workspace/lifecycle-command.js";
+import { inspectionResponse } from "../../workspace/public-state.js";
+import type { InspectResult } from "../../workspace/agent-protocol.js";
 
 const operation: CliOperation = {
   requiredFlags: ["workspace-id"],
   async run(args, io) {
-    await readLifecycleRequest(io.stdin, { operation: "inspect", workspaceId: args.flags["workspace-id"] });
-    throw new RuntimeError("input", "inspect is not implemented yet");
+    const workspaceId = args.flags["workspace-id"]!;
+    const ctx = await readWorkspaceRequest(io.stdin, "inspect", { workspaceId });
+    const result = await callWorkspaceOp<InspectResult>(ctx, "workspace.inspect", workspaceId);
+    await writeResponse(io.stdout, inspectionResponse(workspaceId, result));
   },
 };
 export default operation;

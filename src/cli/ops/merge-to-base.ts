@@ -1,14 +1,15 @@
-// Placeholder for the `merge-to-base` operation so the dispatcher builds; the owning teammate replaces this file.
-// Like every lifecycle operation it validates the stdin request first, before any network use.
-import { RuntimeError } from "../../errors.js";
-import { readLifecycleRequest } from "../lifecycle-input.js";
+// `merge-to-base --workspace-id <id>` (extra, contract §14): verifies ownership like every other
+// operation, then refuses: v1 of this runtime does not merge remote work into the Paseo host.
 import type { CliOperation } from "../operation.js";
+import { callWorkspaceOp, readWorkspaceRequest } from "../../workspace/lifecycle-command.js";
 
 const operation: CliOperation = {
   requiredFlags: ["workspace-id"],
   async run(args, io) {
-    await readLifecycleRequest(io.stdin, { operation: "merge-to-base", workspaceId: args.flags["workspace-id"] });
-    throw new RuntimeError("input", "merge-to-base is not implemented yet");
+    const workspaceId = args.flags["workspace-id"]!;
+    const ctx = await readWorkspaceRequest(io.stdin, "merge-to-base", { workspaceId });
+    // The agent op always fails: with the ownership text, or with the documented refusal.
+    await callWorkspaceOp(ctx, "workspace.merge-to-base", workspaceId);
   },
 };
 export default operation;

@@ -1,14 +1,15 @@
-// Placeholder for the `pause` operation so the dispatcher builds; the owning teammate replaces this file.
-// Like every lifecycle operation it validates the stdin request first, before any network use.
-import { RuntimeError } from "../../errors.js";
-import { readLifecycleRequest } from "../lifecycle-input.js";
+// `pause --workspace-id <id>`: marks the workspace paused and SIGSTOPs its process set (a missing workspace is a no-op).
 import type { CliOperation } from "../operation.js";
+import { writeResponse } from "../respond.js";
+import { callWorkspaceOp, readWorkspaceRequest } from "../../workspace/lifecycle-command.js";
 
 const operation: CliOperation = {
   requiredFlags: ["workspace-id"],
   async run(args, io) {
-    await readLifecycleRequest(io.stdin, { operation: "pause", workspaceId: args.flags["workspace-id"] });
-    throw new RuntimeError("input", "pause is not implemented yet");
+    const workspaceId = args.flags["workspace-id"]!;
+    const ctx = await readWorkspaceRequest(io.stdin, "pause", { workspaceId });
+    await callWorkspaceOp(ctx, "workspace.pause", workspaceId);
+    await writeResponse(io.stdout, { type: "ok", protocolVersion: 1 });
   },
 };
 export default operation;

@@ -1,14 +1,20 @@
-// Placeholder for the `reconcile` operation so the dispatcher builds; the owning teammate replaces this file.
-// Like every lifecycle operation it validates the stdin request first, before any network use.
-import { RuntimeError } from "../../errors.js";
-import { readLifecycleRequest } from "../lifecycle-input.js";
+// `reconcile`: removes this runtime instance's orphaned workspaces (ids Paseo no longer knows).
+// Requires workspaceIds. With a leading `--verbose` (or PASEO_SSH_VERBOSE=1) each removal is
+// reported as one stderr line; otherwise stderr stays empty.
 import type { CliOperation } from "../operation.js";
+import { writeResponse } from "../respond.js";
+import { callWorkspaceOp, readWorkspaceRequest } from "../../workspace/lifecycle-command.js";
+import type { ReconcileResult } from "../../workspace/agent-protocol.js";
 
 const operation: CliOperation = {
   requiredFlags: [],
   async run(args, io) {
-    await readLifecycleRequest(io.stdin, { operation: "reconcile", requireWorkspaceIds: true });
-    throw new RuntimeError("input", "reconcile is not implemented yet");
+    const ctx = await readWorkspaceRequest(io.stdin, "reconcile", { requireWorkspaceIds: true });
+    const result = await callWorkspaceOp<ReconcileResult>(ctx, "workspace.reconcile", null, { workspaceIds: ctx.request.workspaceIds });
+    if (args.leading.includes("--verbose") || process.env.PASEO_SSH_VERBOSE === "1") {
+      for (const r of result.removed) io.stderr.write(`reconcile: removed orphaned workspace ${JSON.stringify(r.workspaceId)} (${r.dir})\n`);
+    }
+    await writeResponse(io.stdout, { type: "ok", protocolVersion: 1 });
   },
 };
 export default operation;

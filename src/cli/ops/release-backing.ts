@@ -1,14 +1,15 @@
-// Placeholder for the `release-backing` operation so the dispatcher builds; the owning teammate replaces this file.
-// Like every lifecycle operation it validates the stdin request first, before any network use.
-import { RuntimeError } from "../../errors.js";
-import { readLifecycleRequest } from "../lifecycle-input.js";
+// `release-backing --workspace-id <id>` (extra, contract §14): removes a paused workspace's backing; refuses a ready one.
 import type { CliOperation } from "../operation.js";
+import { writeResponse } from "../respond.js";
+import { callWorkspaceOp, readWorkspaceRequest } from "../../workspace/lifecycle-command.js";
 
 const operation: CliOperation = {
   requiredFlags: ["workspace-id"],
   async run(args, io) {
-    await readLifecycleRequest(io.stdin, { operation: "release-backing", workspaceId: args.flags["workspace-id"] });
-    throw new RuntimeError("input", "release-backing is not implemented yet");
+    const workspaceId = args.flags["workspace-id"]!;
+    const ctx = await readWorkspaceRequest(io.stdin, "release-backing", { workspaceId });
+    await callWorkspaceOp(ctx, "workspace.release-backing", workspaceId);
+    await writeResponse(io.stdout, { type: "ok", protocolVersion: 1 });
   },
 };
 export default operation;

@@ -1,0 +1,81 @@
+// Scenario G over SSH: git URL sources are fetched on the remote host into a URL-keyed cache;
+// revision "" checks out the default branch, a branch name that branch, a sha a detached HEAD;
+// the subdirectory becomes the workspace root.
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { workspaceLayout } from "../../src/remote-agent/layout.js";
+import { gitIn, gitSourceRepo } from "../fixtures/repo.js";
+import { cliDriver, type Driver } from "./driver.js";
+import { rig } from "../rig/rig.js";
+import type { CreateInput } from "../../src/contract/schemas.js";
+
+function gitInput(workspaceId: string, url: string, revision: string, subdirectory?: string): CreateInput {
+  return {
+    workspaceId,
+    project: { projectId: "git-project", source: { kind: "git", url, revision, ...(subdirectory === undefined ? {} : { subdirectory }) } },
+    placement: { kind: "existing" },
+  };
+}
+
+describe("git URL sources over SSH", () => {
+  let base: string;
+  let src: ReturnType<typeof gitSourceRepo>;
+  let d: Driver;
+
+  beforeAll(() => {
+    base = mkdtempSync(join(tmpdir(), "paseo-ws-git-"));
+    // Git refuses repositories owned by another user; the remote user owns this one.
+    src = gitSourceRepo(base, rig().user);
+    d = cliDriver("git");
+  });
+  afterAll(() => {
+    rmSync(base, { recursive: true, force: true });
+    rmSync(d.root, { recursive: true, force: true });
+  });
+
+  it("G1: the default revision lands on the default branch; the subdirectory is the root", async () => {
+    const r = await d.create(gitInput("g-default", src.url, "", "packages/app"));
+    expect(r.message).toBe("");
+    const checkout = workspaceLayout(d.root, "g-default").checkout;
+    expect(r.value?.placement.cwd).toBe(join(checkout, "packages", "app"));
+    expect(readFileSync(join(r.value!.placement.cwd, "marker.txt"), "utf8")).toBe("default\n");
+    expect(gitIn(checkout, ["symbolic-ref", "--short", "HEAD"]).trim()).toBe("main");
+    expect(gitIn(checkout, ["rev-parse", "HEAD"]).trim()).toBe(src.tip);
+    expect(gitIn(checkout, ["rev-parse", "--abbrev-ref", "main@{upstream}"]).trim()).toBe("origin/main");
+    expect(r.value?.state.lifecycleEnvironment?.PASEO_BRANCH_NAME).toBe("main");
+    expect(JSON.stringify(r.value)).not.toContain(src.url);
+    expect((await d.op("destroy", "g-default")).ok).toBe(true);
+  });
+
+  it("G2: a pinned sha checks out detached at that commit", async () => {
+    const r = await d.create(gitInput("g-pinned", src.url, src.pinned, "packages/app"));
+    expect(r.message).toBe("");
+    const checkout = workspaceLayout(d.root, "g-pinned").checkout;
+    expect(readFileSync(join(r.value!.placement.cwd, "marker.txt"), "utf8")).toBe("pinned\n");
+    expect(gitIn(checkout, ["rev-parse", "HEAD"]).trim()).toBe(src.pinned);
+    expect(() => gitIn(checkout, ["symbolic-ref", "-q", "HEAD"])).toThrow();
+    expect(r.value?.state.lifecycleEnvironment?.PASEO_BRANCH_NAME).toBe("");
+    expect((await d.op("destroy", "g-pinned")).ok).toBe(true);
+  });
+
+  it("a branch revision checks out that branch", async () => {
+    const r = await d.create(gitInput("g-branch", src.url, "main"));
+    expect(r.value?.placement.cwd).toBe(workspaceLayout(d.root, "g-branch").checkout);
+    expect(gitIn(r.value!.placement.cwd, ["symbolic-ref", "--short", "HEAD"]).trim()).toBe("main");
+    expect((await d.op("destroy", "g-branch")).ok).toBe(true);
+  });
+
+  it("an unknown revision fails and leaves nothing", async () => {
+    const r = await d.create(gitInput("g-unknown", src.url, "no-such-branch"));
+    expect(r.message).toBe("Git revision not found at the source: no-such-branch");
+    expect(existsSync(workspaceLayout(d.root, "g-unknown").dir)).toBe(false);
+  });
+
+  it("a subdirectory escaping the checkout is refused before anything is created", async () => {
+    const r = await d.create(gitInput("g-escape", src.url, "", "../x"));
+    expect(r.message).toBe("Workspace cwd escapes its root");
+    expect(existsSync(workspaceLayout(d.root, "g-escape").dir)).toBe(false);
+  });
+});
