@@ -7,13 +7,10 @@ import { isMissingError, resolveScoped, type Scoped } from "./scope.js";
 
 export type EntryResult = { status: "ok"; path: string } | { status: "error"; error: string };
 
-/** A refusal whose message is the answer itself (validation, root protection). */
-class EntryRefusal extends Error {}
-
 function validName(raw: string | undefined): string {
   const name = (raw ?? "").trim();
-  if (name === "" || name === "." || name === "..") throw new EntryRefusal("Invalid name");
-  if (name.includes("/") || name.includes("\\")) throw new EntryRefusal("Name cannot contain path separators");
+  if (name === "" || name === "." || name === "..") throw new Error("Invalid name");
+  if (name.includes("/") || name.includes("\\")) throw new Error("Name cannot contain path separators");
   return name;
 }
 
@@ -50,16 +47,16 @@ async function lstatOrUndefined(path: string) {
 
 async function sourceEntry(root: string, rawPath: string | undefined, rootRefusal: string): Promise<Scoped> {
   const source = await resolveScoped(root, rawPath);
-  if (source.relative === ".") throw new EntryRefusal(rootRefusal);
+  if (source.relative === ".") throw new Error(rootRefusal);
   return source;
 }
 
 export function createEntry(root: string, parentPath: string | undefined, rawName: string | undefined, kind: string | undefined): Promise<EntryResult> {
   return answer(rawName?.trim(), async () => {
     const name = validName(rawName);
-    if (kind !== "file" && kind !== "directory") throw new EntryRefusal("Invalid entry kind");
+    if (kind !== "file" && kind !== "directory") throw new Error("Invalid entry kind");
     const parent = await resolveScoped(root, parentPath);
-    if (!(await stat(parent.absolute)).isDirectory()) throw new EntryRefusal("Parent path is not a directory");
+    if (!(await stat(parent.absolute)).isDirectory()) throw new Error("Parent path is not a directory");
     const target = await resolveScoped(root, posix.join(parent.relative, name));
     if (kind === "directory") {
       await mkdir(target.absolute);
@@ -79,7 +76,7 @@ export function renameEntry(root: string, rawPath: string | undefined, rawName: 
     const targetStats = await lstatOrUndefined(lexical(root, target));
     // Same inode (e.g. a case-only rename on a case-insensitive filesystem) is not a clash.
     if (targetStats !== undefined && (targetStats.dev !== sourceStats.dev || targetStats.ino !== sourceStats.ino)) {
-      throw new EntryRefusal(`"${name}" already exists`);
+      throw new Error(`"${name}" already exists`);
     }
     if (source.relative !== target.relative) await rename(lexical(root, source), lexical(root, target));
     return target.relative;
@@ -103,6 +100,8 @@ export function duplicateEntry(root: string, rawPath: string | undefined): Promi
         errorOnExist: true,
         force: false,
         preserveTimestamps: true,
+        // Relative links inside a copied tree keep pointing into the copy.
+        verbatimSymlinks: true,
       });
       return target.relative;
     }

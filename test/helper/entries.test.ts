@@ -1,6 +1,6 @@
 // Entry mutations (spec §6.7, checklist §11.1 item 5): JSON results with exit 0, exact error
 // texts, confinement of every created, renamed, copied and deleted path.
-import { lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
+import { lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, statSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { ensureHelperBuilt, makeFixture, runHardError, runJson, type Fixture } from "./harness.js";
 
@@ -103,6 +103,14 @@ describe("fs-duplicate-entry", () => {
     expect(readFileSync(fx.path("docs copy", "deep", "x.md"), "utf8")).toBe("deep");
     expect(await run(["fs-duplicate-entry", "--path", "."])).toEqual(error("Cannot duplicate the workspace root"));
     expect(await run(["fs-duplicate-entry", "--path", "nope.txt"])).toEqual(error("File or folder no longer exists"));
+  });
+
+  it("copies symlinks inside a duplicated tree verbatim", async () => {
+    mkdirSync(fx.path("tree"));
+    writeFileSync(fx.path("tree", "real.txt"), "r");
+    symlinkSync("real.txt", fx.path("tree", "link.txt"));
+    expect(await run(["fs-duplicate-entry", "--path", "tree"])).toEqual(ok("tree copy"));
+    expect(readlinkSync(fx.path("tree copy", "link.txt"))).toBe("real.txt");
   });
 });
 

@@ -256,6 +256,32 @@ describe("watch change reporting", () => {
     expect(client.changes("b")).toEqual([["src/a.ts"]]);
   });
 
+  it("reports a deleted directory by its own path and watches one re-created in its place", async () => {
+    mkdirSync(fx.path("build", "sub"), { recursive: true });
+    const client = watch();
+    await client.subscribe("t", ["."], true);
+    rmSync(fx.path("build"), { recursive: true });
+    mkdirSync(fx.path("build"));
+    await client.waitFor((l) => l.type === "changed" && (l.paths as string[])[0] === "build");
+    await sleep(200);
+    const from = client.lines.length;
+    writeFileSync(fx.path("build", "out.js"), "o");
+    await client.waitFor((l) => l.type === "changed" && (l.paths as string[])[0] === "build/out.js", 5000, from);
+    // libuv names self events after the directory; they must not become `build/build`.
+    expect(client.changes("t").flat().filter((p) => p.endsWith("build/build") || p.endsWith("sub/sub"))).toEqual([]);
+  });
+
+  it("normalises ignored paths before matching", async () => {
+    mkdirSync(fx.path("out"));
+    const client = watch();
+    await client.subscribe("t", ["."], true, ["./out/"]);
+    writeFileSync(fx.path("out", "x"), "x");
+    writeFileSync(fx.path("notes.txt"), "n");
+    await client.waitFor((l) => l.type === "changed");
+    await sleep(300);
+    expect(client.changes("t")).toEqual([["notes.txt"]]);
+  });
+
   it("does not follow symlinked directories in a recursive watch", async () => {
     mkdirSync(fx.path("real"));
     symlinkSync("real", fx.path("alias"));

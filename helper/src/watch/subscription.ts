@@ -1,8 +1,8 @@
 // One watch subscription (spec §8.2-8.3): its OS watchers, its per-path 50 ms trailing debounce
 // and its ignored paths. Every `changed` line carries exactly one path.
-import { type FSWatcher, watch } from "node:fs";
+import { type FSWatcher, lstatSync, watch } from "node:fs";
 import { readdir, stat } from "node:fs/promises";
-import { basename, dirname, join, relative } from "node:path";
+import { basename, dirname, join, posix, relative } from "node:path";
 import { errorMessage } from "../output.js";
 import { isMissingError, normalizeRelative, resolveScoped } from "../scope.js";
 
@@ -16,9 +16,28 @@ export type WatchEvent =
 // or event may show them.
 const TEMP_NAME = /^\..*\.paseo-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp$/;
 
+/**
+ * On Linux, libuv names an event on the watched directory itself (attributes changed, deleted)
+ * after that directory's basename instead of giving no filename. Such an event is told apart
+ * from a same-named child by the child's absence.
+ */
+function isSelfEvent(directory: string, filename: string): boolean {
+  return filename === basename(directory) && !exists(join(directory, filename));
+}
+
+function exists(path: string): boolean {
+  try {
+    lstatSync(path);
+    return true;
+  } catch (err) {
+    if (isMissingError(err)) return false;
+    throw err;
+  }
+}
+
+// Compared against normalised reported paths, so `./build/` must match `build`.
 function normalizeIgnored(path: string): string {
-  const normalized = normalizeRelative(path.split("\\").join("/")).replace(/\/+$/, "");
-  return normalized.startsWith("./") ? normalized.slice(2) : normalized;
+  return posix.normalize(path).replace(/(.)\/+$/, "$1");
 }
 
 interface SubscribeOptions {
@@ -30,7 +49,8 @@ interface SubscribeOptions {
 
 export class Subscription {
   private readonly watchers: FSWatcher[] = [];
-  private readonly watchedDirectories = new Set<string>();
+  /** Level watchers by directory, so a directory is watched once and stale ones can be dropped. */
+  private readonly levelWatchers = new Map<string, FSWatcher>();
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly ignored: string[];
   private closed = false;
@@ -68,6 +88,7 @@ export class Subscription {
   close(): void {
     this.closed = true;
     for (const watcher of this.watchers.splice(0)) watcher.close();
+    this.levelWatchers.clear();
     for (const timer of this.timers.values()) clearTimeout(timer);
     this.timers.clear();
   }
@@ -93,7 +114,7 @@ export class Subscription {
   private watchEntry(absolute: string, reported: string): void {
     const name = basename(absolute);
     this.watchDirectory(dirname(absolute), (filename) => {
-      if (filename === null || filename === name) this.schedule(reported, undefined);
+      if ((filename === null || filename === name) && !this.isIgnored(reported)) this.schedule(reported, undefined);
     });
   }
 
@@ -101,23 +122,32 @@ export class Subscription {
     return this.ignored.some((ignored) => reported === ignored || reported.startsWith(`${ignored}/`));
   }
 
-  private reportedPath(directory: string, filename: string | null): string {
-    return normalizeRelative(relative(this.root, filename === null ? directory : join(directory, filename)));
-  }
-
   /** One directory level: events name its entries; `rescan` adds new sub-directories. */
   private watchLevel(directory: string, rescan: boolean): void {
-    this.watchedDirectories.add(directory);
-    this.watchDirectory(directory, (filename) => {
-      if (filename !== null && TEMP_NAME.test(filename)) return;
-      const reported = this.reportedPath(directory, filename);
+    const watcher = this.watchDirectory(directory, (filename, event) => {
+      let target = filename;
+      if (filename !== null && isSelfEvent(directory, filename)) {
+        target = null;
+        if (event === "rename") this.dropDead(directory);
+      }
+      if (target !== null && TEMP_NAME.test(target)) return;
+      const reported = normalizeRelative(relative(this.root, target === null ? directory : join(directory, target)));
       if (!this.isIgnored(reported)) this.schedule(reported, rescan ? directory : undefined);
     });
+    if (watcher !== undefined) this.levelWatchers.set(directory, watcher);
+  }
+
+  // A self `rename` is a move or deletion of the directory (IN_MOVE_SELF, IN_DELETE_SELF,
+  // IN_IGNORED): its OS watch is dead or stale. Forgetting it lets the parent's rescan watch
+  // whatever directory now has that path (inode numbers are reused, so they cannot tell).
+  private dropDead(directory: string): void {
+    this.levelWatchers.get(directory)?.close();
+    this.levelWatchers.delete(directory);
   }
 
   private async watchTree(directory: string): Promise<void> {
-    if (this.closed || this.watchedDirectories.has(directory)) return;
-    if (this.isIgnored(this.reportedPath(directory, null))) return;
+    if (this.closed || this.levelWatchers.has(directory)) return;
+    if (this.isIgnored(normalizeRelative(relative(this.root, directory)))) return;
     this.watchLevel(directory, true);
     await this.scanChildren(directory);
   }
@@ -137,16 +167,23 @@ export class Subscription {
     }
   }
 
-  private watchDirectory(directory: string, onEvent: (filename: string | null) => void): void {
+  private watchDirectory(directory: string, onEvent: (filename: string | null, event: string) => void): FSWatcher | undefined {
     try {
-      const watcher = watch(directory, { persistent: true }, (_event, filename) => {
-        if (!this.closed) onEvent(filename === null ? null : String(filename));
+      const watcher = watch(directory, { persistent: true }, (event, filename) => {
+        if (this.closed) return;
+        try {
+          onEvent(filename === null || filename === undefined ? null : String(filename), event);
+        } catch (err) {
+          this.reportError(err);
+        }
       });
       watcher.on("error", (err) => this.reportError(err));
       this.watchers.push(watcher);
+      return watcher;
     } catch (err) {
       // e.g. inotify limits (ENOSPC): reported, the session keeps running.
       this.reportError(err);
+      return undefined;
     }
   }
 
