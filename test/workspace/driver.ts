@@ -33,6 +33,8 @@ export type SimpleOp = "pause" | "resume" | "destroy" | "release-backing" | "mer
 export interface Driver {
   /** Remote root as an absolute path the test process can inspect directly. */
   root: string;
+  /** The runtime options every request carries (for tests that spawn the CLI themselves). */
+  options: Options;
   create(input: CreateInput, o?: CallOptions): Promise<Outcome<StateResponse>>;
   inspect(workspaceId: string, o?: CallOptions): Promise<Outcome<InspectionResponse>>;
   op(name: SimpleOp, workspaceId: string, o?: CallOptions): Promise<Outcome>;
@@ -74,6 +76,7 @@ export function cliDriver(label = "ws"): Driver {
   };
   return {
     root: absoluteRoot(configured),
+    options,
     create: (input, o) => run(["create", "--workspace-id", input.workspaceId], { input }, o),
     inspect: (id, o) => run(["inspect", "--workspace-id", id], {}, o),
     op: (name, id, o) => run([name, "--workspace-id", id], {}, o),

@@ -1,0 +1,108 @@
+// Pause, resume, release-backing, merge-to-base and interrupted creates through the built CLI over
+// the real sshd: state lives in the remote manifest, responses are exact canonical bytes, and a
+// runtime killed mid-create leaves nothing that destroy (or the agent itself) does not clean.
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { workspaceLayout } from "../../src/remote-agent/layout.js";
+import { seedRepo, type FixtureRepo } from "../fixtures/repo.js";
+import { CLI_PATH, lifecycleRequest } from "../support/run-cli.js";
+import { cliDriver, dirInput, type Driver } from "./driver.js";
+
+const OK_LINE = '{"type":"ok","protocolVersion":1}\n';
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("pause, resume and the extras over SSH", () => {
+  let base: string;
+  let fixture: FixtureRepo;
+  let d: Driver;
+
+  beforeAll(() => {
+    base = mkdtempSync(join(tmpdir(), "paseo-ws-life-"));
+    fixture = seedRepo(base);
+    d = cliDriver("life");
+  });
+  afterAll(() => {
+    rmSync(base, { recursive: true, force: true });
+    rmSync(d.root, { recursive: true, force: true });
+  });
+
+  it("pause and resume are durable and idempotent; create on a paused workspace reports it paused", async () => {
+    const created = await d.create(dirInput("life-a", fixture.path));
+    expect(created.ok).toBe(true);
+    const pause = await d.op("pause", "life-a");
+    expect(pause.stdout).toBe(OK_LINE);
+    expect((await d.op("pause", "life-a")).stdout).toBe(OK_LINE);
+    const manifest = JSON.parse(readFileSync(workspaceLayout(d.root, "life-a").manifest, "utf8")) as { phase: string };
+    expect(manifest.phase).toBe("paused");
+    expect((await d.inspect("life-a")).value?.inspection).toMatchObject({ status: "paused", state: { lifecycle: "paused" } });
+    const again = await d.create(dirInput("life-a", fixture.path));
+    expect(again.value).toMatchObject({ state: { lifecycle: "paused" }, materializedFreshContent: false });
+
+    const resumed = await d.op("resume", "life-a");
+    expect(resumed.ok).toBe(true);
+    expect(resumed.stdout).not.toContain("materializedFreshContent");
+    expect(JSON.parse(resumed.stdout)).toEqual({ type: "state", protocolVersion: 1, state: created.value!.state, placement: created.value!.placement });
+    expect((await d.op("resume", "life-a")).ok).toBe(true);
+    expect((await d.inspect("life-a")).value?.inspection.status).toBe("ready");
+  });
+
+  it("pause of a missing workspace is ok; resume of one fails with the fixed text", async () => {
+    expect((await d.op("pause", "life-none")).stdout).toBe(OK_LINE);
+    const r = await d.op("resume", "life-none");
+    expect(r.ok).toBe(false);
+    expect(r.message).toBe("SSH workspace is missing: life-none");
+    expect(r.stdout).toBe("");
+  });
+
+  it("release-backing refuses a ready workspace, removes a paused one, and is idempotent", async () => {
+    const refused = await d.op("release-backing", "life-a");
+    expect(refused.ok).toBe(false);
+    expect(refused.message).toBe("SSH workspace is ready; pause it before releasing its backing: life-a");
+    expect(existsSync(workspaceLayout(d.root, "life-a").checkout)).toBe(true);
+    expect((await d.op("pause", "life-a")).ok).toBe(true);
+    expect((await d.op("release-backing", "life-a")).stdout).toBe(OK_LINE);
+    expect(existsSync(workspaceLayout(d.root, "life-a").dir)).toBe(false);
+    expect((await d.inspect("life-a")).value?.inspection).toEqual({ status: "missing" });
+    expect((await d.op("release-backing", "life-a")).stdout).toBe(OK_LINE);
+  });
+
+  it("merge-to-base is refused with a documented message after the ownership check", async () => {
+    expect((await d.create(dirInput("life-m", fixture.path))).ok).toBe(true);
+    const r = await d.op("merge-to-base", "life-m");
+    expect(r.ok).toBe(false);
+    expect(r.message).toBe("merge-to-base is not supported by the SSH runtime (v1); push the branch from the workspace instead: life-m");
+    expect(r.stdout).toBe("");
+    expect((await d.op("merge-to-base", "life-none")).message).toBe("SSH workspace is missing: life-none");
+    expect((await d.op("destroy", "life-m")).ok).toBe(true);
+  });
+
+  it("a runtime killed mid-create: inspect says incomplete, destroy cleans; unattended, the agent rolls back", async () => {
+    const killDuringClaim = async (id: string) => {
+      const child = spawn(process.execPath, [CLI_PATH, "create", "--workspace-id", id], {
+        env: { ...process.env, PASEO_SSH_TEST_HOOK_AFTER_CLAIM_MS: "2500" },
+        stdio: ["pipe", "ignore", "ignore"],
+      });
+      child.stdin.end(lifecycleRequest(d.options, { input: dirInput(id, fixture.path) }));
+      const manifest = workspaceLayout(d.root, id).manifest;
+      for (let i = 0; i < 400 && !existsSync(manifest); i++) await sleep(25);
+      expect(existsSync(manifest)).toBe(true);
+      child.kill("SIGKILL");
+      await new Promise((r) => child.once("close", r));
+    };
+
+    await killDuringClaim("kill-a");
+    expect((await d.inspect("kill-a")).value?.inspection).toEqual({ status: "error", message: "SSH workspace is incomplete: kill-a" });
+    expect((await d.op("destroy", "kill-a")).stdout).toBe(OK_LINE);
+    expect(existsSync(workspaceLayout(d.root, "kill-a").dir)).toBe(false);
+
+    await killDuringClaim("kill-b");
+    await sleep(3500);
+    expect(existsSync(workspaceLayout(d.root, "kill-b").dir)).toBe(false);
+    expect((await d.inspect("kill-b")).value?.inspection).toEqual({ status: "missing" });
+    // kill-a's agent finished its hook meanwhile and must not have resurrected anything.
+    expect(existsSync(workspaceLayout(d.root, "kill-a").dir)).toBe(false);
+  });
+});
