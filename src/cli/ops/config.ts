@@ -7,6 +7,7 @@ import { z } from "zod";
 import { RuntimeError } from "../../errors.js";
 import { expandLocalPath, parseRuntimeOptions } from "../../options.js";
 import type { CliOperation, OperationIO } from "../operation.js";
+import { hostOptions, parseHostSpec } from "../../demo/host-spec.js";
 
 /** Paseo's built-in runtimes own these ids (contract §2). */
 const RESERVED_IDS = new Set(["local", "worktree"]);
@@ -19,26 +20,6 @@ export const RuntimeConfigEntrySchema = z.strictObject({
   options: z.record(z.string(), z.json()).optional(),
 });
 export type RuntimeConfigEntry = z.infer<typeof RuntimeConfigEntrySchema>;
-
-export interface HostSpec {
-  user?: string;
-  host: string;
-  port?: number;
-}
-
-/** `[user@]host[:port]`, with `[addr]` for IPv6 literals. */
-export function parseHostSpec(spec: string): HostSpec {
-  const match = /^(?:([^@\s]+)@)?(\[[^\]\s]+\]|[^:@\s[\]]+)(?::(\d{1,5}))?$/.exec(spec);
-  if (!match) {
-    throw new RuntimeError("input", `Invalid --host "${spec}": expected [user@]host[:port] (IPv6 as [addr]:port)`);
-  }
-  const [, user, host, port] = match;
-  return {
-    ...(user !== undefined ? { user } : {}),
-    host: host!.replace(/^\[(.*)\]$/, "$1"),
-    ...(port !== undefined ? { port: Number(port) } : {}),
-  };
-}
 
 /**
  * The command Paseo should spawn: this installation's executable, by absolute path. The entry
@@ -75,9 +56,7 @@ export function buildConfigEntry(flags: Record<string, string>): { id: string; e
   const identityFile = localFile("--identity-file", flags["identity-file"]);
   const knownHostsFile = localFile("--known-hosts-file", flags["known-hosts-file"]);
   const options: Record<string, string | number> = {
-    host: target.host,
-    ...(target.port !== undefined ? { port: target.port } : {}),
-    ...(target.user !== undefined ? { user: target.user } : {}),
+    ...hostOptions(target),
     ...(identityFile !== undefined ? { identityFile } : {}),
     ...(knownHostsFile !== undefined ? { knownHostsFile } : {}),
     ...(flags.root !== undefined ? { root: flags.root } : {}),

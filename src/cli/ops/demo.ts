@@ -1,11 +1,82 @@
-// Placeholder for the `demo` operation so the dispatcher builds; the owning teammate replaces this file.
+// `demo [--host [user@]host[:port] [--identity-file …] [--known-hosts-file …] [--root …]]`:
+// a guided tour of the runtime. Without --host it starts an embedded SSH server on 127.0.0.1 so
+// nothing needs setting up; either way every step spawns this executable as Paseo would. Exits 0
+// only if every step passed; leaves no temp directory, process or remote workspace behind.
+import { mkdtempSync, realpathSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { RuntimeError } from "../../errors.js";
-import type { CliOperation } from "../operation.js";
+import { expandLocalPath, parseRuntimeOptions } from "../../options.js";
+import { startEmbeddedServer, type EmbeddedServer } from "../../demo/embedded-server.js";
+import { hostOptions, parseHostSpec } from "../../demo/host-spec.js";
+import { prepareSource, type DemoSource } from "../../demo/source-repo.js";
+import { runTour } from "../../demo/tour.js";
+import type { CliOperation, OperationArgs } from "../operation.js";
+
+function remoteOptions(flags: OperationArgs["flags"]): Record<string, string | number> {
+  const options: Record<string, string | number> = {
+    ...hostOptions(parseHostSpec(flags.host!)),
+    ...(flags["identity-file"] !== undefined ? { identityFile: expandLocalPath(flags["identity-file"]) } : {}),
+    ...(flags["known-hosts-file"] !== undefined ? { knownHostsFile: expandLocalPath(flags["known-hosts-file"]) } : {}),
+    ...(flags.root !== undefined ? { root: flags.root } : {}),
+  };
+  parseRuntimeOptions(options);
+  return options;
+}
+
+function embeddedOptions(server: EmbeddedServer): Record<string, string | number> {
+  return {
+    host: server.host,
+    port: server.port,
+    user: server.user,
+    identityFile: server.identityFile,
+    knownHostsFile: server.knownHostsFile,
+    // Inside the server's temp dir, so closing the server removes the remote side too.
+    root: join(server.dir, "remote-root"),
+  };
+}
 
 const operation: CliOperation = {
   requiredFlags: [],
-  async run() {
-    throw new RuntimeError("input", "demo is not implemented yet");
+  optionalFlags: ["host", "identity-file", "known-hosts-file", "root"],
+  async run(args, io) {
+    const { flags } = args;
+    if (flags.host === undefined && (flags["identity-file"] ?? flags["known-hosts-file"] ?? flags.root) !== undefined) {
+      throw new RuntimeError("input", "--identity-file, --known-hosts-file and --root need --host (the embedded server brings its own)");
+    }
+    const entry = process.argv[1];
+    if (!entry) throw new RuntimeError("input", "cannot tell which executable is running; run demo through paseo-ssh-runtime");
+    const started = performance.now();
+    const tmp = mkdtempSync(join(tmpdir(), "paseo-ssh-demo-"));
+    let server: EmbeddedServer | undefined;
+    let source: DemoSource | undefined;
+    try {
+      const remote = flags.host !== undefined ? remoteOptions(flags) : undefined;
+      source = prepareSource(process.cwd(), tmp);
+      if (!remote) server = await startEmbeddedServer();
+      const options = remote ?? embeddedOptions(server!);
+      const where = server
+        ? `embedded SSH server ${server.user}@${server.host}:${server.port}`
+        : `${String(options.user ?? "")}${options.user ? "@" : ""}${options.host}:${options.port ?? 22}`;
+      io.stdout.write(`paseo-ssh-runtime demo against ${where}\n`);
+      const totals = await runTour(
+        {
+          cmd: { argv: [process.execPath, realpathSync(entry)], id: "demo" },
+          options,
+          source,
+          ptyAvailable: server?.ptySupported ?? true,
+        },
+        io.stdout,
+      );
+      const seconds = ((performance.now() - started) / 1000).toFixed(1);
+      const skipped = totals.skipped ? `, ${totals.skipped} skipped` : "";
+      io.stdout.write(`demo: ${totals.passed} passed, ${totals.failed} failed${skipped} in ${seconds} s\n`);
+      return totals.failed === 0 ? 0 : 1;
+    } finally {
+      source?.cleanup();
+      await server?.close();
+      rmSync(tmp, { recursive: true, force: true });
+    }
   },
 };
 export default operation;
