@@ -1,0 +1,65 @@
+// Removal paths reap the workspace's processes (P1 "removed with its processes", B1/B2 on a
+// paused workspace, release-backing of a paused workspace): driven through the exec harness so
+// the processes are real workload processes started by our exec over the real sshd.
+import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { ExecWorkspace, eventually, exitOf } from "../exec/harness.js";
+
+/** Pids of live processes whose command line contains `marker` (remote host = this machine). */
+function pidsWith(marker: string): number[] {
+  try {
+    return execFileSync("pgrep", ["-f", marker]).toString().trim().split("\n").filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+async function startLoop(ws: ExecWorkspace): Promise<string> {
+  const marker = `paseo-loop-${randomBytes(4).toString("hex")}`;
+  const loop = `setsid sh -c 'while :; do echo ${marker} >> tick.txt; sleep 0.1; done' </dev/null >/dev/null 2>&1 &`;
+  expect(exitOf(await ws.run({ argv: ["/bin/sh", "-c", loop], env: { PATH: "/usr/bin:/bin" } }))).toEqual({ code: 0, signal: null });
+  await eventually(() => pidsWith(marker).length, (n) => n > 0, 3000);
+  expect(pidsWith(marker).length).toBeGreaterThan(0);
+  return marker;
+}
+
+describe("removal reaps the process set", () => {
+  const made: ExecWorkspace[] = [];
+  afterEach(async () => {
+    for (const ws of made.splice(0)) await ws.cleanup();
+  });
+
+  it("P1(a): reconcile removes an orphan together with its processes", async () => {
+    const ws = new ExecWorkspace("ws-rec");
+    made.push(ws);
+    await ws.create();
+    const marker = await startLoop(ws);
+    const r = await ws.lifecycle("reconcile", { workspaceIds: [] });
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe("");
+    expect(existsSync(ws.root)).toBe(false);
+    expect(await eventually(() => pidsWith(marker), (p) => p.length === 0, 3000)).toEqual([]);
+  });
+
+  it("B1/B2 (user workspace): a paused workspace keeps its directory with nothing runnable; release-backing reaps it; destroy twice is ok", async () => {
+    const ws = new ExecWorkspace("ws-disc");
+    made.push(ws);
+    await ws.create();
+    const marker = await startLoop(ws);
+    expect((await ws.lifecycle("pause")).code).toBe(0);
+    const manifest = join(ws.root, "..", "manifest.json");
+    expect(JSON.parse(readFileSync(manifest, "utf8")).phase).toBe("paused");
+    const states = pidsWith(marker).map((pid) => readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.[0]);
+    expect(states.length).toBeGreaterThan(0);
+    expect(states.every((s) => s === "T")).toBe(true);
+
+    const released = await ws.lifecycle("release-backing");
+    expect(released.code).toBe(0);
+    expect(existsSync(ws.root)).toBe(false);
+    expect(await eventually(() => pidsWith(marker), (p) => p.length === 0, 3000)).toEqual([]);
+    for (let i = 0; i < 2; i++) expect((await ws.lifecycle("destroy")).code).toBe(0);
+  });
+});
