@@ -282,6 +282,16 @@ describe("watch change reporting", () => {
     expect(client.changes("t")).toEqual([["notes.txt"]]);
   });
 
+  it("arms a 2,000-directory tree well within Paseo's 3 s acknowledgement budget", async () => {
+    for (let a = 0; a < 40; a += 1) for (let b = 0; b < 50; b += 1) mkdirSync(fx.path(`d${a}`, `e${b}`), { recursive: true });
+    const client = watch();
+    const started = Date.now();
+    await client.subscribe("big", ["."], true);
+    expect(Date.now() - started).toBeLessThan(3000);
+    writeFileSync(fx.path("d39", "e49", "deep.txt"), "x");
+    expect((await client.waitFor((l) => l.type === "changed")).paths).toEqual(["d39/e49/deep.txt"]);
+  });
+
   it("does not follow symlinked directories in a recursive watch", async () => {
     mkdirSync(fx.path("real"));
     symlinkSync("real", fx.path("alias"));

@@ -7,6 +7,7 @@ import { errorMessage } from "../output.js";
 import { isMissingError, normalizeRelative, resolveScoped } from "../scope.js";
 
 export const DEBOUNCE_MS = 50;
+const SCAN_CONCURRENCY = 32;
 
 export type WatchEvent =
   | { type: "changed"; subscriptionId: unknown; paths: [string] }
@@ -145,25 +146,48 @@ export class Subscription {
     this.levelWatchers.delete(directory);
   }
 
-  private async watchTree(directory: string): Promise<void> {
-    if (this.closed || this.levelWatchers.has(directory)) return;
-    if (this.isIgnored(normalizeRelative(relative(this.root, directory)))) return;
+  /**
+   * Watches a tree breadth-first, reading up to SCAN_CONCURRENCY directories at once: the whole
+   * tree must be armed before `subscribed`, and Paseo waits only 3 s for it.
+   */
+  private async watchTree(start: string): Promise<void> {
+    let level = [start];
+    while (level.length > 0 && !this.closed) {
+      const next: string[] = [];
+      for (let i = 0; i < level.length; i += SCAN_CONCURRENCY) {
+        const batch = level.slice(i, i + SCAN_CONCURRENCY).filter((directory) => this.startLevel(directory));
+        for (const children of await Promise.all(batch.map((directory) => this.childDirectories(directory)))) {
+          next.push(...children);
+        }
+      }
+      level = next;
+    }
+  }
+
+  /** Watches one tree directory unless it is already watched or ignored. */
+  private startLevel(directory: string): boolean {
+    if (this.closed || this.levelWatchers.has(directory)) return false;
+    if (this.isIgnored(normalizeRelative(relative(this.root, directory)))) return false;
     this.watchLevel(directory, true);
-    await this.scanChildren(directory);
+    return true;
   }
 
   // Dirent.isDirectory() is false for symlinks, so symlinked directories are never followed.
   // An unreadable directory is reported as an `error` event; the rest of the tree is watched.
-  private async scanChildren(directory: string): Promise<void> {
-    let entries;
+  private async childDirectories(directory: string): Promise<string[]> {
     try {
-      entries = await readdir(directory, { withFileTypes: true });
+      const entries = await readdir(directory, { withFileTypes: true });
+      return entries.filter((entry) => entry.isDirectory()).map((entry) => join(directory, entry.name));
     } catch (err) {
       if (!isMissingError(err)) this.reportError(err);
-      return;
+      return [];
     }
-    for (const entry of entries) {
-      if (entry.isDirectory()) await this.watchTree(join(directory, entry.name));
+  }
+
+  /** After an event in a watched tree directory: arm sub-directories that appeared since. */
+  private async rescan(directory: string): Promise<void> {
+    for (const child of await this.childDirectories(directory)) {
+      if (!this.levelWatchers.has(child)) await this.watchTree(child);
     }
   }
 
@@ -206,7 +230,7 @@ export class Subscription {
   }
 
   private async fire(reported: string, rescanDirectory: string | undefined): Promise<void> {
-    if (rescanDirectory !== undefined) await this.scanChildren(rescanDirectory);
+    if (rescanDirectory !== undefined) await this.rescan(rescanDirectory);
     if (!this.closed) this.emit({ type: "changed", subscriptionId: this.id, paths: [reported] });
   }
 }
