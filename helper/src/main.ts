@@ -1,4 +1,4 @@
-// paseo-workspace-helper, protocol v1 (docs: /work/shared/spec/helper.md, our copy of Paseo's
+// paseo-workspace-helper, protocol v1 (shared/spec/helper.md, our copy of Paseo's
 // helper contract). Bundled into one self-contained CJS file run by node >= 18 with built-ins
 // only; Paseo launches it once per operation with the workspace root as cwd and possibly no PATH.
 import { realpathSync } from "node:fs";
