@@ -12,7 +12,7 @@ import type { AgentContext } from "./context.js";
 import { closeTag, openTag, taggedStdio, type Launch } from "./exec-launch.js";
 import { identityNow, type ExecSupervisor } from "./exec-supervisor.js";
 import { execTagPath } from "./process-set.js";
-import { notFoundMessage, parseSignalMessage } from "./exec-request.js";
+import { parseSignalMessage } from "./exec-request.js";
 
 export const OUTPUT_IDLE_MS = 1000;
 export const OUTPUT_MAX_MS = 10_000;
@@ -49,14 +49,7 @@ export async function runPipes(ctx: AgentContext, sup: ExecSupervisor, launch: L
 
   const closed = new Promise<void>((resolve) => ctx.onClose(() => resolve()));
 
-  if (!launch) {
-    await sup.publish(null);
-    for (const fr of encodeData(FrameKind.Stderr, Buffer.from(notFoundMessage(argv0)))) ctx.sendRaw(fr);
-    ctx.sendRaw(encodeFrame(FrameKind.Eof, Buffer.from([1])));
-    ctx.sendRaw(encodeFrame(FrameKind.Eof, Buffer.from([2])));
-    sup.complete(127, null);
-    return;
-  }
+  if (!launch) return sup.notFound(argv0);
 
   const tagFd = openTag(execTagPath(sup.layout, sup.execId));
   try {

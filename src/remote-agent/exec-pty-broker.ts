@@ -9,11 +9,11 @@ import { chmodSync, mkdirSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../errors.js";
-import { FrameKind, encodeData, encodeFrame, type Frame } from "../protocol/frames.js";
+import { FrameKind, encodeData, type Frame } from "../protocol/frames.js";
 import type { AgentContext } from "./context.js";
 import { rootLayout } from "./layout.js";
 import type { Launch } from "./exec-launch.js";
-import { notFoundMessage, parseJson, isExecSignal, type RunRequest } from "./exec-request.js";
+import { parseJson, isExecSignal, type RunRequest } from "./exec-request.js";
 import type { ExecSupervisor } from "./exec-supervisor.js";
 import { execTagPath } from "./process-set.js";
 import { onLines, sendLine } from "./exec-lines.js";
@@ -32,14 +32,7 @@ function listen(server: Server, path: string): Promise<void> {
 }
 
 export async function runPty(ctx: AgentContext, sup: ExecSupervisor, launch: Launch | null, req: RunRequest): Promise<void> {
-  if (!launch) {
-    await sup.publish(null);
-    for (const fr of encodeData(FrameKind.Stderr, Buffer.from(notFoundMessage(req.argv[0]!)))) ctx.sendRaw(fr);
-    ctx.sendRaw(encodeFrame(FrameKind.Eof, Buffer.from([1])));
-    ctx.sendRaw(encodeFrame(FrameKind.Eof, Buffer.from([2])));
-    sup.complete(127, null);
-    return;
-  }
+  if (!launch) return sup.notFound(req.argv[0]!);
   const runBase = rootLayout(ctx.root).runBase;
   mkdirSync(runBase, { recursive: true, mode: 0o700 });
   chmodSync(runBase, 0o700);
@@ -122,8 +115,9 @@ export async function runPty(ctx: AgentContext, sup: ExecSupervisor, launch: Lau
     return;
   }
   if (outcome === "closed") {
-    sock.destroy();
+    // Keep pty-attach connected through the grace: closing its socket would make it reap at once.
     await sup.abandon();
+    sock.destroy();
     return;
   }
   // pty-attach vanished before reporting an exit (PTY channel lost): reap the tree and say so.

@@ -2,6 +2,8 @@
 // delivery of forwarded signals, completion, and the abandonment rule. A mode module (pipes or
 // PTY) drives one supervisor per exec; the record on disk is what the `signal` op reads.
 import { RuntimeError } from "../errors.js";
+import { FrameKind, encodeData, encodeFrame } from "../protocol/frames.js";
+import { notFoundMessage } from "./exec-request.js";
 import type { AgentContext } from "./context.js";
 import { readProcStat, isGone, sendSignal, type ProcStat } from "./exec-proc.js";
 import { updateExecRecord, type ExecRecord } from "./exec-records.js";
@@ -100,6 +102,15 @@ export class ExecSupervisor {
     this.finished = true;
     this.record = updateExecRecord(this.layout, this.record, { state: "done", code, signal });
     this.ctx.sendJson({ type: "exit", code, signal });
+  }
+
+  /** A bare name not found on PATH: reported like a shell would (stderr line, exit 127), no process. */
+  async notFound(argv0: string): Promise<void> {
+    await this.publish(null);
+    for (const fr of encodeData(FrameKind.Stderr, Buffer.from(notFoundMessage(argv0)))) this.ctx.sendRaw(fr);
+    this.ctx.sendRaw(encodeFrame(FrameKind.Eof, Buffer.from([1])));
+    this.ctx.sendRaw(encodeFrame(FrameKind.Eof, Buffer.from([2])));
+    this.complete(127, null);
   }
 
   /** The exec could not run after all (e.g. its PTY never attached): record it as refused. */

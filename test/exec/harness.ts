@@ -61,9 +61,10 @@ export class ExecWorkspace {
   root = "";
   private base = "";
 
-  constructor(label = "exec") {
+  /** `extra` overrides runtime options (e.g. another login `user`). */
+  constructor(label = "exec", extra: Record<string, unknown> = {}) {
     this.configuredRoot = suiteRoot(label);
-    this.options = rigOptions({ root: this.configuredRoot }) as Options;
+    this.options = rigOptions({ root: this.configuredRoot, ...extra }) as Options;
   }
 
   async create(): Promise<void> {

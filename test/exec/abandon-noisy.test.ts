@@ -1,0 +1,47 @@
+// PTY abandonment (scenarios S2, do-better 7 and 22) and immunity to noisy login shells (S4,
+// do-better 21) for exec, over the real sshd.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ExecWorkspace, eventually, exitOf } from "./harness.js";
+import { execRecordPath, readRecordFile } from "../../src/remote-agent/exec-records.js";
+import { workspaceLayout } from "../../src/remote-agent/layout.js";
+import { rig } from "../rig/rig.js";
+
+const pty = { kind: "pty" as const, rows: 24, cols: 80 };
+
+describe("PTY wrapper death", () => {
+  const ws = new ExecWorkspace("exec-abandon");
+  beforeAll(() => ws.create());
+  afterAll(() => ws.cleanup());
+
+  it("S2 (PTY): a SIGKILLed wrapper leaves no remote process; the exec is recorded abandoned", async () => {
+    const h = ws.start({ argv: ["/bin/sh", "-c", "trap '' HUP; sleep 33 & echo ready; wait"], env: { PATH: "/usr/bin:/bin" }, stdio: pty });
+    await h.waitOutput("ready");
+    expect((await ws.processes()).some((p) => p.command.includes("sleep 33"))).toBe(true);
+    process.kill(-h.child.pid!, "SIGKILL");
+    const left = await eventually(() => ws.processes(), (p) => p.length === 0, 6000);
+    expect(left).toEqual([]);
+    const path = execRecordPath(workspaceLayout(ws.configuredRoot, ws.workspaceId), h.execId);
+    const rec = await eventually(() => readRecordFile(path), (r) => r?.state === "abandoned" && r.reaped === true, 5000);
+    expect(rec).toMatchObject({ state: "abandoned", reaped: true });
+    expect((await ws.signal(h.execId, "SIGKILL")).code).toBe(0);
+  });
+});
+
+describe("noisy login shell", () => {
+  const r = rig();
+  const ws = new ExecWorkspace("exec-noisy", r.noisyUser ? { user: r.noisyUser } : {});
+  beforeAll(async () => {
+    if (r.noisyUser) await ws.create();
+  });
+  afterAll(() => ws.cleanup());
+
+  it("S4: rc-file output and exports never reach the workload or fd1 (pipes and PTY)", async (ctx) => {
+    if (!r.noisyUser) return ctx.skip(r.noisyUserSkipReason ?? "no noisy user");
+    const pipes = await ws.run({ argv: ["/usr/bin/env"], env: { RUNTIME_EXACT_ENV: "docker" } });
+    expect(exitOf(pipes)).toEqual({ code: 0, signal: null });
+    expect(pipes.stdout.toString()).toBe("RUNTIME_EXACT_ENV=docker\n");
+    const term = await ws.run({ argv: ["/usr/bin/env"], env: { RUNTIME_EXACT_ENV: "docker" }, stdio: pty });
+    expect(exitOf(term)).toEqual({ code: 0, signal: null });
+    expect(term.stdout.toString()).toBe("RUNTIME_EXACT_ENV=docker\r\n");
+  });
+});
