@@ -14,7 +14,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { ensureHelperBuilt, makeFixture, runHardError, runHelper, runJson, startHelper, type Fixture } from "./harness.js";
+import { collect, ensureHelperBuilt, makeFixture, runHardError, runHelper, runJson, sleep, startHelper, type Fixture } from "./harness.js";
 
 const OUTSIDE = "Access outside of workspace is not allowed";
 let fx: Fixture;
@@ -248,6 +248,21 @@ describe("fs-write", () => {
     expect(await write(["--path", "notes.txt", "--expected-revision", revision, "--expected-modified-at", "bogus"], "y")).toMatchObject({ status: "written", size: 1 });
     const current = mtimeIso(fx.path("notes.txt"));
     expect(await write(["--path", "notes.txt", "--expected-modified-at", current], "zz")).toMatchObject({ status: "written", size: 2 });
+  });
+
+  it("reports a conflict when the file changes while stdin is still being copied", async () => {
+    const initial = revisionOf(fx.path("notes.txt"));
+    const child = startHelper(["fs-write", "--path", "notes.txt", "--expected-revision", initial], cwd);
+    const done = collect(child);
+    child.stdin.write("partial ");
+    await sleep(200); // the precondition has passed; the helper is copying stdin to its temp file
+    writeFileSync(fx.path("notes.txt"), "concurrent edit\n");
+    child.stdin.end("rest\n");
+    const result = await done;
+    expect(result.code).toBe(0);
+    expect(JSON.parse(result.stdout.toString())).toEqual({ protocolVersion: 1, status: "conflict", version: readyText("notes.txt", 16) });
+    expect(readFileSync(fx.path("notes.txt"), "utf8")).toBe("concurrent edit\n");
+    expect(readdirSync(fx.workspace).filter((n) => n.includes(".paseo-"))).toEqual([]);
   });
 
   it("never creates a missing file", async () => {
