@@ -12,7 +12,7 @@ import { SHA_RE } from "../workspace/git-exec.js";
 import { WORKSPACE_PREFIX, hashName, rootLayout, workspaceLayout, type WorkspaceLayout } from "./layout.js";
 import type { WorkspaceManifest } from "./manifest.js";
 import { loadWorkspace, parseManifest, replaceManifest } from "./workspace-store.js";
-import { claimWorkspace, newManifest, removeWorkspaceDir, verifyOwned } from "./workspace-claim.js";
+import { acquireCreateLock, claimWorkspace, createInProgress, newManifest, removeWorkspaceDir, verifyOwned } from "./workspace-claim.js";
 import { cacheTips, ensureCache, fetchGitSource, hasCommit, olderThan, pinCommit, receivePack, unpinCommit, cachePath } from "./git-cache.js";
 import { materializeCheckout, resolveWorkspaceRoot } from "./workspace-checkout.js";
 import { FrameInbox } from "./frame-inbox.js";
@@ -108,15 +108,18 @@ async function create(ctx: AgentContext): Promise<CreateResult> {
 
   const loaded = loadWorkspace(ctx.root, workspaceId, owner);
   const layout = loaded.layout;
+  let release: () => void;
   if (loaded.state === "present") {
     if (isComplete(loaded.manifest)) return { view: view(loaded.manifest), materializedFreshContent: false };
-    // An owned leftover of an interrupted create: start its content over.
+    // An owned leftover of an interrupted create (unless another agent is still on it): start over.
+    release = acquireCreateLock(layout, workspaceId);
     await killWorkspaceProcesses(layout);
     rmSync(layout.checkout, { recursive: true, force: true });
     replaceManifest(layout, { ...newManifest(workspaceId, owner, projectKey), createdAt: loaded.manifest.createdAt });
   } else {
     await sleep(hookMs(hooks.beforeClaimMs));
     claimWorkspace(ctx.root, layout, newManifest(workspaceId, owner, projectKey));
+    release = acquireCreateLock(layout, workspaceId);
   }
 
   try {
@@ -134,9 +137,11 @@ async function create(ctx: AgentContext): Promise<CreateResult> {
     const workspaceRoot = resolveWorkspaceRoot(layout.checkout, source.subdirectory, relativeCwd);
     const current = verifyOwned(ctx.root, workspaceId, owner);
     const done = replaceManifest(layout, { ...current, phase: "ready", commit, branch, workspaceRoot, lifecycleEnvironment: lifecycleEnvironment(branch) });
+    release();
     return { view: view(done), materializedFreshContent: true };
   } catch (err) {
     await rollback(ctx.root, layout, workspaceId, owner, projectKey, err);
+    if (existsSync(layout.dir)) release();
     throw err;
   }
 }
@@ -263,7 +268,8 @@ async function reconcile(ctx: AgentContext): Promise<ReconcileResult> {
     const layout = workspaceLayout(ctx.root, m.workspaceId);
     // Re-verify through the store right before removal (ownership may have changed meanwhile).
     const loaded = loadWorkspace(ctx.root, m.workspaceId, owner);
-    if (loaded.state !== "present") continue;
+    // A create running right now is not an orphan yet: Paseo persists the record after create.
+    if (loaded.state !== "present" || createInProgress(layout)) continue;
     await removeOwned(ctx.root, layout, loaded.manifest);
     removed.push({ workspaceId: m.workspaceId, dir: layout.dir });
   }

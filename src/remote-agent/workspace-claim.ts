@@ -1,13 +1,14 @@
 // Claiming, re-verifying and removing workspace directories. The claim is an atomic mkdir of the
 // final path plus an exclusive manifest write; every later step re-reads the manifest, so a
 // directory or manifest that someone else put in place is detected and never touched (M1, N1).
-import { mkdirSync, renameSync, rmSync } from "node:fs";
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../errors.js";
 import { rootLayout, type WorkspaceLayout } from "./layout.js";
 import { MANIFEST_MARKER, type WorkspaceManifest } from "./manifest.js";
 import { createManifestExclusive, loadWorkspace, ownershipMismatch } from "./workspace-store.js";
+import { isGone, readProcStat } from "./exec-proc.js";
 
 /** Creates the root's private directories (0700) up to, but not including, workspace dirs. */
 export function ensureRootDirs(root: string): void {
@@ -74,4 +75,51 @@ export function removeWorkspaceDir(root: string, layout: WorkspaceLayout): void 
     return;
   }
   rmSync(trash, { recursive: true, force: true });
+}
+
+function lockPath(layout: WorkspaceLayout): string {
+  return join(layout.dir, "create.lock");
+}
+
+interface LockHolder {
+  pid: number;
+  startTime: string;
+}
+
+function readHolder(layout: WorkspaceLayout): LockHolder | null {
+  try {
+    const h = JSON.parse(readFileSync(lockPath(layout), "utf8")) as Partial<LockHolder>;
+    return typeof h.pid === "number" && typeof h.startTime === "string" ? { pid: h.pid, startTime: h.startTime } : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Whether an agent process (identified by pid + start time) is materializing this workspace now. */
+export function createInProgress(layout: WorkspaceLayout): boolean {
+  const h = readHolder(layout);
+  return h !== null && h.pid !== process.pid && !isGone(h.pid, h.startTime);
+}
+
+/**
+ * Marks this agent as the one materializing the workspace, so a retried create (or reconcile)
+ * never works on a checkout another live agent is still writing. A lock whose holder is gone
+ * (agent killed) is stale and taken over. Returns the release function.
+ */
+export function acquireCreateLock(layout: WorkspaceLayout, workspaceId: string): () => void {
+  const me: LockHolder = { pid: process.pid, startTime: readProcStat(process.pid)?.startTime ?? "" };
+  const body = JSON.stringify(me);
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      writeFileSync(lockPath(layout), body, { flag: "wx", mode: 0o600 });
+      return () => {
+        if (readHolder(layout)?.pid === me.pid) rmSync(lockPath(layout), { force: true });
+      };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      if (createInProgress(layout)) throw new RuntimeError("remote", `SSH workspace is being created concurrently: ${workspaceId}`);
+      rmSync(lockPath(layout), { force: true });
+    }
+  }
+  throw new RuntimeError("remote", `SSH workspace is being created concurrently: ${workspaceId}`);
 }

@@ -172,6 +172,20 @@ describe("ownership, partial state and reconciliation over SSH", () => {
     expect(existsSync(dir)).toBe(false);
   });
 
+  it("a retried create while the first is still materializing is refused; reconcile leaves it alone; the first completes", async () => {
+    const { dir } = workspaceLayout(d.root, "own-twice");
+    const first = d.create(dirInput("own-twice", fixture.path), { env: { PASEO_SSH_TEST_HOOK_AFTER_CLAIM_MS: "2500" } });
+    for (let i = 0; i < 200 && !existsSync(join(dir, "create.lock")); i++) await sleep(20);
+    const second = await d.create(dirInput("own-twice", fixture.path));
+    expect(second.message).toBe("SSH workspace is being created concurrently: own-twice");
+    expect((await d.reconcile(["own-real"])).ok).toBe(true);
+    expect(existsSync(dir)).toBe(true);
+    const r = await first;
+    expect(r.value?.materializedFreshContent).toBe(true);
+    expect(existsSync(join(dir, "create.lock"))).toBe(false);
+    expect((await d.op("destroy", "own-twice")).ok).toBe(true);
+  });
+
   it("P1: reconcile removes exactly the owned orphans", async () => {
     expect((await d.create(dirInput("own-keep", fixture.path))).ok).toBe(true);
     expect((await d.create(dirInput("X", fixture.path))).ok).toBe(true);
