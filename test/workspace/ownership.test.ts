@@ -48,7 +48,7 @@ describe("ownership, partial state and reconciliation over SSH", () => {
     fixture = seedRepo(base);
     d = cliDriver("own");
     // Creates the root (owned by the remote user) so planted state can sit beside real workspaces.
-    expect((await d.create(dirInput("own-real", fixture.path))).ok).toBe(true);
+    expect((await d.create(dirInput("own-real", fixture.path))).message).toBe("");
   });
   afterAll(() => {
     rmSync(base, { recursive: true, force: true });
