@@ -1,0 +1,90 @@
+// Reaching the broker for a host configuration from a runtime process: connect to its socket and
+// check its hello; if there is no live broker of our version (none yet, crashed, old build, hung,
+// or a socket that is not safely ours) start one detached and connect once it listens. Brokers
+// settle among themselves who serves the socket (server.ts), so racing starters are harmless.
+import { spawn } from "node:child_process";
+import { closeSync, existsSync, openSync, rmSync, statSync, truncateSync } from "node:fs";
+import type { Socket } from "node:net";
+import { RuntimeError } from "../errors.js";
+import type { RuntimeOptions } from "../options.js";
+import { dial } from "./dial.js";
+import { withLock } from "./lock.js";
+import { brokerDir, brokerKey, brokerPaths, brokerScriptPath, brokerVersion, socketTrustworthy, type BrokerPaths } from "./paths.js";
+import type { BrokerLaunch } from "./main.js";
+
+/** How long a started broker may take to listen (node start-up plus module loading). */
+export const BROKER_START_MS = 10_000;
+/** The log is for diagnosis, not history: restart it beyond this size. */
+const MAX_LOG_BYTES = 1024 * 1024;
+
+export interface BrokerTarget {
+  paths: BrokerPaths;
+  version: string;
+  script: string;
+}
+
+/** Null when no private directory is usable (the caller then connects in-process). */
+export function brokerTarget(options: RuntimeOptions): BrokerTarget | null {
+  const dir = brokerDir();
+  if (!dir) return null;
+  const script = brokerScriptPath();
+  const version = brokerVersion(script);
+  return { paths: brokerPaths(dir, brokerKey(options, version)), version, script };
+}
+
+function startBroker(options: RuntimeOptions, target: BrokerTarget): void {
+  const { paths } = target;
+  try {
+    if (statSync(paths.log).size > MAX_LOG_BYTES) truncateSync(paths.log, 0);
+  } catch {
+    // No log yet.
+  }
+  const logFd = openSync(paths.log, "a", 0o600);
+  try {
+    // Only stdio 0-2 are passed: the broker must never hold Paseo's fd3/fd4 (or anything else) open.
+    const child = spawn(process.execPath, [target.script], { detached: true, stdio: ["pipe", "ignore", logFd] });
+    const launch: BrokerLaunch = { options, paths };
+    child.stdin!.on("error", () => undefined);
+    child.stdin!.end(JSON.stringify(launch));
+    child.on("error", () => undefined);
+    child.unref();
+  } finally {
+    closeSync(logFd);
+  }
+}
+
+/** A socket that is not a socket, not ours or readable by others is removed, never used. */
+async function dropUntrustedSocket(paths: BrokerPaths): Promise<void> {
+  if (!existsSync(paths.socket)) return;
+  let trusted = false;
+  try {
+    trusted = socketTrustworthy(paths.socket);
+  } catch {
+    return;
+  }
+  if (trusted) return;
+  await withLock(paths.lock, async () => {
+    if (existsSync(paths.socket) && !socketTrustworthy(paths.socket)) rmSync(paths.socket, { force: true });
+  });
+}
+
+/** A connected socket whose hello matched our version. */
+export async function connectBroker(options: RuntimeOptions, target: BrokerTarget): Promise<Socket> {
+  const until = Date.now() + BROKER_START_MS;
+  let started = false;
+  let last = "";
+  for (;;) {
+    await dropUntrustedSocket(target.paths);
+    const r = await dial(target.paths.socket, target.version);
+    if (r.state === "ok") return r.sock;
+    last = r.state === "absent" ? r.code : r.detail;
+    if (!started) {
+      startBroker(options, target);
+      started = true;
+    }
+    if (Date.now() > until) {
+      throw new RuntimeError("network", `SSH broker for ${options.host} did not start within ${BROKER_START_MS} ms (${last}); see ${target.paths.log} or set the "broker" option to false`);
+    }
+    await new Promise((r) => setTimeout(r, 15));
+  }
+}

@@ -1,0 +1,106 @@
+// Where a host configuration's broker lives and how it is recognised: one private directory per
+// user (0700, ours, or it is not used), one socket per configuration key, and a version that
+// changes with every build so an old broker is never trusted by a new client.
+import { createHash } from "node:crypto";
+import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { RuntimeOptions } from "../options.js";
+
+/** Bumped when the wire protocol (wire.ts) changes shape. */
+export const BROKER_PROTOCOL = 1;
+
+function uid(): number {
+  return process.getuid?.() ?? 0;
+}
+
+/** dist/broker.js, found from dist/cli.js, a dist/cli-chunks/ chunk, or src/ under tests. */
+export function brokerScriptPath(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const candidates = [join(here, "broker.js"), join(here, "..", "broker.js"), join(here, "..", "..", "dist", "broker.js")];
+  const found = candidates.find((p) => existsSync(p));
+  if (!found) throw new Error(`broker bundle missing next to ${here} (run npm run build)`);
+  return found;
+}
+
+/**
+ * Version = protocol + hash of dist/broker.js. Its imports name content-hashed chunks, so any code
+ * change in the broker or what it bundles changes it; client and broker compute it the same way.
+ */
+export function brokerVersion(script = brokerScriptPath()): string {
+  return `${BROKER_PROTOCOL}-${createHash("sha256").update(readFileSync(script)).digest("hex").slice(0, 16)}`;
+}
+
+/** What identifies one shared connection: everything that changes where or how we connect. */
+export function brokerKey(options: RuntimeOptions, version: string): string {
+  const material = {
+    version,
+    host: options.host,
+    port: options.port,
+    user: options.user,
+    identityFile: options.identityFile ?? null,
+    knownHostsFile: options.knownHostsFile,
+    root: options.root,
+    remoteNode: options.remoteNode ?? null,
+    connectTimeoutMs: options.connectTimeoutMs,
+    keepaliveIntervalMs: options.keepaliveIntervalMs,
+    brokerIdleMs: options.brokerIdleMs ?? null,
+    maxSessions: options.maxSessions ?? null,
+    agentSocket: process.env.SSH_AUTH_SOCK ?? null,
+  };
+  return createHash("sha256").update(JSON.stringify(material)).digest("hex").slice(0, 24);
+}
+
+/** A directory is usable only if it is a real directory, ours, and closed to everyone else. */
+function trustworthy(dir: string): boolean {
+  const st = lstatSync(dir);
+  if (!st.isDirectory() || st.uid !== uid()) return false;
+  if ((st.mode & 0o077) !== 0) {
+    // Ours but too open (e.g. created under a loose umask): tighten it rather than trust it.
+    chmodSync(dir, 0o700);
+    return (lstatSync(dir).mode & 0o077) === 0;
+  }
+  return true;
+}
+
+/**
+ * The per-user broker directory: $XDG_RUNTIME_DIR/paseo-ssh or <tmpdir>/paseo-ssh-<uid>. If a
+ * squatter owns that name, numbered alternatives are tried in a fixed order so every process of
+ * ours agrees on one; null when none is usable (the caller then connects in-process).
+ */
+export function brokerDir(): string | null {
+  const xdg = process.env.XDG_RUNTIME_DIR;
+  const base = xdg && existsSync(xdg) ? join(xdg, "paseo-ssh") : join(tmpdir(), `paseo-ssh-${uid()}`);
+  for (let i = 0; i < 5; i++) {
+    const dir = i === 0 ? base : `${base}.${i}`;
+    try {
+      mkdirSync(dir, { mode: 0o700 });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") continue;
+    }
+    try {
+      if (trustworthy(dir)) return dir;
+    } catch {
+      // Vanished or unreadable: try the next name.
+    }
+  }
+  return null;
+}
+
+export interface BrokerPaths {
+  dir: string;
+  socket: string;
+  lock: string;
+  log: string;
+}
+
+export function brokerPaths(dir: string, key: string): BrokerPaths {
+  return { dir, socket: join(dir, `${key}.sock`), lock: join(dir, `${key}.lock`), log: join(dir, `${key}.log`) };
+}
+
+/** A socket file we may connect to: a socket, ours, not group/world accessible. */
+export function socketTrustworthy(path: string): boolean {
+  const st = lstatSync(path);
+  return st.isSocket() && st.uid === uid() && (st.mode & 0o077) === 0;
+}

@@ -1,0 +1,270 @@
+// The broker process's Unix-socket side: wins (or loses) the race for its configuration's socket,
+// bridges each client connection to one SSH channel from the pool, and exits when idle, when
+// asked, or once a newer broker has taken its socket path and its last channel has closed.
+import { chmodSync, rmSync, statSync } from "node:fs";
+import { createServer, type Server, type Socket } from "node:net";
+import { FrameDecoder, FrameKind, encodeFrame, AGENT_READY_MARKER, type Frame } from "../protocol/frames.js";
+import { RuntimeError, oneLine, toWireError } from "../errors.js";
+import type { RuntimeOptions } from "../options.js";
+import type { AgentChannel } from "../transport/agent-channel.js";
+import type { PtyChannel } from "../transport/host.js";
+import { dial } from "./dial.js";
+import { withLock } from "./lock.js";
+import type { BrokerPaths } from "./paths.js";
+import { ChannelPool, type Lease } from "./pool.js";
+import { readLine, writeLine, type BrokerRequest, type BrokerResult } from "./wire.js";
+
+/** A client must name its channel this soon after connecting. */
+const HEADER_TIMEOUT_MS = 10_000;
+
+export interface BrokerConfig {
+  options: RuntimeOptions;
+  paths: BrokerPaths;
+  version: string;
+  log(line: string): void;
+}
+
+function listen(server: Server, path: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(path, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+}
+
+/**
+ * Binding a Unix socket path is an exclusive create, so exactly one broker per configuration
+ * listens. A path held by a dead or foreign-version broker is removed under the lock, after a
+ * second look, so a broker that just won is never unlinked by a late competitor.
+ */
+async function claimSocket(cfg: BrokerConfig): Promise<Server | null> {
+  const { socket, lock } = cfg.paths;
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const server = createServer({ allowHalfOpen: true });
+    try {
+      await listen(server, socket);
+      chmodSync(socket, 0o600);
+      return server;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EADDRINUSE") throw err;
+    }
+    const first = await dial(socket, cfg.version);
+    if (first.state === "ok") {
+      first.sock.destroy();
+      return null;
+    }
+    await withLock(lock, async () => {
+      const again = await dial(socket, cfg.version);
+      if (again.state === "ok") {
+        again.sock.destroy();
+        return;
+      }
+      cfg.log(`replacing broken broker socket (${again.state === "absent" ? again.code : again.detail})`);
+      rmSync(socket, { force: true });
+    });
+  }
+  throw new RuntimeError("network", `could not claim broker socket ${socket}`);
+}
+
+function validRequest(r: unknown): r is BrokerRequest {
+  if (typeof r !== "object" || r === null) return false;
+  const req = r as Record<string, unknown>;
+  if (req.kind === "agent" || req.kind === "ping" || req.kind === "shutdown") return true;
+  if (req.kind !== "pty") return false;
+  const pty = req.pty as Record<string, unknown> | undefined;
+  const positive = (n: unknown) => Number.isInteger(n) && (n as number) > 0;
+  return (
+    Array.isArray(req.args) &&
+    req.args.every((a) => typeof a === "string") &&
+    typeof pty === "object" &&
+    pty !== null &&
+    positive(pty.rows) &&
+    positive(pty.cols) &&
+    (pty.term === undefined || typeof pty.term === "string")
+  );
+}
+
+export class BrokerServer {
+  private readonly clients = new Set<Socket>();
+  private lastActivity = Date.now();
+  private ino = 0;
+  private lostPath = false;
+  private stopping = false;
+  private readonly timer: NodeJS.Timeout;
+  readonly pool: ChannelPool;
+
+  private constructor(
+    private readonly server: Server,
+    private readonly cfg: BrokerConfig,
+    private readonly onExit: () => void,
+  ) {
+    this.ino = statSync(cfg.paths.socket).ino;
+    this.pool = new ChannelPool(cfg.options);
+    this.pool.on("log", (l) => cfg.log(l));
+    this.pool.on("change", () => (this.lastActivity = Date.now()));
+    server.on("connection", (sock) => this.onClient(sock));
+    this.timer = setInterval(() => this.tick(), 500);
+  }
+
+  /** Null when a live broker of this version already serves the configuration. */
+  static async start(cfg: BrokerConfig, onExit: () => void): Promise<BrokerServer | null> {
+    const server = await claimSocket(cfg);
+    if (!server) return null;
+    cfg.log(`broker ${process.pid} listening (idle exit after ${cfg.options.brokerIdleMs ?? 60_000} ms)`);
+    return new BrokerServer(server, cfg, onExit);
+  }
+
+  private tick(): void {
+    let ours = false;
+    try {
+      ours = statSync(this.cfg.paths.socket).ino === this.ino;
+    } catch {
+      ours = false;
+    }
+    if (!ours && !this.lostPath) {
+      // Someone replaced our socket (we were judged broken): serve what we have, take nothing new.
+      this.lostPath = true;
+      this.cfg.log("socket path taken over by another broker; finishing current channels");
+      this.server.close();
+    }
+    const idle = this.clients.size === 0 && !this.pool.busy;
+    if (!idle) return;
+    if (this.lostPath) return void this.stop("replaced and idle");
+    if (Date.now() - this.lastActivity >= (this.cfg.options.brokerIdleMs ?? 60_000)) void this.stop("idle");
+  }
+
+  /** Stops accepting (removing our socket only if it is still ours), closes SSH, exits. */
+  async stop(why: string): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    clearInterval(this.timer);
+    this.cfg.log(`broker ${process.pid} exiting: ${why}`);
+    try {
+      await withLock(this.cfg.paths.lock, async () => {
+        try {
+          if (statSync(this.cfg.paths.socket).ino === this.ino) rmSync(this.cfg.paths.socket, { force: true });
+        } catch {
+          // Already gone.
+        }
+        this.server.close();
+      });
+    } catch (err) {
+      this.cfg.log(`could not remove socket: ${oneLine((err as Error).message)}`);
+      this.server.close();
+    }
+    for (const c of this.clients) c.destroy();
+    this.pool.close();
+    this.onExit();
+  }
+
+  private async onClient(sock: Socket): Promise<void> {
+    this.clients.add(sock);
+    this.lastActivity = Date.now();
+    sock.on("error", () => undefined);
+    sock.once("close", () => {
+      this.clients.delete(sock);
+      this.lastActivity = Date.now();
+    });
+    writeLine(sock, { v: this.cfg.version, pid: process.pid });
+    let req: unknown;
+    try {
+      req = await readLine(sock, HEADER_TIMEOUT_MS, "header");
+    } catch {
+      sock.destroy();
+      return;
+    }
+    if (!validRequest(req)) {
+      this.answer(sock, { ok: false, errorClass: "input", message: "malformed broker request" });
+      sock.end();
+      return;
+    }
+    try {
+      switch (req.kind) {
+        case "ping":
+          this.answer(sock, {
+            ok: true,
+            stats: {
+              pid: process.pid,
+              connections: this.pool.connectionCount,
+              handshakes: this.pool.handshakes,
+              liveChannels: this.pool.liveChannels,
+              spareChannels: this.pool.spareChannels,
+            },
+          });
+          sock.end();
+          return;
+        case "shutdown":
+          this.answer(sock, { ok: true });
+          sock.end();
+          await this.stop("asked to shut down");
+          return;
+        case "agent":
+          return this.bridgeAgent(sock, await this.pool.agent());
+        case "pty":
+          return this.bridgePty(sock, await this.pool.pty(req.args, req.pty));
+      }
+    } catch (err) {
+      this.answer(sock, { ok: false, ...toWireError(err) });
+      sock.end();
+    }
+  }
+
+  private answer(sock: Socket, result: BrokerResult): void {
+    if (!sock.destroyed) writeLine(sock, result);
+  }
+
+  /** Client bytes are agent frames verbatim; agent frames go back behind a fresh ready marker. */
+  private bridgeAgent(sock: Socket, { channel, release }: Lease<AgentChannel>): void {
+    if (sock.destroyed) {
+      channel.destroy();
+      release();
+      return;
+    }
+    this.answer(sock, { ok: true });
+    sock.write(AGENT_READY_MARKER);
+    channel.on("frame", (f: Frame) => sock.write(encodeFrame(f.kind, f.payload)));
+    channel.once("close", () => {
+      release();
+      sock.end();
+    });
+    sock.on("data", (d: Buffer) => channel.send(d));
+    sock.once("end", () => channel.end());
+    sock.once("close", () => channel.destroy());
+    sock.resume();
+  }
+
+  /** Terminal output goes back raw; client input arrives framed (keystrokes, window, EOF). */
+  private bridgePty(sock: Socket, { channel, release }: Lease<PtyChannel>): void {
+    if (sock.destroyed) {
+      channel.destroy();
+      release();
+      return;
+    }
+    this.answer(sock, { ok: true });
+    channel.output.pipe(sock);
+    void channel.closed.then(() => release());
+    const decoder = new FrameDecoder();
+    sock.on("data", (d: Buffer) => {
+      let frames: Frame[];
+      try {
+        frames = decoder.push(d);
+      } catch {
+        channel.destroy();
+        sock.destroy();
+        return;
+      }
+      for (const f of frames) {
+        if (f.kind === FrameKind.Stdin) channel.stdin.write(f.payload);
+        else if (f.kind === FrameKind.Eof) channel.stdin.end();
+        else if (f.kind === FrameKind.Json) {
+          const msg = JSON.parse(f.payload.toString("utf8")) as { type?: string; rows?: number; cols?: number };
+          if (msg.type === "window" && Number.isInteger(msg.rows) && Number.isInteger(msg.cols)) channel.setWindow(msg.rows!, msg.cols!);
+        }
+      }
+    });
+    sock.once("close", () => channel.destroy());
+    sock.resume();
+  }
+}

@@ -1,0 +1,82 @@
+// The broker's Unix-socket protocol. One socket connection carries one SSH channel:
+//   broker -> client  hello line   {"v":<version>,"pid":<n>}            (sent on accept)
+//   client -> broker  header line  {"kind":"agent"} | {"kind":"pty","args":[…],"pty":{rows,cols,term}}
+//                                  | {"kind":"ping"} | {"kind":"shutdown"}
+//   broker -> client  result line  {"ok":true} | {"ok":false,"errorClass":…,"message":…}
+// then raw bytes. Agent channels: client -> broker are agent frames verbatim; broker -> client is
+// the agent's ready marker followed by its frames. PTY channels: broker -> client is terminal
+// output; client -> broker uses frames.ts framing (Stdin data, Json {"type":"window",rows,cols},
+// Eof) so a window change never mixes with keystrokes.
+import type { Socket } from "node:net";
+import { RuntimeError, type ErrorClass } from "../errors.js";
+import type { PtyRequest } from "../transport/host.js";
+
+export type BrokerRequest =
+  | { kind: "agent" }
+  | { kind: "pty"; args: string[]; pty: PtyRequest }
+  | { kind: "ping" }
+  | { kind: "shutdown" };
+
+export interface BrokerHello {
+  v: string;
+  pid: number;
+}
+
+export type BrokerResult = { ok: true; stats?: BrokerStats } | { ok: false; errorClass: ErrorClass; message: string };
+
+/** What `ping` answers (tests and the benchmark read it). */
+export interface BrokerStats {
+  pid: number;
+  connections: number;
+  handshakes: number;
+  liveChannels: number;
+  spareChannels: number;
+}
+
+/** Lines are short; anything longer is not our peer. */
+const MAX_LINE = 64 * 1024;
+
+export function writeLine(sock: Socket, value: unknown): void {
+  sock.write(`${JSON.stringify(value)}\n`);
+}
+
+/**
+ * Reads one JSON line from `sock` within `timeoutMs`; bytes after the newline are unshifted back
+ * so the raw stream that follows starts exactly after it.
+ */
+export function readLine<T>(sock: Socket, timeoutMs: number, what: string): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let buf = Buffer.alloc(0);
+    const timer = setTimeout(() => finish(new RuntimeError("network", `broker did not send its ${what} within ${timeoutMs} ms`)), timeoutMs);
+    const finish = (err: Error | null, value?: T) => {
+      clearTimeout(timer);
+      sock.off("data", onData);
+      sock.off("close", onClose);
+      sock.off("error", onError);
+      if (err) reject(err);
+      else resolve(value as T);
+    };
+    const onData = (chunk: Buffer) => {
+      buf = Buffer.concat([buf, chunk]);
+      const nl = buf.indexOf(0x0a);
+      if (nl < 0) {
+        if (buf.length > MAX_LINE) finish(new RuntimeError("network", `broker ${what} is too long`));
+        return;
+      }
+      sock.pause();
+      const rest = buf.subarray(nl + 1);
+      if (rest.length > 0) sock.unshift(rest);
+      try {
+        finish(null, JSON.parse(buf.subarray(0, nl).toString("utf8")) as T);
+      } catch {
+        finish(new RuntimeError("network", `broker ${what} is not JSON`));
+      }
+    };
+    const onClose = () => finish(new RuntimeError("network", `broker closed the connection before its ${what}`));
+    const onError = (err: Error) => finish(new RuntimeError("network", `broker connection failed before its ${what}: ${err.message}`));
+    sock.on("data", onData);
+    sock.once("close", onClose);
+    sock.once("error", onError);
+    sock.resume();
+  });
+}

@@ -1,0 +1,155 @@
+// The per-host broker against the real sshd rig: later clients reuse its connection (no new
+// handshake in the sshd log), the MaxSessions bound holds under 50 concurrent calls, broken or
+// stale brokers are replaced rather than trusted, a dropped link is re-established, and an idle
+// broker exits.
+import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { startDelayProxy, type DelayProxy } from "../../bench/delay-proxy.mjs";
+import type { RuntimeOptions } from "../../src/options.js";
+import { BrokerHost } from "../../src/transport/broker-host.js";
+import { openHost } from "../../src/transport/open-host.js";
+import { SshHost } from "../../src/transport/ssh-host.js";
+import type { AgentChannel } from "../../src/transport/agent-channel.js";
+import { rig, sshdLogOffset, sshdLogSince, waitFor } from "../rig/rig.js";
+import { alive, brokerOptions, brokerStats, stopBroker, targetOf } from "./support.js";
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+function track(options: RuntimeOptions): RuntimeOptions {
+  cleanups.push(() => stopBroker(options));
+  return options;
+}
+
+const accepted = (log: string) => (log.match(/Accepted publickey/g) ?? []).length;
+
+async function ping(options: RuntimeOptions): Promise<unknown> {
+  const host = await openHost(options);
+  try {
+    return await host.call({ op: "ping" }, 20_000);
+  } finally {
+    host.close();
+  }
+}
+
+describe("broker", () => {
+  it("serves later clients over the first client's SSH connection", async () => {
+    const options = track(brokerOptions());
+    const offset = sshdLogOffset();
+    const first = await openHost(options);
+    expect(first).toBeInstanceOf(BrokerHost);
+    expect(await first.call({ op: "ping" })).toEqual({ pong: true });
+    first.close();
+    const afterFirst = accepted(sshdLogSince(offset));
+    if (!rig().external) expect(afterFirst).toBe(1);
+    for (let i = 0; i < 3; i++) expect(await ping(options)).toEqual({ pong: true });
+    if (!rig().external) expect(accepted(sshdLogSince(offset))).toBe(1);
+    const stats = await brokerStats(options);
+    expect(stats?.handshakes).toBe(1);
+    expect(stats?.connections).toBe(1);
+  });
+
+  it("never exceeds MaxSessions per connection: 25 held channels and 50 concurrent calls succeed", async () => {
+    const options = track(brokerOptions());
+    const host = await openHost(options);
+    cleanups.push(() => host.close());
+    const held: AgentChannel[] = await Promise.all(Array.from({ length: 25 }, () => host.openAgent()));
+    const during = await brokerStats(options);
+    expect(during?.liveChannels).toBe(25);
+    // 10 sessions per connection (sshd's default MaxSessions): 25 need at least three connections.
+    expect(during?.connections).toBeGreaterThanOrEqual(3);
+    for (const ch of held) ch.end();
+    const results = await Promise.all(Array.from({ length: 50 }, () => host.call({ op: "ping" }, 60_000)));
+    expect(results).toEqual(Array.from({ length: 50 }, () => ({ pong: true })));
+  });
+
+  it("replaces a broker killed with SIGKILL whose socket file is left behind", async () => {
+    const options = track(brokerOptions());
+    await ping(options);
+    const before = await brokerStats(options);
+    expect(before).not.toBeNull();
+    process.kill(before!.pid, "SIGKILL");
+    await waitFor(() => !alive(before!.pid), 5000);
+    expect(existsSync(targetOf(options).paths.socket)).toBe(true);
+    expect(await ping(options)).toEqual({ pong: true });
+    const after = await brokerStats(options);
+    expect(after?.pid).not.toBe(before!.pid);
+    expect(alive(after!.pid)).toBe(true);
+  });
+
+  it("does not trust a listener that answers with another version, and replaces it", async () => {
+    const options = track(brokerOptions());
+    const { socket } = targetOf(options).paths;
+    const impostor = createServer((s) => s.end('{"v":"0-old","pid":1}\n'));
+    await new Promise<void>((resolve) => impostor.listen(socket, resolve));
+    chmodSync(socket, 0o600);
+    cleanups.push(() => new Promise<void>((r) => impostor.close(() => r())));
+    expect(await ping(options)).toEqual({ pong: true });
+    const stats = await brokerStats(options);
+    expect(stats?.pid).not.toBe(1);
+    expect(alive(stats!.pid)).toBe(true);
+  });
+
+  it("does not use a socket others could open: it is removed and a new broker started", async () => {
+    const options = track(brokerOptions());
+    await ping(options);
+    const first = await brokerStats(options);
+    const { socket } = targetOf(options).paths;
+    chmodSync(socket, 0o666);
+    expect(await ping(options)).toEqual({ pong: true });
+    const second = await brokerStats(options);
+    expect(second?.pid).not.toBe(first!.pid);
+    // The replaced broker notices its socket is gone and exits once it is idle.
+    await waitFor(() => !alive(first!.pid), 10_000);
+  });
+
+  it("reconnects after every connection through a proxy is cut", async () => {
+    const r = rig();
+    const proxy: DelayProxy = await startDelayProxy({ targetPort: r.port, delayMs: 5 });
+    cleanups.push(() => proxy.close());
+    const dir = mkdtempSync(join(tmpdir(), "paseo-broker-kh-"));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const knownHostsFile = join(dir, "known_hosts");
+    writeFileSync(knownHostsFile, r.hostPublicKeys.map((k) => `[127.0.0.1]:${proxy.port} ${k.split(" ").slice(0, 2).join(" ")}\n`).join(""));
+    const options = track(brokerOptions({ host: "127.0.0.1", port: proxy.port, knownHostsFile }));
+    expect(await ping(options)).toEqual({ pong: true });
+    expect((await brokerStats(options))?.handshakes).toBe(1);
+    proxy.cutAll();
+    expect(await ping(options)).toEqual({ pong: true });
+    const stats = await brokerStats(options);
+    expect(stats?.handshakes).toBe(2);
+    expect(stats?.connections).toBe(1);
+  });
+
+  it("exits after brokerIdleMs without clients and removes its socket", async () => {
+    const options = track(brokerOptions({ brokerIdleMs: 1000 }));
+    await ping(options);
+    const stats = await brokerStats(options);
+    await waitFor(() => !alive(stats!.pid), 10_000);
+    expect(existsSync(targetOf(options).paths.socket)).toBe(false);
+  });
+
+  it("connects in-process with broker: false or PASEO_SSH_NO_BROKER=1", async () => {
+    const options = brokerOptions({ broker: false });
+    const host = await openHost(options);
+    try {
+      expect(host).toBeInstanceOf(SshHost);
+      expect(await host.call({ op: "ping" })).toEqual({ pong: true });
+    } finally {
+      host.close();
+    }
+    process.env.PASEO_SSH_NO_BROKER = "1";
+    try {
+      const direct = await openHost(brokerOptions());
+      expect(direct).toBeInstanceOf(SshHost);
+      direct.close();
+    } finally {
+      delete process.env.PASEO_SSH_NO_BROKER;
+    }
+  });
+});
