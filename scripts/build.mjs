@@ -40,7 +40,7 @@ await build({
   // hoisted to the top of one file and load for every operation, `describe` included. Old chunks
   // are left in place: a process started by a concurrent build still finds the ones it names.
   splitting: true,
-  entryPoints: { cli: join(root, "src/cli/main.ts") },
+  entryPoints: { cli: join(root, "src/cli/main.ts"), broker: join(root, "src/broker/main.ts") },
   outdir: out(""),
   chunkNames: "cli-chunks/[name]-[hash]",
   banner: { js: "#!/usr/bin/env node" },

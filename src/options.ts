@@ -37,6 +37,10 @@ export const runtimeOptionFields = {
   remoteNode: absoluteRemotePath.optional(),
   connectTimeoutMs: z.int().min(100).max(600_000).default(10_000),
   keepaliveIntervalMs: z.int().min(0).max(3_600_000).default(15_000),
+  // Per-host broker (src/broker): one shared SSH connection for all runtime processes.
+  broker: z.boolean().default(true),
+  brokerIdleMs: z.int().min(1000).max(86_400_000).default(60_000),
+  maxSessions: z.int().min(1).max(1000).default(10),
 };
 
 /** What each key must look like, phrased for the one-line error message. */
@@ -50,6 +54,9 @@ const EXPECTED: Record<keyof typeof runtimeOptionFields, string> = {
   remoteNode: "expected the absolute path of node on the remote host (no newline, NUL or backslash)",
   connectTimeoutMs: "expected an integer number of milliseconds 100-600000",
   keepaliveIntervalMs: "expected an integer number of milliseconds 0-3600000 (0 disables keepalives)",
+  broker: "expected true or false (false connects in-process, for debugging)",
+  brokerIdleMs: "expected an integer number of milliseconds 1000-86400000",
+  maxSessions: "expected the server's MaxSessions, an integer 1-1000",
 };
 
 const schema = z.strictObject(runtimeOptionFields);
@@ -67,6 +74,12 @@ export interface RuntimeOptions {
   remoteNode?: string;
   connectTimeoutMs: number;
   keepaliveIntervalMs: number;
+  /** Share one SSH connection per host through the broker (default; false or PASEO_SSH_NO_BROKER=1: in-process). Optional so hand-built options keep compiling. */
+  broker?: boolean;
+  /** The broker exits after this long without clients or channels. */
+  brokerIdleMs?: number;
+  /** Session channels one SSH connection may carry at once (OpenSSH MaxSessions, default 10). */
+  maxSessions?: number;
 }
 
 export function parseRuntimeOptions(raw: unknown): RuntimeOptions {
@@ -94,5 +107,8 @@ export function parseRuntimeOptions(raw: unknown): RuntimeOptions {
     ...(o.remoteNode !== undefined ? { remoteNode: o.remoteNode } : {}),
     connectTimeoutMs: o.connectTimeoutMs,
     keepaliveIntervalMs: o.keepaliveIntervalMs,
+    broker: o.broker,
+    brokerIdleMs: o.brokerIdleMs,
+    maxSessions: o.maxSessions,
   };
 }
