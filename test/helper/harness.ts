@@ -39,6 +39,8 @@ export function ensureHelperBuilt(): void {
       break;
     } catch {
       if (helperIsFresh()) return;
+      // A lock left by a killed run (builds take seconds) must not block later runs.
+      if (Date.now() - (statSync(lock, { throwIfNoEntry: false })?.mtimeMs ?? Date.now()) > 120_000) rmSync(lock, { recursive: true, force: true });
       if (Date.now() > deadline) throw new Error(`helper build lock still held: ${lock}`);
       execFileSync("sleep", ["0.2"]);
     }
