@@ -4,6 +4,7 @@
 // changed, and removal only ever touches a directory whose manifest names this owner.
 import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { basename, join } from "node:path";
+import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../errors.js";
 import type { AgentContext, OpSpec } from "./context.js";
 import type { CreateRequest, CreateResult, InspectResult, ReconcileResult, SourceSpec, WorkspaceView } from "../workspace/agent-protocol.js";
@@ -19,6 +20,9 @@ import { FrameInbox } from "./frame-inbox.js";
 import { freezeWorkspaceProcesses, killWorkspaceProcesses, thawWorkspaceProcesses } from "./process-set.js";
 
 const HEX_KEY = /^[0-9a-f]{16,64}$/;
+const STAGING_PREFIX = "checkout-";
+/** A staging checkout this old belongs to an agent that died (a live clone never takes hours). */
+const STAGING_MAX_AGE_MS = 6 * 3600_000;
 /** Caches younger than this are never pruned: a create may be filling one right now. */
 const CACHE_PRUNE_MIN_AGE_MS = 10 * 60_000;
 
@@ -133,7 +137,8 @@ async function create(ctx: AgentContext): Promise<CreateResult> {
     verifyOwned(ctx.root, workspaceId, owner);
     await pinCommit(cache, layout.key, commit);
     ctx.sendJson({ type: "progress", phase: "checkout" });
-    await materializeCheckout(layout.checkout, cache, commit, branch);
+    const staging = join(rootLayout(ctx.root).tmpBase, `${STAGING_PREFIX}${layout.key}-${randomBytes(4).toString("hex")}`);
+    await materializeCheckout(staging, layout.checkout, cache, commit, branch, () => verifyOwned(ctx.root, workspaceId, owner));
     const workspaceRoot = resolveWorkspaceRoot(layout.checkout, source.subdirectory, relativeCwd);
     const current = verifyOwned(ctx.root, workspaceId, owner);
     const done = replaceManifest(layout, { ...current, phase: "ready", commit, branch, workspaceRoot, lifecycleEnvironment: lifecycleEnvironment(branch) });
@@ -288,11 +293,13 @@ function pruneCaches(root: string, used: Set<string>): void {
   }
 }
 
+/** Removes leftovers of killed agents: half-deleted workspaces and abandoned staging checkouts. */
 function pruneTrash(root: string): void {
   const base = rootLayout(root).tmpBase;
   if (!existsSync(base)) return;
   for (const name of readdirSync(base)) {
-    if (name.startsWith("trash-") && olderThan(join(base, name), 60_000)) rmSync(join(base, name), { recursive: true, force: true });
+    const stale = (name.startsWith("trash-") && olderThan(join(base, name), 60_000)) || (name.startsWith(STAGING_PREFIX) && olderThan(join(base, name), STAGING_MAX_AGE_MS));
+    if (stale) rmSync(join(base, name), { recursive: true, force: true });
   }
 }
 

@@ -1,14 +1,29 @@
 // Turns a cached commit into the workspace's checkout: a real repository on the requested branch
 // (or detached), sharing the cache's objects through alternates, with `origin` = the cache so
 // `git fetch` works on the host. Also canonicalises the workspace root and refuses symlink escapes.
-import { mkdirSync, realpathSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { mkdirSync, realpathSync, renameSync, rmSync, statSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { RuntimeError } from "../errors.js";
 import { git, gitResult } from "../workspace/git-exec.js";
 import { CWD_ESCAPE_MESSAGE } from "../workspace/relative-path.js";
 
-export async function materializeCheckout(checkout: string, cache: string, commit: string, branch: string): Promise<void> {
-  // Not recursive: if the workspace directory vanished under us, fail instead of recreating it.
+/**
+ * Builds the checkout in `staging` (under `<root>/tmp`) and renames it to `checkout` at the end.
+ * Git recreates missing parent directories while writing, so building in place could resurrect a
+ * workspace directory that a concurrent destroy just removed; a final rename cannot (it fails).
+ */
+export async function materializeCheckout(staging: string, checkout: string, cache: string, commit: string, branch: string, beforeRename: () => void): Promise<void> {
+  mkdirSync(dirname(staging), { recursive: true, mode: 0o700 });
+  try {
+    await buildCheckout(staging, cache, commit, branch);
+    beforeRename();
+    renameSync(staging, checkout);
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
+  }
+}
+
+async function buildCheckout(checkout: string, cache: string, commit: string, branch: string): Promise<void> {
   mkdirSync(checkout, { mode: 0o700 });
   await git(["clone", "--quiet", "--shared", "--no-checkout", cache, checkout]);
   if (branch) {
