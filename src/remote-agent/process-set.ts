@@ -33,7 +33,8 @@ export function execTagPath(layout: WorkspaceLayout, execId: string): string {
   return join(layout.execs, `${hashName(execId)}.tag`);
 }
 
-export type Member = ProcStat & { argv: string[] };
+/** `tag`: where TAG_FD points (null for members found through their session). */
+export type Member = ProcStat & { argv: string[]; tag: string | null };
 
 function variants(path: string): string[] {
   const out = [path];
@@ -56,16 +57,16 @@ function scan(layout: Pick<WorkspaceLayout, "dir">, matches: (link: string) => b
   const pids = listPids().filter((p) => p !== process.pid);
   const sessions = new Set<number>();
   const members = new Map<number, Member>();
-  const consider = (st: ProcStat | null): Member | null => {
+  const consider = (st: ProcStat | null, tag: string | null = null): Member | null => {
     if (!st || st.state === "Z" || st.state === "X") return null;
     const argv = readArgv(st.pid);
     if (isAgentProcess(argv, agentBases)) return null;
-    return { ...st, argv };
+    return { ...st, argv, tag };
   };
   for (const pid of pids) {
     const link = fdLink(pid, TAG_FD);
     if (link === null || !matches(link)) continue;
-    const m = consider(readProcStat(pid));
+    const m = consider(readProcStat(pid), stripDeleted(link));
     if (m) members.set(pid, m);
   }
   // A session counts as ours when a tagged process leads it or its leader is gone (a session id
@@ -86,11 +87,28 @@ function scan(layout: Pick<WorkspaceLayout, "dir">, matches: (link: string) => b
   return [...members.values()];
 }
 
+function stripDeleted(link: string): string {
+  return link.endsWith(" (deleted)") ? link.slice(0, -" (deleted)".length) : link;
+}
+
 function tagMatcher(prefixes: string[], exact: boolean): (link: string) => boolean {
   return (link) => {
-    const path = link.endsWith(" (deleted)") ? link.slice(0, -" (deleted)".length) : link;
+    const path = stripDeleted(link);
     return prefixes.some((p) => (exact ? path === p : path.startsWith(p)));
   };
+}
+
+/**
+ * Whether a tagged process belongs to an exec nobody supervises any more: recorded abandoned, or
+ * still starting/running although its control agent is gone. Resume reaps these instead of
+ * reviving them (do-better 3); leftovers of execs that finished normally are resumed.
+ */
+function unsupervised(tag: string): boolean {
+  if (!tag.endsWith(".tag")) return false;
+  const rec = readRecordFile(`${tag.slice(0, -".tag".length)}.json`);
+  if (!rec) return false;
+  if (rec.state === "abandoned") return true;
+  return (rec.state === "running" || rec.state === "starting") && isGone(rec.agentPid, rec.agentStartTime ?? undefined);
 }
 
 /** Groups recorded for running execs: the only membership evidence on hosts without /proc. */
@@ -171,7 +189,15 @@ export async function freezeWorkspaceProcesses(layout: WorkspaceLayout): Promise
 
 /** SIGCONTs exactly the processes of the set. */
 export async function thawWorkspaceProcesses(layout: WorkspaceLayout): Promise<void> {
-  for (const m of workspaceMembers(layout)) sendSignal(m.pid, "SIGCONT");
+  const members = workspaceMembers(layout);
+  const orphans = members.filter((m) => m.tag !== null && unsupervised(m.tag));
+  for (const m of members) {
+    if (!orphans.includes(m)) sendSignal(m.pid, "SIGCONT");
+  }
+  if (orphans.length > 0) {
+    const pids = new Set(orphans.map((m) => m.pid));
+    await killMembers(() => workspaceMembers(layout).filter((m) => pids.has(m.pid)), `${layout.dir} (unsupervised execs)`);
+  }
 }
 
 /** SIGKILLs the given membership until it is empty (works on stopped processes too), bounded. */

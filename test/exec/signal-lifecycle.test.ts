@@ -119,6 +119,20 @@ describe("signal operation and process set over SSH", () => {
     expect(exitOf(await ws.run({ argv: ["/bin/true"] }))).toEqual({ code: 0, signal: null });
   });
 
+  it("resume reaps (does not revive) processes of an exec whose supervising agent died while paused", async () => {
+    const h = ws.start({ argv: ["/bin/sh", "-c", "sleep 41 & echo ready; wait"], env: { PATH: "/usr/bin:/bin" } });
+    await h.waitOutput("ready");
+    expect((await ws.lifecycle("pause")).code).toBe(0);
+    const agentPid = recordOf(h.execId)!.agentPid;
+    process.kill(agentPid, "SIGKILL");
+    const r = await h.done;
+    expect(r.events.map((e) => e.type)).toEqual(["started", "error"]);
+    expect((await ws.processes()).some((p) => p.command.includes("sleep 41") && p.state === "T")).toBe(true);
+    expect((await ws.lifecycle("resume")).code).toBe(0);
+    expect((await ws.processes()).filter((p) => p.command.includes("sleep 41"))).toEqual([]);
+    expect((await ws.signal(h.execId, "SIGKILL")).code).toBe(0);
+  });
+
   it("S1/A17/A18: pause stops a setsid loop (state T, file stops growing); resume continues it; exec refused while paused", async () => {
     const loop = "setsid sh -c 'while :; do date +%s%N >> tick.txt; sleep 0.1; done' </dev/null >/dev/null 2>&1 &";
     expect(exitOf(await ws.run({ argv: ["/bin/sh", "-c", loop], env: { PATH: "/usr/bin:/bin" } }))).toEqual({ code: 0, signal: null });
