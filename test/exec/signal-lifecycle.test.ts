@@ -107,6 +107,22 @@ describe("signal operation and process set over SSH", () => {
     expect(left.filter((p) => p.command.includes("sleep 3"))).toEqual([]);
   });
 
+  it("C1 as Paseo does it: a kill() before the identity is published is held until `started`, then ends the workload within 1.5 s (six times)", async () => {
+    for (let i = 0; i < 6; i++) {
+      const h = ws.start({ argv: ["/bin/sleep", "3"] }, { env: { ...process.env, [TEST_DELAY_IDENTITY_ENV]: "300" } });
+      // kill() while the identity is not yet published: Paseo stores it and signals the wrapper
+      // once `started` arrives.
+      await eventually(() => recordOf(h.execId)?.state, (s) => s === "starting", 10_000, 10);
+      const t0 = Date.now();
+      await h.waitEvent("started");
+      h.child.kill("SIGTERM");
+      const r = await h.done;
+      expect(Date.now() - t0).toBeLessThan(1500);
+      expect(exitOf(r)).toEqual({ code: null, signal: "SIGTERM" });
+    }
+    expect((await ws.processes()).filter((p) => p.command.includes("sleep 3"))).toEqual([]);
+  });
+
   it("S2: a SIGKILLed wrapper leaves no remote orphan (abandonment grace)", async () => {
     const h = ws.start({ argv: ["/bin/sh", "-c", "setsid sleep 31 & sleep 32 & echo ready; wait"], env: { PATH: "/usr/bin:/bin" } });
     await h.waitOutput("ready");
