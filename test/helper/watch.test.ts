@@ -271,6 +271,18 @@ describe("watch change reporting", () => {
     expect(client.changes("t").flat().filter((p) => p.endsWith("build/build") || p.endsWith("sub/sub"))).toEqual([]);
   });
 
+  it("keeps watching a directory whose same-named child was deleted", async () => {
+    mkdirSync(fx.path("lib", "lib"), { recursive: true });
+    const client = watch();
+    await client.subscribe("t", ["."], true);
+    rmSync(fx.path("lib", "lib"), { recursive: true });
+    await client.waitFor((l) => l.type === "changed");
+    await sleep(200);
+    const from = client.lines.length;
+    writeFileSync(fx.path("lib", "x.txt"), "x");
+    await client.waitFor((l) => l.type === "changed" && (l.paths as string[])[0] === "lib/x.txt", 5000, from);
+  });
+
   it("normalises ignored paths before matching", async () => {
     mkdirSync(fx.path("out"));
     const client = watch();

@@ -1,6 +1,6 @@
 // One watch subscription (spec §8.2-8.3): its OS watchers, its per-path 50 ms trailing debounce
 // and its ignored paths. Every `changed` line carries exactly one path.
-import { type FSWatcher, lstatSync, watch } from "node:fs";
+import { type FSWatcher, lstatSync, type Stats, watch } from "node:fs";
 import { readdir, stat } from "node:fs/promises";
 import { basename, dirname, join, posix, relative } from "node:path";
 import { errorMessage } from "../output.js";
@@ -23,17 +23,20 @@ const TEMP_NAME = /^\..*\.paseo-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-
  * from a same-named child by the child's absence.
  */
 function isSelfEvent(directory: string, filename: string): boolean {
-  return filename === basename(directory) && !exists(join(directory, filename));
+  return filename === basename(directory) && lstatOrUndefined(join(directory, filename)) === undefined;
 }
 
-function exists(path: string): boolean {
+function lstatOrUndefined(path: string): Stats | undefined {
   try {
-    lstatSync(path);
-    return true;
+    return lstatSync(path);
   } catch (err) {
-    if (isMissingError(err)) return false;
+    if (isMissingError(err)) return undefined;
     throw err;
   }
+}
+
+function isDirectory(path: string): boolean {
+  return lstatOrUndefined(path)?.isDirectory() === true;
 }
 
 // Compared against normalised reported paths, so `./build/` must match `build`.
@@ -129,7 +132,7 @@ export class Subscription {
       let target = filename;
       if (filename !== null && isSelfEvent(directory, filename)) {
         target = null;
-        if (event === "rename") this.dropDead(directory);
+        if (event === "rename") this.rearm(directory);
       }
       if (target !== null && TEMP_NAME.test(target)) return;
       const reported = normalizeRelative(relative(this.root, target === null ? directory : join(directory, target)));
@@ -139,11 +142,14 @@ export class Subscription {
   }
 
   // A self `rename` is a move or deletion of the directory (IN_MOVE_SELF, IN_DELETE_SELF,
-  // IN_IGNORED): its OS watch is dead or stale. Forgetting it lets the parent's rescan watch
-  // whatever directory now has that path (inode numbers are reused, so they cannot tell).
-  private dropDead(directory: string): void {
+  // IN_IGNORED), so its OS watch is dead or stale; inode numbers are reused and cannot tell.
+  // The watch is rebuilt if a directory is at that path again (deleted and re-created, or a
+  // same-named child that looked like a self event); otherwise the parent's rescan picks up a
+  // later re-creation.
+  private rearm(directory: string): void {
     this.levelWatchers.get(directory)?.close();
     this.levelWatchers.delete(directory);
+    if (isDirectory(directory)) void this.watchTree(directory);
   }
 
   /**
@@ -205,8 +211,9 @@ export class Subscription {
       this.watchers.push(watcher);
       return watcher;
     } catch (err) {
-      // e.g. inotify limits (ENOSPC): reported, the session keeps running.
-      this.reportError(err);
+      // A directory that vanished meanwhile is covered by its parent's events; anything else
+      // (e.g. inotify limits, ENOSPC) is reported and the session keeps running.
+      if (!isMissingError(err)) this.reportError(err);
       return undefined;
     }
   }
