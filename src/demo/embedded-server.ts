@@ -40,8 +40,17 @@ interface PtyInfo {
 
 const CLOSE_GRACE_MS = 1_000;
 
+/**
+ * A short base for the server's directory: the demo's remote root lives inside it, and the runtime
+ * puts Unix sockets under that root, whose paths must stay below ~104 bytes.
+ */
+function shortTempBase(): string {
+  const base = tmpdir();
+  return base.length > 40 && existsSync("/tmp") ? "/tmp" : base;
+}
+
 export async function startEmbeddedServer(): Promise<EmbeddedServer> {
-  const dir = mkdtempSync(join(tmpdir(), "paseo-ssh-demo-server-"));
+  const dir = mkdtempSync(join(shortTempBase(), "psd-"));
   try {
     return await listen(dir);
   } catch (err) {
@@ -260,8 +269,10 @@ async function waitFor(done: () => boolean, timeoutMs: number): Promise<void> {
   while (!done() && Date.now() < deadline) await delay(20);
 }
 
+// Not unref'd: while close() waits, these timers may be all that keeps the process alive, and
+// exiting mid-close would skip the caller's own cleanup.
 function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 function sameBytes(a: Buffer, b: Buffer): boolean {

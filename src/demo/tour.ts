@@ -137,8 +137,9 @@ export async function runTour(target: TourTarget, out: Writable): Promise<{ pass
             stdio: { kind: "pty", rows: 24, cols: 80 },
           }),
         );
-        await handle.started;
-        await until(() => /24 80/.test(handle.stdout().toString()), PTY_WAIT_MS, "no initial size from the PTY");
+        // Bounded, and a failed exec surfaces its own message rather than a timeout.
+        await Promise.race([handle.started, handle.exited, sleep(PTY_WAIT_MS)]);
+        await until(() => /24 80/.test(handle.stdout().toString()), PTY_WAIT_MS, `no initial size from the PTY (events: ${handle.events().map((e) => e.type).join(",") || "none"})`);
         await handle.resize(30, 100);
         handle.stdin.write("go\n");
         const exit = await handle.exited;
@@ -228,10 +229,14 @@ export async function runTour(target: TourTarget, out: Writable): Promise<{ pass
   return totals;
 }
 
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
 async function until(done: () => boolean, timeoutMs: number, message: string): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!done()) {
     if (Date.now() > deadline) throw new Check(message);
-    await new Promise((r) => setTimeout(r, 20));
+    await sleep(20);
   }
 }

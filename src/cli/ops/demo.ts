@@ -31,8 +31,9 @@ function embeddedOptions(server: EmbeddedServer): Record<string, string | number
     user: server.user,
     identityFile: server.identityFile,
     knownHostsFile: server.knownHostsFile,
-    // Inside the server's temp dir, so closing the server removes the remote side too.
-    root: join(server.dir, "remote-root"),
+    // Inside the server's temp dir, so closing the server removes the remote side too; short,
+    // because the runtime's PTY sockets live under it.
+    root: join(server.dir, "r"),
   };
 }
 
