@@ -6,12 +6,11 @@
 //   done | refused | abandoned → already gone (0); an abandoned exec's leftovers are reaped first
 // Creation is exclusive (hard link of a complete temp file), so an exec id is never reused;
 // every later update is temp file + rename, so readers never see a partial record.
-import { linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
+import { linkSync, mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../errors.js";
 import { hashName, type WorkspaceLayout } from "./layout.js";
-import { writeJsonAtomic } from "./workspace-store.js";
 
 export type ExecState = "starting" | "running" | "done" | "refused" | "abandoned";
 
@@ -52,7 +51,12 @@ export function readExecRecord(layout: WorkspaceLayout, execId: string): ExecRec
 
 /** Creates the record exclusively; fails when this exec id was ever used in the workspace. */
 export function createExecRecord(layout: WorkspaceLayout, record: Omit<ExecRecord, "updatedAt">): void {
-  mkdirSync(layout.execs, { recursive: true, mode: 0o700 });
+  // Not recursive: a workspace directory removed meanwhile must not be recreated.
+  try {
+    mkdirSync(layout.execs, { mode: 0o700 });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+  }
   const path = execRecordPath(layout, record.execId);
   const tmp = join(layout.execs, `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
   writeFileSync(tmp, JSON.stringify({ ...record, updatedAt: new Date().toISOString() }) + "\n", { mode: 0o600, flag: "wx" });
@@ -68,8 +72,21 @@ export function createExecRecord(layout: WorkspaceLayout, record: Omit<ExecRecor
   }
 }
 
+/**
+ * Replaces the record (temp file + rename). Never recreates directories: when destroy removed the
+ * workspace while the exec finished, there is nothing left to record and the update is skipped
+ * (recreating `<dir>/execs` would leave a remote leftover behind a destroyed workspace).
+ */
 export function updateExecRecord(layout: WorkspaceLayout, record: ExecRecord, patch: Partial<ExecRecord>): ExecRecord {
   const next = { ...record, ...patch, updatedAt: new Date().toISOString() };
-  writeJsonAtomic(execRecordPath(layout, record.execId), next);
+  const path = execRecordPath(layout, record.execId);
+  const tmp = join(layout.execs, `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
+  try {
+    writeFileSync(tmp, JSON.stringify(next) + "\n", { mode: 0o600, flag: "wx" });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return next;
+    throw err;
+  }
+  renameSync(tmp, path);
   return next;
 }

@@ -50,7 +50,8 @@ export function parseRunRequest(r: AgentRequest): RunRequest {
   if (s?.kind === "pipes") stdio = { kind: "pipes" };
   else if (s?.kind === "pty" && positiveInt(s.rows) && positiveInt(s.cols)) {
     stdio = { kind: "pty", rows: s.rows, cols: s.cols, ...(typeof s.term === "string" ? { term: s.term } : {}) };
-  } else throw new RuntimeError("input", "Invalid PTY size");
+  } else if (s?.kind === "pty") throw new RuntimeError("input", "Invalid PTY size");
+  else throw new RuntimeError("input", "exec request has an invalid stdio");
   const delay = r.testDelayIdentityMs;
   return {
     workspaceId: nonEmpty(r.workspaceId, "workspaceId"),

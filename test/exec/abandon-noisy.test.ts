@@ -1,7 +1,8 @@
 // PTY abandonment (scenarios S2, do-better 7 and 22) and immunity to noisy login shells (S4,
 // do-better 21) for exec, over the real sshd.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ExecWorkspace, eventually, exitOf } from "./harness.js";
+import { existsSync } from "node:fs";
+import { ExecWorkspace, eventually, exitOf, sleep } from "./harness.js";
 import { execRecordPath, readRecordFile } from "../../src/remote-agent/exec-records.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { rig } from "../rig/rig.js";
@@ -24,6 +25,24 @@ describe("PTY wrapper death", () => {
     const rec = await eventually(() => readRecordFile(path), (r) => r?.state === "abandoned" && r.reaped === true, 5000);
     expect(rec).toMatchObject({ state: "abandoned", reaped: true });
     expect((await ws.signal(h.execId, "SIGKILL")).code).toBe(0);
+  });
+});
+
+describe("destroy during a running exec", () => {
+  const ws = new ExecWorkspace("exec-destroy");
+  beforeAll(() => ws.create());
+  afterAll(() => ws.cleanup());
+
+  it("kills the workload (reported as SIGKILL) and leaves no directory behind", async () => {
+    const h = ws.start({ argv: ["/bin/sh", "-c", "echo ready; exec sleep 34"], env: { PATH: "/usr/bin:/bin" } });
+    await h.waitOutput("ready");
+    const destroyed = await ws.lifecycle("destroy");
+    expect(destroyed.stderr).toBe("");
+    expect(destroyed.code).toBe(0);
+    expect(exitOf(await h.done)).toEqual({ code: null, signal: "SIGKILL" });
+    await sleep(300);
+    expect(existsSync(workspaceLayout(ws.configuredRoot, ws.workspaceId).dir)).toBe(false);
+    expect(await ws.processes()).toEqual([]);
   });
 });
 
