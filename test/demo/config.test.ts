@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CLI_PATH, runCli } from "../support/run-cli.js";
 import { parseRuntimeOptions } from "../../src/options.js";
+import { rig, testRoot } from "../rig/rig.js";
 
 const JsonValue: z.ZodType = z.lazy(() =>
   z.union([z.string(), z.number(), z.boolean(), z.null(), z.array(JsonValue), z.record(z.string(), JsonValue)]),
@@ -98,5 +99,22 @@ describe("config", () => {
     expect(result.stdout).toBe("");
     expect(result.stderr).toMatch(message);
     expect(result.stderr.trimEnd().split("\n")).toHaveLength(1);
+  });
+
+  it("--doctor true checks the host first and reports on stderr only", async () => {
+    const r = rig();
+    const args = ["--host", `${r.user}@${r.host}:${r.port}`, "--identity-file", r.identityFile, "--known-hosts-file", r.knownHostsFile, "--root", testRoot()];
+    const ok = await config([...args, "--doctor", "true"]);
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(ok.stderr).toMatch(/host key verified/);
+    const entry = ConfigSnippet.parse(JSON.parse(ok.stdout)).workspaceRuntimes.ssh!;
+    expect(entry.options).toMatchObject({ host: r.host, port: r.port, user: r.user });
+
+    const strangers = join(tmp, "empty_known_hosts");
+    writeFileSync(strangers, "");
+    const refused = await config([...args.slice(0, 4), "--known-hosts-file", strangers, "--doctor", "true"]);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stdout).toBe("");
+    expect(refused.stderr).toMatch(/host key/i);
   });
 });
