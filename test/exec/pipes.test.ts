@@ -82,6 +82,12 @@ describe("exec, pipes mode, over SSH", () => {
     expect(missing.stderr).toContain("command not found");
   });
 
+  it("a program that cannot be executed reports 126 like a shell", async () => {
+    const r = await ws.run({ argv: ["./committed.txt"] });
+    expect(exitOf(r)).toEqual({ code: 126, signal: null });
+    expect(r.stderr).toContain("./committed.txt");
+  });
+
   it.each([["/tmp"], ["../x"], ["..\\x"], ["outside-link"]])("cwd %s is refused with no fd4 event and nothing launched", async (cwd) => {
     const r = await ws.run({ argv: ["/bin/sh", "-c", "touch escaped-marker"], cwd });
     expect(r.stderr).toContain("Workspace cwd escapes its root");
