@@ -62,6 +62,16 @@ describe("exec, PTY mode, over SSH", () => {
     expect(r.events[1]).toMatchObject({ message: "Unsupported signal: SIGUSR1" });
   });
 
+  it("an interactive shell gets a controlling terminal with job control and its exit code passes through", async () => {
+    const h = ws.start({ argv: ["/bin/bash", "--norc", "--noprofile", "-i"], env: { PATH: "/usr/bin:/bin", PS1: "$ " }, stdio: pty });
+    await h.waitEvent("started");
+    h.stdin.write("sleep 0.1 & wait; tty >/dev/null && echo tty-ok; exit 9\n");
+    const r = await h.done;
+    expect(exitOf(r)).toEqual({ code: 9, signal: null });
+    expect(r.stdout.toString("utf8")).toContain("tty-ok");
+    expect(r.stdout.toString("utf8")).not.toContain("no job control");
+  });
+
   it("exact env in a PTY too: no TERM, no sshd variables", async () => {
     const r = await ws.run({ argv: ["/usr/bin/env"], env: { ONLY: "this" }, stdio: pty });
     expect(exitOf(r)).toEqual({ code: 0, signal: null });
