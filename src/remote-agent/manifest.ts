@@ -3,6 +3,13 @@
 // atomically (temp file + rename) and validated strictly before any read or mutation.
 export const MANIFEST_MARKER = "paseo-ssh-runtime/workspace-v1";
 
+/** The Paseo-host repository and branch a workspace's work is merged back into. */
+export interface IntegrationTarget {
+  /** Absolute path of the repository's top level on the Paseo host. */
+  localPath: string;
+  baseBranch: string;
+}
+
 export type WorkspacePhase = "materializing" | "ready" | "paused";
 
 export interface WorkspaceManifest {
@@ -20,6 +27,8 @@ export interface WorkspaceManifest {
   /** Key of the per-project object cache this workspace uses (for pruning), or null. */
   projectKey: string | null;
   lifecycleEnvironment: Record<string, string>;
+  /** Where merge-to-base integrates (directory sources with a base branch only). */
+  integration?: IntegrationTarget | null;
   createdAt: string;
   updatedAt: string;
 }

@@ -7,11 +7,12 @@ import { basename, join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../errors.js";
 import type { AgentContext, OpSpec } from "./context.js";
-import type { CreateRequest, CreateResult, InspectResult, ReconcileResult, SourceSpec, WorkspaceView } from "../workspace/agent-protocol.js";
+import type { CreateRequest, CreateResult, InspectResult, MergeInfo, ReconcileResult, SourceSpec, WorkspaceView } from "../workspace/agent-protocol.js";
+import { checkoutHead, streamPack } from "./workspace-export.js";
 import { normaliseRelativePath } from "../workspace/relative-path.js";
 import { SHA_RE } from "../workspace/git-exec.js";
 import { WORKSPACE_PREFIX, hashName, rootLayout, workspaceLayout, type WorkspaceLayout } from "./layout.js";
-import type { WorkspaceManifest } from "./manifest.js";
+import type { IntegrationTarget, WorkspaceManifest } from "./manifest.js";
 import { loadWorkspace, parseManifest, replaceManifest } from "./workspace-store.js";
 import { acquireCreateLock, claimWorkspace, createInProgress, newManifest, removeWorkspaceDir, verifyOwned } from "./workspace-claim.js";
 import { cacheTips, ensureCache, fetchGitSource, hasCommit, olderThan, pinCommit, receivePack, unpinCommit, cachePath } from "./git-cache.js";
@@ -72,6 +73,15 @@ function checkBranch(source: SourceSpec): SourceSpec {
   return source;
 }
 
+function parseIntegration(v: unknown): IntegrationTarget | null {
+  if (v === null || v === undefined) return null;
+  const i = v as Record<string, unknown>;
+  const localPath = str(i, "localPath");
+  const baseBranch = str(i, "baseBranch");
+  if (!localPath.startsWith("/") || baseBranch.startsWith("-")) throw new RuntimeError("input", "malformed integration target in agent request");
+  return { localPath, baseBranch };
+}
+
 function sourceKey(source: SourceSpec): string {
   // Git caches are keyed by URL (hash only: the URL itself never becomes a path).
   return source.kind === "directory" ? source.projectKey : hashKey(`git\0${source.url}`);
@@ -107,6 +117,7 @@ async function create(ctx: AgentContext): Promise<CreateResult> {
   const source = checkBranch(parseSource(req.source));
   const relativeCwd = normaliseRelativePath(typeof req.relativeCwd === "string" ? req.relativeCwd : "");
   const hooks = (req.hooks ?? {}) as Record<string, unknown>;
+  const integration = source.kind === "directory" ? parseIntegration(req.integration) : null;
   const inbox = new FrameInbox(ctx);
   const projectKey = sourceKey(source);
 
@@ -141,7 +152,7 @@ async function create(ctx: AgentContext): Promise<CreateResult> {
     await materializeCheckout(staging, layout.checkout, cache, commit, branch, () => verifyOwned(ctx.root, workspaceId, owner));
     const workspaceRoot = resolveWorkspaceRoot(layout.checkout, source.subdirectory, relativeCwd);
     const current = verifyOwned(ctx.root, workspaceId, owner);
-    const done = replaceManifest(layout, { ...current, phase: "ready", commit, branch, workspaceRoot, lifecycleEnvironment: lifecycleEnvironment(branch) });
+    const done = replaceManifest(layout, { ...current, phase: "ready", commit, branch, workspaceRoot, lifecycleEnvironment: lifecycleEnvironment(branch), integration });
     release();
     return { view: view(done), materializedFreshContent: true };
   } catch (err) {
@@ -232,11 +243,26 @@ async function releaseBacking(ctx: AgentContext): Promise<null> {
   return null;
 }
 
-async function mergeToBase(ctx: AgentContext): Promise<never> {
-  const { workspaceId, owner } = target(ctx);
-  const loaded = loadWorkspace(ctx.root, workspaceId, owner);
-  if (loaded.state === "missing") throw new RuntimeError("remote", `SSH workspace is missing: ${workspaceId}`);
-  throw new RuntimeError("input", `merge-to-base is not supported by the SSH runtime (v1); push the branch from the workspace instead: ${workspaceId}`);
+/** A ready workspace that records where its work integrates, with its current HEAD. */
+async function mergeInfo(ctx: AgentContext): Promise<MergeInfo> {
+  const { workspaceId } = target(ctx);
+  const w = loadComplete(ctx);
+  if (!w) throw new RuntimeError("remote", `SSH workspace is missing: ${workspaceId}`);
+  if (w.manifest.phase !== "ready") throw new RuntimeError("remote", `SSH workspace is ${w.manifest.phase}: ${workspaceId}`);
+  const integration = w.manifest.integration;
+  if (!integration) {
+    throw new RuntimeError("input", `merge-to-base needs a workspace created from a directory source on a local branch: ${workspaceId}`);
+  }
+  return { head: await checkoutHead(w.layout.checkout), createdFrom: w.manifest.commit, integration };
+}
+
+/** Streams the objects of the workspace's HEAD that `haves` do not reach (Stdout frames + Eof). */
+async function exportObjects(ctx: AgentContext): Promise<{ head: string; bytes: number }> {
+  const { workspaceId } = target(ctx);
+  const w = loadComplete(ctx);
+  if (!w) throw new RuntimeError("remote", `SSH workspace is missing: ${workspaceId}`);
+  const offered = Array.isArray(ctx.request.haves) ? ctx.request.haves.filter((h): h is string => typeof h === "string") : [];
+  return streamPack(ctx, w.layout.checkout, offered);
 }
 
 function readOwnManifest(dir: string): WorkspaceManifest | null {
@@ -311,5 +337,6 @@ export const workspaceOps: Record<string, OpSpec> = {
   "workspace.destroy": { handler: destroy },
   "workspace.reconcile": { handler: reconcile },
   "workspace.release-backing": { handler: releaseBacking },
-  "workspace.merge-to-base": { handler: mergeToBase },
+  "workspace.merge-info": { handler: mergeInfo },
+  "workspace.export-objects": { handler: exportObjects },
 };

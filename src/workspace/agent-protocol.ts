@@ -2,6 +2,9 @@
 // Kept in one place so both bundles agree; physical details (paths, commits) stay inside this
 // private protocol and never reach Paseo's public state.
 
+import type { IntegrationTarget } from "../remote-agent/manifest.js";
+export type { IntegrationTarget };
+
 /** Objects for a directory source are shipped from the Paseo host into this project's cache. */
 export interface DirectorySourceSpec {
   kind: "directory";
@@ -41,6 +44,8 @@ export interface CreateRequest {
   /** Lexically normalised relativeCwd ("" = root). */
   relativeCwd: string;
   purpose: string | null;
+  /** Recorded for merge-to-base (directory sources whose base is a local branch). */
+  integration: IntegrationTarget | null;
   hooks: TestHooks;
 }
 
@@ -78,6 +83,15 @@ export type InspectResult =
   | { status: "missing" }
   | { status: "error"; message: string }
   | ({ status: "ready" | "paused" } & { view: WorkspaceView });
+
+/** What merge-to-base needs to know about a ready workspace. */
+export interface MergeInfo {
+  /** Commit the workspace's checkout is at now. */
+  head: string;
+  /** Commit the workspace was materialized from (the Paseo host has it). */
+  createdFrom: string;
+  integration: IntegrationTarget;
+}
 
 export interface ReconcileResult {
   removed: Array<{ workspaceId: string; dir: string }>;

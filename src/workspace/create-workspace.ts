@@ -6,7 +6,7 @@ import { RuntimeError, oneLine } from "../errors.js";
 import type { CreateInput, PlacementIntent } from "../contract/schemas.js";
 import type { RemoteHost } from "../transport/host.js";
 import { FrameKind, type Frame } from "../protocol/frames.js";
-import type { CreateRequest, CreateResult, NeedObjectsMessage, SourceSpec, TestHooks } from "./agent-protocol.js";
+import type { CreateRequest, CreateResult, IntegrationTarget, NeedObjectsMessage, SourceSpec, TestHooks } from "./agent-protocol.js";
 import { normaliseRelativePath } from "./relative-path.js";
 import { resolveLocalSource } from "./local-source.js";
 import { localHaves, sendObjects } from "./object-transfer.js";
@@ -56,16 +56,18 @@ export async function prepareCreate(input: CreateInput, owner: string, hooks: Te
   const src = input.project.source;
   let source: SourceSpec;
   let repo: string | null = null;
+  let integration: IntegrationTarget | null = null;
   if (src.kind === "directory") {
     const local = await resolveLocalSource(src.path, input.placement);
     repo = local.topLevel;
+    if (local.baseBranch) integration = { localPath: local.topLevel, baseBranch: local.baseBranch };
     source = { kind: "directory", projectKey: projectKey(input.project.projectId, local.topLevel), commit: local.commit, branch: local.branch, subdirectory: local.prefix };
   } else {
     const subdirectory = normaliseRelativePath(src.subdirectory);
     const { revision, newBranch } = gitPlacement(src.revision, input.placement);
     source = { kind: "git", url: src.url, revision, newBranch, subdirectory };
   }
-  return { request: { workspaceId: input.workspaceId, owner, source, relativeCwd, purpose: input.purpose ?? null, hooks }, repo };
+  return { request: { workspaceId: input.workspaceId, owner, source, relativeCwd, purpose: input.purpose ?? null, integration, hooks }, repo };
 }
 
 export async function runCreate(host: RemoteHost, prepared: PreparedCreate, progress: Progress): Promise<CreateResult> {

@@ -99,3 +99,18 @@ export function gitStream(args: string[], opts: Omit<GitOptions, "input" | "okCo
 }
 
 export const SHA_RE = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
+
+/**
+ * The offered commit ids this repository has: pack-objects refuses unknown negative revisions,
+ * so negotiation bases from the other side are filtered through this first.
+ */
+export async function knownCommits(repo: string, offered: string[], errorClass: ErrorClass = "remote"): Promise<string[]> {
+  const shas = offered.filter((s) => SHA_RE.test(s));
+  if (shas.length === 0) return [];
+  const r = await gitResult(["cat-file", "--batch-check=%(objectname) %(objecttype)"], { cwd: repo, input: shas.join("\n") + "\n", errorClass });
+  return r.stdout
+    .split("\n")
+    .map((l) => l.split(" "))
+    .filter(([sha, type]) => type === "commit" && sha !== undefined && SHA_RE.test(sha))
+    .map(([sha]) => sha as string);
+}

@@ -14,6 +14,8 @@ export interface LocalResolution {
   branch: string;
   /** Path of the source directory inside the repository ("" when it is the top level). */
   prefix: string;
+  /** Local branch merge-to-base integrates into ("" = none, e.g. a detached source). */
+  baseBranch: string;
 }
 
 async function localGit(repo: string, args: string[], okCodes: number[] = []): Promise<{ code: number; stdout: string }> {
@@ -57,15 +59,24 @@ function stripHeads(ref: string): string {
   return ref.replace(/^refs\/heads\//, "");
 }
 
-async function resolveWorktreeSource(repo: string, source: ResolvedWorktreeSource): Promise<{ commit: string; branch: string }> {
+interface Resolved {
+  commit: string;
+  branch: string;
+  /** Candidate base branch; kept only when it is a local branch. */
+  base: string;
+}
+
+async function resolveWorktreeSource(repo: string, source: ResolvedWorktreeSource): Promise<Resolved> {
   switch (source.kind) {
-    case "branch-off":
-      return { commit: await requireCommit(repo, source.baseBranch, "base branch"), branch: await validBranchName(repo, source.branchName) };
+    case "branch-off": {
+      const base = stripHeads(source.baseBranch);
+      return { commit: await requireCommit(repo, source.baseBranch, "base branch"), branch: await validBranchName(repo, source.branchName), base };
+    }
     case "checkout-branch": {
       const name = stripHeads(source.branchName);
       const commit = await firstCommit(repo, [`refs/heads/${name}`, `refs/remotes/origin/${name}`]);
       if (!commit) throw new RuntimeError("input", `Cannot resolve branch "${name}" from local refs of ${repo}; fetch it first`);
-      return { commit, branch: await validBranchName(repo, name) };
+      return { commit, branch: await validBranchName(repo, name), base: name };
     }
     default: {
       const head = stripHeads(source.headRef);
@@ -79,7 +90,7 @@ async function resolveWorktreeSource(repo: string, source: ResolvedWorktreeSourc
       candidates.push(`refs/remotes/origin/${head}`);
       const commit = await firstCommit(repo, candidates);
       if (!commit) throw new RuntimeError("input", `Cannot resolve change request head "${source.headRef}" from local refs of ${repo}; fetch it first`);
-      return { commit, branch: await validBranchName(repo, local) };
+      return { commit, branch: await validBranchName(repo, local), base: stripHeads(source.baseRefName) };
     }
   }
 }
@@ -97,6 +108,7 @@ export async function resolveLocalSource(path: string, placement: PlacementInten
   const [topLevel = repo, prefix = ""] = top.stdout.split("\n");
   let commit: string;
   let branch: string;
+  let base: string;
   switch (placement.kind) {
     case "existing": {
       const c = await commitOf(repo, "HEAD");
@@ -104,19 +116,23 @@ export async function resolveLocalSource(path: string, placement: PlacementInten
       const sym = await localGit(repo, ["symbolic-ref", "--quiet", "--short", "HEAD"], [1]);
       commit = c;
       branch = sym.code === 0 ? sym.stdout.trim() : "";
+      base = branch;
       break;
     }
     case "branch":
       commit = await requireCommit(repo, placement.baseRef, "base ref");
       branch = await validBranchName(repo, placement.branchName);
+      base = stripHeads(placement.baseRef);
       break;
     case "checkout":
       commit = await requireCommit(repo, placement.ref, "ref");
       branch = (await isLocalBranch(repo, stripHeads(placement.ref))) ? stripHeads(placement.ref) : "";
+      base = branch;
       break;
     case "resolved-worktree":
-      ({ commit, branch } = await resolveWorktreeSource(repo, placement.source));
+      ({ commit, branch, base } = await resolveWorktreeSource(repo, placement.source));
       break;
   }
-  return { topLevel, commit, branch, prefix: prefix.replace(/\/$/, "") };
+  const baseBranch = (await isLocalBranch(repo, base)) ? base : "";
+  return { topLevel, commit, branch, prefix: prefix.replace(/\/$/, ""), baseBranch };
 }

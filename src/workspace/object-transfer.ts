@@ -3,20 +3,13 @@
 // frame. The agent completes the thin pack with `index-pack --fix-thin` against its own objects.
 import { FrameKind, encodeData, encodeFrame } from "../protocol/frames.js";
 import type { AgentChannel } from "../transport/agent-channel.js";
-import { gitResult, gitStream, SHA_RE } from "./git-exec.js";
+import { gitStream, knownCommits } from "./git-exec.js";
 
 const PACK_TIMEOUT_MS = 600_000;
 
 /** Keeps only the offered bases the local repository also has (pack-objects needs them). */
-export async function localHaves(repo: string, offered: string[]): Promise<string[]> {
-  const shas = offered.filter((s) => SHA_RE.test(s));
-  if (shas.length === 0) return [];
-  const r = await gitResult(["cat-file", "--batch-check=%(objectname) %(objecttype)"], { cwd: repo, input: shas.join("\n") + "\n", errorClass: "input" });
-  return r.stdout
-    .split("\n")
-    .map((l) => l.split(" "))
-    .filter(([sha, type]) => type === "commit" && sha !== undefined && SHA_RE.test(sha))
-    .map(([sha]) => sha as string);
+export function localHaves(repo: string, offered: string[]): Promise<string[]> {
+  return knownCommits(repo, offered, "input");
 }
 
 /** Streams the pack for `commit` minus `haves` to the agent; resolves with the bytes sent. */

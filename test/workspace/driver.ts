@@ -2,6 +2,8 @@
 // see: success with the response value, or failure with the one-line message and exit code.
 // Every call runs the built CLI (run `npm run build` first) against the real sshd rig.
 import { join } from "node:path";
+import { execFileSync } from "node:child_process";
+import { statSync } from "node:fs";
 import type { CreateInput, InspectionResponse, LifecycleRequest, Options, StateResponse } from "../../src/contract/schemas.js";
 import { lifecycleRequest, runCli, TEST_RUNTIME_INSTANCE_ID } from "../support/run-cli.js";
 import { rig, rigOptions } from "../rig/rig.js";
@@ -101,4 +103,13 @@ export function bytesSent(stderr: string): number {
   const line = progressLines(stderr).find((p) => p.phase === "objects-sent");
   if (!line || line.bytes === undefined) throw new Error(`no objects-sent progress line in: ${stderr}`);
   return line.bytes;
+}
+
+/** Runs git in a remote checkout as the workspace's own (remote) user, the way workloads do. */
+export function gitAsRemoteUser(checkout: string, args: string[]): string {
+  const st = statSync(checkout);
+  return execFileSync("setpriv", [`--reuid=${st.uid}`, `--regid=${st.gid}`, "--init-groups", "git", ...args], {
+    cwd: checkout,
+    env: { PATH: process.env.PATH, HOME: "/tmp", GIT_AUTHOR_NAME: "Remote", GIT_AUTHOR_EMAIL: "remote@example.com", GIT_COMMITTER_NAME: "Remote", GIT_COMMITTER_EMAIL: "remote@example.com" },
+  }).toString();
 }

@@ -46,6 +46,7 @@ describe("git URL sources over SSH", () => {
     expect(gitIn(checkout, ["rev-parse", "--abbrev-ref", "main@{upstream}"]).trim()).toBe("origin/main");
     expect(r.value?.state.lifecycleEnvironment?.PASEO_BRANCH_NAME).toBe("main");
     expect(JSON.stringify(r.value)).not.toContain(src.url);
+    expect((await d.op("merge-to-base", "g-default")).message).toBe("merge-to-base needs a workspace created from a directory source on a local branch: g-default");
     expect((await d.op("destroy", "g-default")).ok).toBe(true);
   });
 

@@ -2,14 +2,14 @@
 // the real sshd: state lives in the remote manifest, responses are exact canonical bytes, and a
 // runtime killed mid-create leaves nothing that destroy (or the agent itself) does not clean.
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
-import { seedRepo, type FixtureRepo } from "../fixtures/repo.js";
+import { commitAll, gitIn, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { CLI_PATH, lifecycleRequest } from "../support/run-cli.js";
-import { cliDriver, dirInput, type Driver } from "./driver.js";
+import { cliDriver, dirInput, gitAsRemoteUser, type Driver } from "./driver.js";
 
 const OK_LINE = '{"type":"ok","protocolVersion":1}\n';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -69,12 +69,34 @@ describe("pause, resume and the extras over SSH", () => {
     expect((await d.op("release-backing", "life-a")).stdout).toBe(OK_LINE);
   });
 
-  it("merge-to-base is refused with a documented message after the ownership check", async () => {
+  it("merge-to-base brings committed work back and fast-forwards the base branch; refuses a diverged base", async () => {
     expect((await d.create(dirInput("life-m", fixture.path))).ok).toBe(true);
+    const checkout = workspaceLayout(d.root, "life-m").checkout;
+    writeFileSync(join(checkout, "committed.txt"), "merged from the workspace\n");
+    gitAsRemoteUser(checkout, ["commit", "-q", "-am", "workspace work"]);
+    const head = gitAsRemoteUser(checkout, ["rev-parse", "HEAD"]).trim();
+
     const r = await d.op("merge-to-base", "life-m");
-    expect(r.ok).toBe(false);
-    expect(r.message).toBe("merge-to-base is not supported by the SSH runtime (v1); push the branch from the workspace instead: life-m");
-    expect(r.stdout).toBe("");
+    expect(r.stderr).toBe("");
+    expect(r.stdout).toBe(`{"type":"merge-to-base","protocolVersion":1,"localIntegrationTarget":${JSON.stringify(fixture.path)}}\n`);
+    expect(gitIn(fixture.path, ["rev-parse", "main"]).trim()).toBe(head);
+    expect(readFileSync(join(fixture.path, "committed.txt"), "utf8")).toBe("merged from the workspace\n");
+    expect(gitIn(fixture.path, ["status", "--short"])).toBe("?? .env\n");
+    // Idempotent: nothing new to integrate.
+    expect((await d.op("merge-to-base", "life-m")).ok).toBe(true);
+
+    // The base moves on locally while the workspace commits again: no silent merge.
+    writeFileSync(join(fixture.path, "local.txt"), "local\n");
+    const local = commitAll(fixture.path, "local work");
+    writeFileSync(join(checkout, "committed.txt"), "second\n");
+    gitAsRemoteUser(checkout, ["commit", "-q", "-am", "more workspace work"]);
+    const refused = await d.op("merge-to-base", "life-m");
+    expect(refused.ok).toBe(false);
+    expect(refused.message).toBe(`merge-to-base needs a fast-forward: main in ${fixture.path} has commits the workspace lacks; merge or rebase them in the workspace first`);
+    expect(gitIn(fixture.path, ["rev-parse", "main"]).trim()).toBe(local);
+
+    expect((await d.op("pause", "life-m")).ok).toBe(true);
+    expect((await d.op("merge-to-base", "life-m")).message).toBe("SSH workspace is paused: life-m");
     expect((await d.op("merge-to-base", "life-none")).message).toBe("SSH workspace is missing: life-none");
     expect((await d.op("destroy", "life-m")).ok).toBe(true);
   });

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { commitAll, gitIn, LARGE_BIN_SIZE, localRepoFingerprint, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
-import { bytesSent, dirInput, progressLines, cliDriver, type Driver } from "./driver.js";
+import { bytesSent, dirInput, gitAsRemoteUser, progressLines, cliDriver, type Driver } from "./driver.js";
 
 const PROGRESS = { PASEO_SSH_PROGRESS: "1" };
 
@@ -71,11 +71,7 @@ describe("directory source materialization over SSH", () => {
   });
 
   it("A9: git fetch works in the checkout as the remote user", async () => {
-    const checkout = workspaceLayout(d.root, "mat-a").checkout;
-    const owner = statSync(checkout).uid;
-    // Run as the workspace's own user, the way workloads run.
-    const out = execFileSync("setpriv", [`--reuid=${owner}`, `--regid=${statSync(checkout).gid}`, "--init-groups", "git", "fetch"], { cwd: checkout, env: { PATH: process.env.PATH, HOME: "/tmp" } });
-    expect(out.toString()).toBe("");
+    expect(gitAsRemoteUser(workspaceLayout(d.root, "mat-a").checkout, ["fetch"])).toBe("");
   });
 
   it("creating an existing workspace returns its state with materializedFreshContent false", async () => {

@@ -1,15 +1,18 @@
-// `merge-to-base --workspace-id <id>` (extra, contract §14): verifies ownership like every other
-// operation, then refuses: v1 of this runtime does not merge remote work into the Paseo host.
+// `merge-to-base --workspace-id <id>` (extra, contract §14): brings the workspace's commits back to
+// the Paseo-host repository and fast-forwards its base branch (src/workspace/merge-to-base.ts);
+// answers the trusted localIntegrationTarget, the repository path Paseo should refresh.
 import type { CliOperation } from "../operation.js";
-import { callWorkspaceOp, readWorkspaceRequest } from "../../workspace/lifecycle-command.js";
+import { writeResponse } from "../respond.js";
+import { readWorkspaceRequest, withHost } from "../../workspace/lifecycle-command.js";
+import { mergeToBase } from "../../workspace/merge-to-base.js";
 
 const operation: CliOperation = {
   requiredFlags: ["workspace-id"],
   async run(args, io) {
     const workspaceId = args.flags["workspace-id"]!;
     const ctx = await readWorkspaceRequest(io.stdin, "merge-to-base", { workspaceId });
-    // The agent op always fails: with the ownership text, or with the documented refusal.
-    await callWorkspaceOp(ctx, "workspace.merge-to-base", workspaceId);
+    const target = await withHost(ctx.options, (host) => mergeToBase(host, ctx.request.runtimeInstanceId, workspaceId));
+    await writeResponse(io.stdout, { type: "merge-to-base", protocolVersion: 1, localIntegrationTarget: target });
   },
 };
 export default operation;

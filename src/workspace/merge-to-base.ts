@@ -1,0 +1,64 @@
+// Runtime side of the extra `merge-to-base` operation (contract §14; our choice of semantics):
+// bring the workspace's committed work back to the Paseo-host repository it was created from and
+// fast-forward the recorded base branch to it. Never a real merge: if the base moved on, refuse and
+// let the user merge or rebase inside the workspace. Uncommitted workspace changes are not taken.
+import { RuntimeError } from "../errors.js";
+import { FrameKind, type Frame } from "../protocol/frames.js";
+import type { RemoteHost } from "../transport/host.js";
+import type { MergeInfo } from "./agent-protocol.js";
+import { gitResult, gitStream, knownCommits, SHA_RE } from "./git-exec.js";
+import { callWorkspaceOp } from "./host-call.js";
+
+const IMPORT_TIMEOUT_MS = 600_000;
+
+async function localGit(repo: string, args: string[], okCodes: number[] = []): Promise<{ code: number; stdout: string }> {
+  return gitResult(args, { cwd: repo, errorClass: "input", okCodes, timeoutMs: 60_000 });
+}
+
+/** Receives the pack the agent streams (Stdout frames, then Eof) into the local repository. */
+async function importObjects(host: RemoteHost, owner: string, workspaceId: string, repo: string, haves: string[]): Promise<void> {
+  const channel = await host.openAgent();
+  const index = gitStream(["index-pack", "--stdin", "--fix-thin"], { cwd: repo, timeoutMs: IMPORT_TIMEOUT_MS, errorClass: "input" });
+  index.stdout.resume();
+  const onFrame = (f: Frame) => {
+    if (f.kind === FrameKind.Stdout) index.stdin.write(f.payload);
+    else if (f.kind === FrameKind.Eof) index.stdin.end();
+  };
+  channel.on("frame", onFrame);
+  try {
+    await channel.request({ op: "workspace.export-objects", root: host.root, workspaceId, owner, haves }, IMPORT_TIMEOUT_MS);
+    await index.done;
+  } catch (err) {
+    index.kill();
+    throw err;
+  } finally {
+    channel.off("frame", onFrame);
+    channel.end();
+  }
+}
+
+/** Returns the absolute Paseo-host path Paseo should refresh (localIntegrationTarget). */
+export async function mergeToBase(host: RemoteHost, owner: string, workspaceId: string): Promise<string> {
+  const info = await callWorkspaceOp<MergeInfo>(host, "workspace.merge-info", owner, workspaceId);
+  const { localPath: repo, baseBranch } = info.integration;
+  const baseRef = `refs/heads/${baseBranch}`;
+  const tip = await localGit(repo, ["rev-parse", "--verify", "--quiet", `${baseRef}^{commit}`], [1]);
+  const baseTip = tip.stdout.trim();
+  if (tip.code !== 0 || !SHA_RE.test(baseTip)) throw new RuntimeError("input", `merge-to-base: branch ${baseBranch} no longer exists in ${repo}`);
+  if ((await knownCommits(repo, [info.head], "input")).length === 0) {
+    await importObjects(host, owner, workspaceId, repo, [info.createdFrom, baseTip]);
+  }
+  if (baseTip === info.head) return repo;
+  const ff = await localGit(repo, ["merge-base", "--is-ancestor", baseTip, info.head], [1]);
+  if (ff.code !== 0) {
+    throw new RuntimeError("input", `merge-to-base needs a fast-forward: ${baseBranch} in ${repo} has commits the workspace lacks; merge or rebase them in the workspace first`);
+  }
+  const current = await localGit(repo, ["symbolic-ref", "--quiet", "HEAD"], [1]);
+  if (current.code === 0 && current.stdout.trim() === baseRef) {
+    // The base is checked out there: move the working tree too (refuses to clobber local edits).
+    await localGit(repo, ["merge", "--ff-only", "--quiet", info.head]);
+  } else {
+    await localGit(repo, ["update-ref", baseRef, info.head, baseTip]);
+  }
+  return repo;
+}
