@@ -13,9 +13,10 @@ export function expandLocalPath(p: string): string {
   return resolve(p);
 }
 
-// A backslash cannot be passed through every login shell's single quotes (fish treats `\\` and
-// `\'` as escapes there), so remote paths reject it along with newline and NUL.
-const remotePathUnsafe = /[\n\r\0\\]/;
+// Some characters survive no quoting in every login shell: fish treats `\\` and `\'` as escapes
+// inside single quotes, and csh expands `!` history references even there. Remote paths reject
+// them along with newline and NUL.
+const remotePathUnsafe = /[\n\r\0\\!]/;
 
 const remoteRoot = z
   .string()
@@ -50,8 +51,8 @@ const EXPECTED: Record<keyof typeof runtimeOptionFields, string> = {
   user: "expected a non-empty user name without spaces",
   identityFile: "expected a path to a private key file",
   knownHostsFile: "expected a path to a known_hosts file",
-  root: 'expected an absolute path or one starting with "~/" (no newline, NUL or backslash)',
-  remoteNode: "expected the absolute path of node on the remote host (no newline, NUL or backslash)",
+  root: 'expected an absolute path or one starting with "~/" (no newline, NUL, backslash or !)',
+  remoteNode: "expected the absolute path of node on the remote host (no newline, NUL, backslash or !)",
   connectTimeoutMs: "expected an integer number of milliseconds 100-600000",
   keepaliveIntervalMs: "expected an integer number of milliseconds 0-3600000 (0 disables keepalives)",
   broker: "expected true or false (false connects in-process, for debugging)",

@@ -38,9 +38,12 @@ export function agentBundle(path = bundledAgentPath()): AgentBundle {
   return { path, hash, size: data.length };
 }
 
-/** Single-quotes a word for any of sh, bash, zsh, fish and csh (`'` becomes `'"'"'`). */
+/**
+ * Single-quotes a word for any of sh, bash, zsh, fish and csh (`'` becomes `'"'"'`). Backslash
+ * (fish), `!` (csh history) and line breaks cannot be quoted for all of them and are refused.
+ */
 export function shellWord(value: string): string {
-  if (/[\n\r\0\\]/.test(value)) throw new Error(`value cannot be passed to a login shell safely: ${JSON.stringify(value)}`);
+  if (/[\n\r\0\\!]/.test(value)) throw new Error(`value cannot be passed to a login shell safely: ${JSON.stringify(value)}`);
   return `'${value.replace(/'/g, `'"'"'`)}'`;
 }
 

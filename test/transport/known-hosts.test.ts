@@ -68,7 +68,7 @@ describe("known_hosts matching", () => {
 describe("bootstrap command", () => {
   const hash = "0123456789abcdef";
   it("passes hostile roots through sh as one word", () => {
-    for (const root of ["/tmp/a b", "/tmp/it's", "/tmp/$HOME", "/tmp/`id`", '/tmp/"q"', "/tmp/!x", "~/x;y"]) {
+    for (const root of ["/tmp/a b", "/tmp/it's", "/tmp/$HOME", "/tmp/`id`", '/tmp/"q"', "~/x;y", "/tmp/*"]) {
       const out = execFileSync("/bin/sh", ["-c", `${shellWord(root)}`.replace(/^/, "printf %s ")]).toString();
       expect(out).toBe(root);
     }
@@ -80,6 +80,7 @@ describe("bootstrap command", () => {
       expect(cmd).toMatch(/^exec \/bin\/sh -c '/);
     }
     expect(() => shellWord("a\\b")).toThrow();
+    expect(() => shellWord("a!1")).toThrow();
     expect(() => bootstrapCommand("/r", undefined, "../../etc")).toThrow();
   });
 });

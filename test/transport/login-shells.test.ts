@@ -1,0 +1,102 @@
+// sshd runs our command as `<login shell> -c '<command>'`. These tests run the exact bootstrap and
+// install command lines through each login shell available here (sh, bash, zsh, fish, csh) with a
+// hostile root, and check the dependency statuses the bootstrap script reports.
+import { spawn, spawnSync } from "node:child_process";
+import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { AgentChannel } from "../../src/transport/agent-channel.js";
+import { BootStatusScanner, agentBundle, bootstrapCommand, installCommand } from "../../src/transport/bootstrap.js";
+import { RuntimeError } from "../../src/errors.js";
+import { parseRuntimeOptions } from "../../src/options.js";
+import { openHost } from "../../src/transport/ssh-host.js";
+import { rig, rigOptions } from "../rig/rig.js";
+
+const SHELLS = ["/bin/sh", "/bin/bash", "/usr/bin/zsh", "/usr/bin/fish", "/usr/bin/csh"];
+const bundle = agentBundle();
+// Shell-special characters a root may contain (backslash, `!`, newline and NUL are refused).
+const HOSTILE_ROOT = `~/pa'seo $HOME "x" ;\`id\` & *`;
+
+function run(shell: string, command: string, home: string, stdin: Buffer | string = "", env: Record<string, string> = {}) {
+  return spawnSync(shell, ["-c", command], { input: stdin, env: { HOME: home, PATH: "/usr/bin:/bin", ...env }, timeout: 20_000 });
+}
+
+function statusOf(stdout: Buffer): string | undefined {
+  const s = new BootStatusScanner();
+  s.push(stdout);
+  return s.report ? `${s.report.status}${s.report.detail ? `:${s.report.detail}` : ""}` : undefined;
+}
+
+describe.each(SHELLS.filter((s) => existsSync(s)))("login shell %s", (shell) => {
+  it("installs into and starts the agent from a hostile root", async () => {
+    const home = mkdtempSync(join(tmpdir(), "paseo-shell-"));
+    const root = HOSTILE_ROOT;
+    const dir = join(home, root.slice(2), "agent", bundle.hash);
+
+    expect(statusOf(run(shell, bootstrapCommand(root, undefined, bundle.hash), home).stdout)).toBe(`need-install:${statusNode()}`);
+    const installed = run(shell, installCommand(root, bundle.hash, bundle.size), home, readFileSync(bundle.path));
+    expect(statusOf(installed.stdout)).toBe("installed");
+    expect(readFileSync(join(dir, "agent.cjs")).equals(readFileSync(bundle.path))).toBe(true);
+
+    const child = spawn(shell, ["-c", bootstrapCommand(root, undefined, bundle.hash)], { env: { HOME: home, PATH: "/usr/bin:/bin" } });
+    const ch = new AgentChannel({ stdin: child.stdin, stdout: child.stdout, stderr: child.stderr, destroy: () => child.kill("SIGKILL") });
+    try {
+      await ch.ready;
+      const facts = await ch.request<{ root: string }>({ op: "facts", root }, 20_000);
+      expect(facts.root).toBe(join(home, root.slice(2)));
+    } finally {
+      ch.destroy();
+    }
+  });
+});
+
+/** The node the bootstrap finds with PATH=/usr/bin:/bin. */
+function statusNode(): string {
+  return spawnSync("/bin/sh", ["-c", "command -v node"], { env: { PATH: "/usr/bin:/bin" } }).stdout.toString().trim();
+}
+
+describe("bootstrap dependency statuses", () => {
+  const home = mkdtempSync(join(tmpdir(), "paseo-deps-"));
+  const oldNode = join(home, "node16");
+  writeFileSync(oldNode, "#!/bin/sh\necho 16.20.2\n");
+  chmodSync(oldNode, 0o755);
+
+  it("reports an old node with its version and path", () => {
+    expect(statusOf(run("/bin/sh", bootstrapCommand("~/r", oldNode, bundle.hash), home).stdout)).toBe(`old-node:16.20.2:${oldNode}`);
+  });
+
+  it("reports a remoteNode that is not executable", () => {
+    expect(statusOf(run("/bin/sh", bootstrapCommand("~/r", "/nonexistent/node", bundle.hash), home).stdout)).toBe("bad-node:/nonexistent/node");
+  });
+
+  it("reports missing git (node found) and missing node", () => {
+    const empty = mkdtempSync(join(tmpdir(), "paseo-path-"));
+    const node = process.execPath;
+    // /bin/sh itself needs no PATH; `command -v git` finds nothing in an empty directory.
+    expect(statusOf(spawnSync("/bin/sh", ["-c", bootstrapCommand("~/r", node, bundle.hash)], { env: { HOME: home, PATH: empty } }).stdout)).toBe(`no-git:${node}`);
+  });
+});
+
+describe("dependency errors through sshd", () => {
+  it("an old remote node is a remote-dependency error naming version and path", async () => {
+    const r = rig();
+    if (r.external) return;
+    const stub = join(mkdtempSync(join(r.tmpDir, "node16-")), "node");
+    writeFileSync(stub, "#!/bin/sh\necho 16.20.2\n");
+    chmodSync(stub, 0o755);
+    chmodSync(join(stub, ".."), 0o755);
+    const h = await openHost(parseRuntimeOptions(rigOptions({ remoteNode: stub })));
+    try {
+      const err = await h.call({ op: "ping" }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(RuntimeError);
+      expect((err as RuntimeError).errorClass).toBe("remote-dependency");
+      expect((err as RuntimeError).exitCode).toBe(6);
+      expect((err as RuntimeError).message).toBe(
+        `node at ${stub} on ${r.user}@${r.host}:${r.port} is version 16.20.2; Node.js >= 18 is required: install it, the "remoteNode" option points at ${stub}`,
+      );
+    } finally {
+      h.close();
+    }
+  });
+});
