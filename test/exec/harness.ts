@@ -44,8 +44,8 @@ export interface ExecHandle {
   control: Writable;
   /** Resolves once fd1 output contains `text`. */
   waitOutput(text: string, ms?: number): Promise<void>;
-  /** Resolves when fd4 has carried an event of this type. */
-  waitEvent(type: string, ms?: number): Promise<void>;
+  /** Resolves when fd4 has carried `count` (default 1) events of this type. */
+  waitEvent(type: string, ms?: number, count?: number): Promise<void>;
   sendControl(frame: Record<string, unknown>): void;
   output(): Buffer;
   done: Promise<ExecResult>;
@@ -162,7 +162,8 @@ export class ExecWorkspace {
       stdin,
       control,
       waitOutput: (text, ms = 15_000) => waitFor(() => Buffer.concat(out).toString("utf8").includes(text), `output ${JSON.stringify(text)}`, ms),
-      waitEvent: (type, ms = 15_000) => waitFor(() => fd4Text().includes(`"type":"${type}"`), `event ${type}`, ms),
+      waitEvent: (type, ms = 15_000, count = 1) =>
+        waitFor(() => fd4Text().split(`"type":"${type}"`).length > count, `${count} event(s) ${type}`, ms),
       sendControl: (frame) => control.write(`${JSON.stringify(frame)}\n`),
       output: () => Buffer.concat(out),
       done,
@@ -183,10 +184,10 @@ export class ExecWorkspace {
 /** The `exit` event of a result, or a failure naming what fd4 carried instead. */
 export function exitOf(r: ExecResult): { code: number | null; signal: string | null } {
   const types = r.events.map((e) => e.type).join(",");
-  if (r.fd4Error || types !== "started,eof,exit") {
-    throw new Error(`fd4 was not started,eof,exit: ${types} ${r.fd4Error ?? ""} fd4=${r.fd4} stderr=${r.stderr}`);
+  if (r.fd4Error || !/^started(,resized)*,eof,exit$/.test(types)) {
+    throw new Error(`fd4 was not started,[resized…,]eof,exit: ${types} ${r.fd4Error ?? ""} fd4=${r.fd4} stderr=${r.stderr}`);
   }
-  const e = r.events[2] as { code: number | null; signal: string | null };
+  const e = r.events[r.events.length - 1] as { code: number | null; signal: string | null };
   return { code: e.code, signal: e.signal };
 }
 

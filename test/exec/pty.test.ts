@@ -29,6 +29,29 @@ describe("exec, PTY mode, over SSH", () => {
     expect(done.code).toBe(6);
   });
 
+  it("back-to-back resizes are acknowledged in order, each once applied; the program sees the last", async () => {
+    const script = "process.stdin.setEncoding('utf8');process.stdout.write('go');process.stdin.once('data',()=>{process.stdout.write(`alive|${process.stdout.columns}x${process.stdout.rows}`);process.exit(0)})";
+    const h = ws.start({ argv: [process.execPath, "-e", script], stdio: pty });
+    await h.waitOutput("go");
+    h.sendControl({ type: "resize", protocolVersion: 1, id: 1, rows: 41, cols: 99 });
+    h.sendControl({ type: "resize", protocolVersion: 1, id: 2, rows: 37, cols: 101 });
+    await h.waitEvent("resized", 2000, 2);
+    h.stdin.write("x\n");
+    const r = await h.done;
+    expect(r.events.map((e) => e.type)).toEqual(["started", "resized", "resized", "eof", "exit"]);
+    expect(r.events.slice(1, 3)).toEqual([
+      { type: "resized", protocolVersion: 1, id: 1 },
+      { type: "resized", protocolVersion: 1, id: 2 },
+    ]);
+    expect(r.stdout.toString("utf8")).toContain("alive|101x37");
+    expect(exitOf(r)).toEqual({ code: 0, signal: null });
+  });
+
+  it("a PTY workload killed by a signal nobody requested reports that signal", async () => {
+    const r = await ws.run({ argv: ["/bin/sh", "-c", "kill -HUP $$"], stdio: pty });
+    expect(exitOf(r)).toEqual({ code: null, signal: "SIGHUP" });
+  });
+
   it("an invalid resize is refused as `Invalid PTY size`, kills the workload, writes one error", async () => {
     const h = ws.start({ argv: ["/bin/sleep", "30"], stdio: pty });
     await h.waitEvent("started");
