@@ -1,0 +1,32 @@
+// The benchmark's sshd is the test rig's (test/rig/global-setup.ts), so "measured" and "tested"
+// mean the same server. That module is TypeScript written for vitest's globalSetup; esbuild turns
+// it into a temporary ES module that plain node can import and run outside vitest.
+import { build } from "esbuild";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
+
+/** Starts the rig; resolves to { info (RigInfo), stop() }. */
+export async function startRig() {
+  const dir = mkdtempSync(join(tmpdir(), "paseo-bench-rig-"));
+  const outfile = join(dir, "global-setup.mjs");
+  try {
+    await build({ entryPoints: [join(ROOT, "test/rig/global-setup.ts")], bundle: true, platform: "node", format: "esm", packages: "external", outfile, logLevel: "error" });
+    const { default: setup } = await import(pathToFileURL(outfile).href);
+    const teardown = await setup();
+    const info = JSON.parse(process.env.PASEO_TEST_RIG);
+    return {
+      info,
+      async stop() {
+        await teardown();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  } catch (err) {
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
+}
