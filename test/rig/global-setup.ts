@@ -11,10 +11,9 @@ import { tmpdir, userInfo } from "node:os";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import type { RigInfo } from "./rig.js";
+import { NOISY_USER, TEST_USER, createUserSteps, noisyRcSteps, prepareUserSteps, sshdConfigText, type UserSetupStep } from "./sshd-config.js";
 
 const SSHD = "/usr/sbin/sshd";
-const TEST_USER = "paseotest";
-const NOISY_USER = "paseonoisy";
 export const ENCRYPTED_KEY_PASSPHRASE = "rig-passphrase";
 
 const sh = (cmd: string, args: string[]) => execFileSync(cmd, args, { stdio: ["ignore", "pipe", "pipe"], timeout: 30_000 }).toString();
@@ -47,61 +46,32 @@ function homeOf(user: string): string {
   return line.split(":")[5]!;
 }
 
+function applySteps(steps: UserSetupStep[]): void {
+  for (const step of steps) {
+    if ("run" in step) {
+      sh(step.run[0]!, step.run.slice(1));
+    } else {
+      writeFileSync(step.write, step.content);
+      sh("chown", [`${step.owner}:`, step.write]);
+    }
+  }
+}
+
 /** Creates (if missing) a login-capable, non-root user with a usable home. */
 function ensureUser(user: string): string {
   try {
     sh("id", ["-u", user]);
   } catch {
-    sh("useradd", ["-m", "-s", "/bin/bash", user]);
+    applySteps(createUserSteps(user));
   }
-  // sshd without PAM refuses accounts whose password field is locked ("!"); "*" means "no password".
-  sh("usermod", ["-p", "*", user]);
   const home = homeOf(user);
-  mkdirSync(home, { recursive: true });
-  sh("chown", [`${user}:`, home]);
-  chmodSync(home, 0o755);
-  return home;
-}
-
-const NOISE = "echo 'rc-noise: hello from {file}'; printf 'rc-noise without newline {file}'; export PASEO_RC_NOISE_{var}=1\n";
-
-function makeNoisyUser(): string {
-  const home = ensureUser(NOISY_USER);
-  const files: Array<[string, string]> = [[".bashrc", "BASHRC"], [".profile", "PROFILE"], [".zshenv", "ZSHENV"], [".bash_profile", "BASH_PROFILE"]];
-  for (const [file, v] of files) {
-    writeFileSync(join(home, file), NOISE.replaceAll("{file}", file).replace("{var}", v));
-    sh("chown", [`${NOISY_USER}:`, join(home, file)]);
-  }
+  applySteps(prepareUserSteps(user, home));
   return home;
 }
 
 function keygen(path: string, type: string, passphrase = ""): string {
   sh("ssh-keygen", ["-q", "-t", type, "-N", passphrase, "-C", "paseo-rig", "-f", path]);
   return readFileSync(`${path}.pub`, "utf8").trim();
-}
-
-function sshdConfig(tmp: string, port: number, users: string[], extra: string[]): string {
-  return [
-    `Port ${port}`,
-    "ListenAddress 127.0.0.1",
-    `HostKey ${join(tmp, "ssh_host_ed25519_key")}`,
-    `HostKey ${join(tmp, "ssh_host_ecdsa_key")}`,
-    `PidFile ${join(tmp, "sshd.pid")}`,
-    "LogLevel VERBOSE",
-    "StrictModes no",
-    "UsePAM no",
-    "PasswordAuthentication no",
-    "KbdInteractiveAuthentication no",
-    "PubkeyAuthentication yes",
-    "PermitRootLogin no",
-    `AuthorizedKeysFile ${join(tmp, "authorized_keys")}`,
-    `AllowUsers ${users.join(" ")}`,
-    // Tests open many connections at once; the default 10:30:100 would drop some at random.
-    "MaxStartups 200",
-    "PrintMotd no",
-    ...extra,
-    "",
-  ].join("\n");
 }
 
 function externalRig(): RigInfo {
@@ -150,7 +120,7 @@ export default async function setup(): Promise<() => Promise<void>> {
   if (isRoot) {
     remoteHome = ensureUser(TEST_USER);
     user = TEST_USER;
-    makeNoisyUser();
+    applySteps(noisyRcSteps(NOISY_USER, ensureUser(NOISY_USER)));
     noisyUser = NOISY_USER;
     noisyUserSkipReason = null;
     mkdirSync("/run/sshd", { recursive: true, mode: 0o755 });
@@ -175,11 +145,21 @@ export default async function setup(): Promise<() => Promise<void>> {
   const configFile = join(tmpDir, "sshd_config");
   // OpenSSH >= 9.8 penalises sources whose connections fail pre-auth (our host-key tests do
   // that on purpose); older versions reject the keyword, so keep it only if sshd accepts it.
-  writeFileSync(configFile, sshdConfig(tmpDir, port, users, ["PerSourcePenalties no"]));
+  const config = (perSourcePenaltiesOff: boolean) =>
+    sshdConfigText({
+      port,
+      listenAddress: "127.0.0.1",
+      hostKeys: [join(tmpDir, "ssh_host_ed25519_key"), join(tmpDir, "ssh_host_ecdsa_key")],
+      pidFile: join(tmpDir, "sshd.pid"),
+      authorizedKeysFile: join(tmpDir, "authorized_keys"),
+      allowUsers: users,
+      perSourcePenaltiesOff,
+    });
+  writeFileSync(configFile, config(true));
   try {
     sh(SSHD, ["-t", "-f", configFile]);
   } catch {
-    writeFileSync(configFile, sshdConfig(tmpDir, port, users, []));
+    writeFileSync(configFile, config(false));
     sh(SSHD, ["-t", "-f", configFile]);
   }
 
