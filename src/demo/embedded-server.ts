@@ -44,7 +44,7 @@ const CLOSE_GRACE_MS = 1_000;
  * A short base for the server's directory: the demo's remote root lives inside it, and the runtime
  * puts Unix sockets under that root, whose paths must stay below ~104 bytes.
  */
-function shortTempBase(): string {
+export function shortTempBase(): string {
   const base = tmpdir();
   return base.length > 40 && existsSync("/tmp") ? "/tmp" : base;
 }

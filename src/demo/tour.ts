@@ -37,7 +37,19 @@ function show(bytes: Buffer | string, max = 60): string {
   return text.length > max ? `${text.slice(0, max)}…"` : text;
 }
 
-export async function runTour(target: TourTarget, out: Writable): Promise<{ passed: number; failed: number; skipped: number }> {
+export interface TourTotals {
+  passed: number;
+  failed: number;
+  skipped: number;
+}
+
+/** One line per step: mark, name, elapsed time since `started` (performance.now()), detail. */
+export function reportStep(out: Writable, name: string, mark: string, started: number, detail: string): void {
+  const ms = Math.round(performance.now() - started);
+  out.write(`  ${mark} ${name.padEnd(22)} ${`${ms} ms`.padStart(8)}  ${detail}\n`);
+}
+
+export async function runTour(target: TourTarget, out: Writable): Promise<TourTotals> {
   const { cmd, options, source } = target;
   const workspaceId = `paseo-demo-${randomBytes(6).toString("hex")}`;
   const runtimeInstanceId = randomBytes(32).toString("hex");
@@ -202,16 +214,15 @@ export async function runTour(target: TourTarget, out: Writable): Promise<{ pass
     },
   };
 
-  const totals = { passed: 0, failed: 0, skipped: 0 };
-  const report = (name: string, mark: string, ms: number, detail: string) =>
-    out.write(`  ${mark} ${name.padEnd(22)} ${`${ms} ms`.padStart(8)}  ${detail}\n`);
+  const totals: TourTotals = { passed: 0, failed: 0, skipped: 0 };
+  const report = (name: string, mark: string, started: number, detail: string) => reportStep(out, name, mark, started, detail);
   let blocked: string | undefined;
   let createAttempted = false;
   for (const step of [...steps, cleanupStep]) {
     const isCleanup = step === cleanupStep;
     if (blocked && !(isCleanup && createAttempted)) {
       totals.skipped++;
-      report(step.name, "-", 0, `skipped: ${blocked} failed`);
+      report(step.name, "-", performance.now(), `skipped: ${blocked} failed`);
       continue;
     }
     if (step.name === "create") createAttempted = true;
@@ -219,10 +230,10 @@ export async function runTour(target: TourTarget, out: Writable): Promise<{ pass
     try {
       const outcome = await step.run();
       totals[outcome.status === "pass" ? "passed" : "skipped"]++;
-      report(step.name, outcome.status === "pass" ? "✓" : "-", Math.round(performance.now() - started), outcome.detail);
+      report(step.name, outcome.status === "pass" ? "✓" : "-", started, outcome.detail);
     } catch (err) {
       totals.failed++;
-      report(step.name, "✗", Math.round(performance.now() - started), err instanceof Error ? err.message : String(err));
+      report(step.name, "✗", started, err instanceof Error ? err.message : String(err));
       if (step.required) blocked ??= step.name;
     }
   }

@@ -6,7 +6,6 @@
 // (argv/env/cwd: secrets stay in streams) and reports the workload's pid, size checks and exit.
 import { createServer, type Server, type Socket } from "node:net";
 import { chmodSync, mkdirSync, unlinkSync } from "node:fs";
-import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../errors.js";
 import { FrameKind, encodeData, type Frame } from "../protocol/frames.js";
@@ -37,7 +36,10 @@ export async function runPty(ctx: AgentContext, sup: ExecSupervisor, launch: Lau
   mkdirSync(runBase, { recursive: true, mode: 0o700 });
   chmodSync(runBase, 0o700);
   const token = randomBytes(16).toString("hex");
-  const sockPath = join(runBase, `${token}.sock`);
+  // Bound relative to `run/` (our cwd from here on; every other path we use is absolute): a Unix
+  // socket path is limited to ~104 bytes, which a long configured root would otherwise exceed.
+  process.chdir(runBase);
+  const sockPath = `${token}.sock`;
   const server = createServer();
   await listen(server, sockPath);
   chmodSync(sockPath, 0o600);

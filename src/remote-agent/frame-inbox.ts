@@ -14,7 +14,12 @@ export class FrameInbox {
   constructor(ctx: AgentContext) {
     ctx.onFrame((f) => {
       if (f.kind === FrameKind.Json) {
-        const msg = JSON.parse(f.payload.toString("utf8")) as { type?: string; message?: string };
+        let msg: { type?: string; message?: string };
+        try {
+          msg = JSON.parse(f.payload.toString("utf8")) as typeof msg;
+        } catch {
+          msg = { type: "abort", message: "malformed control frame from the runtime" };
+        }
         if (msg.type === "abort") this.aborted = String(msg.message ?? "aborted by the runtime");
       } else {
         this.queue.push(f);
@@ -39,8 +44,23 @@ export class FrameInbox {
     if (this.closed) throw new RuntimeError("network", "the runtime disconnected during create");
   }
 
-  /** Writes Stdin frames to `sink` until the Eof frame for stdin; rejects on abort or loss. */
-  async pipeStdinTo(sink: Writable): Promise<void> {
+  /**
+   * Writes Stdin frames to `sink` until the Eof frame for stdin; rejects on abort, loss, or when
+   * the stream has not finished within `timeoutMs` (a stalled runtime must not pin the agent).
+   */
+  async pipeStdinTo(sink: Writable, timeoutMs: number): Promise<void> {
+    const timer = setTimeout(() => {
+      this.aborted ??= `object stream not finished within ${timeoutMs} ms`;
+      this.notify();
+    }, timeoutMs);
+    try {
+      await this.drainInto(sink);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private async drainInto(sink: Writable): Promise<void> {
     for (;;) {
       const f = this.queue.shift();
       if (f) {

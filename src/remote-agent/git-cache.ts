@@ -61,7 +61,7 @@ export async function receivePack(cache: string, inbox: FrameInbox): Promise<voi
   const stream = gitStream(["index-pack", "--stdin", "--fix-thin"], { cwd: cache, timeoutMs: TRANSFER_TIMEOUT_MS });
   stream.stdout.resume();
   try {
-    await inbox.pipeStdinTo(stream.stdin);
+    await inbox.pipeStdinTo(stream.stdin, TRANSFER_TIMEOUT_MS);
   } catch (err) {
     stream.kill();
     throw err;

@@ -52,7 +52,14 @@ export function ptyAttachMain(token: string): void {
   for (const sig of ["SIGINT", "SIGQUIT", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGHUP"] as const) process.on(sig, () => undefined);
   // <root>/agent/<hash>/agent.cjs → <root>
   const root = dirname(dirname(dirname(__filename)));
-  const sock = connect(join(root, "run", `${token}.sock`));
+  // Relative to `run/`, as the control agent bound it (short socket paths whatever the root).
+  try {
+    process.chdir(join(root, "run"));
+  } catch (err) {
+    process.stderr.write(`pty-attach: ${(err as Error).message}\n`);
+    process.exit(2);
+  }
+  const sock = connect(`${token}.sock`);
   let child: ReturnType<typeof spawn> | null = null;
   let tagPath: string | null = null;
 

@@ -101,3 +101,17 @@ describe("exec, PTY mode, over SSH", () => {
     expect(r.stdout.toString("utf8").replace(/\r\n/g, "\n")).toBe("ONLY=this\n");
   });
 });
+
+describe("exec, PTY mode, under a long root", () => {
+  // The control socket lives in <root>/run; a Unix socket path must stay under ~104 bytes.
+  const ws = new ExecWorkspace(`exec-pty-long-${"r".repeat(70)}`);
+  beforeAll(() => ws.create());
+  afterAll(() => ws.cleanup());
+
+  it("still attaches the terminal", async () => {
+    expect(`${ws.configuredRoot}/run/${"0".repeat(32)}.sock`.length).toBeGreaterThan(108);
+    const r = await ws.run({ argv: ["/usr/bin/env"], env: { LONG: "root" }, stdio: { kind: "pty", rows: 24, cols: 80 } });
+    expect(exitOf(r)).toEqual({ code: 0, signal: null });
+    expect(r.stdout.toString("utf8")).toBe("LONG=root\r\n");
+  });
+});

@@ -2,15 +2,16 @@
 // a guided tour of the runtime. Without --host it starts an embedded SSH server on 127.0.0.1 so
 // nothing needs setting up; either way every step spawns this executable as Paseo would. Exits 0
 // only if every step passed; leaves no temp directory, process or remote workspace behind.
-import { mkdtempSync, realpathSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, mkdtempSync, realpathSync, rmSync } from "node:fs";
 import { join } from "node:path";
+import type { Writable } from "node:stream";
 import { RuntimeError } from "../../errors.js";
 import { expandLocalPath, parseRuntimeOptions } from "../../options.js";
-import { startEmbeddedServer, type EmbeddedServer } from "../../demo/embedded-server.js";
+import { privateBrokerEnv, stopPrivateBrokers } from "../../demo/brokers.js";
+import { shortTempBase, startEmbeddedServer, type EmbeddedServer } from "../../demo/embedded-server.js";
 import { hostOptions, parseHostSpec } from "../../demo/host-spec.js";
 import { prepareSource, type DemoSource } from "../../demo/source-repo.js";
-import { runTour } from "../../demo/tour.js";
+import { reportStep, runTour, type TourTotals } from "../../demo/tour.js";
 import type { CliOperation, OperationArgs } from "../operation.js";
 
 function remoteOptions(flags: OperationArgs["flags"]): Record<string, string | number> {
@@ -37,6 +38,19 @@ function embeddedOptions(server: EmbeddedServer): Record<string, string | number
   };
 }
 
+/** Stops the runtime's brokers and reports it as the tour's last line. */
+async function localCleanup(brokerTmp: string, out: Writable, totals: TourTotals): Promise<void> {
+  const started = performance.now();
+  try {
+    const stopped = await stopPrivateBrokers(brokerTmp);
+    totals.passed++;
+    reportStep(out, "local cleanup", "✓", started, `${stopped} SSH broker${stopped === 1 ? "" : "s"} shut down`);
+  } catch (err) {
+    totals.failed++;
+    reportStep(out, "local cleanup", "✗", started, err instanceof Error ? err.message : String(err));
+  }
+}
+
 const operation: CliOperation = {
   requiredFlags: [],
   optionalFlags: ["host", "identity-file", "known-hosts-file", "root"],
@@ -47,13 +61,16 @@ const operation: CliOperation = {
     }
     const entry = process.argv[1];
     if (!entry) throw new RuntimeError("input", "cannot tell which executable is running; run demo through paseo-ssh-runtime");
+    const remote = flags.host !== undefined ? remoteOptions(flags) : undefined;
     const started = performance.now();
-    const tmp = mkdtempSync(join(tmpdir(), "paseo-ssh-demo-"));
+    // Short: the brokers' Unix sockets live under it.
+    const work = mkdtempSync(join(shortTempBase(), "pdemo-"));
+    const brokerTmp = join(work, "t");
+    mkdirSync(brokerTmp);
     let server: EmbeddedServer | undefined;
     let source: DemoSource | undefined;
     try {
-      const remote = flags.host !== undefined ? remoteOptions(flags) : undefined;
-      source = prepareSource(process.cwd(), tmp);
+      source = prepareSource(process.cwd(), work);
       if (!remote) server = await startEmbeddedServer();
       const options = remote ?? embeddedOptions(server!);
       const where = server
@@ -62,13 +79,14 @@ const operation: CliOperation = {
       io.stdout.write(`paseo-ssh-runtime demo against ${where}\n`);
       const totals = await runTour(
         {
-          cmd: { argv: [process.execPath, realpathSync(entry)], id: "demo" },
+          cmd: { argv: [process.execPath, realpathSync(entry)], id: "demo", env: privateBrokerEnv(brokerTmp) },
           options,
           source,
           ptyAvailable: server?.ptySupported ?? true,
         },
         io.stdout,
       );
+      await localCleanup(brokerTmp, io.stdout, totals);
       const seconds = ((performance.now() - started) / 1000).toFixed(1);
       const skipped = totals.skipped ? `, ${totals.skipped} skipped` : "";
       io.stdout.write(`demo: ${totals.passed} passed, ${totals.failed} failed${skipped} in ${seconds} s\n`);
@@ -76,7 +94,7 @@ const operation: CliOperation = {
     } finally {
       source?.cleanup();
       await server?.close();
-      rmSync(tmp, { recursive: true, force: true });
+      rmSync(work, { recursive: true, force: true });
     }
   },
 };

@@ -1,0 +1,159 @@
+// `paseo-ssh-runtime demo` end to end, as a user runs it: every step must pass (PTY included where
+// util-linux `script` exists), and afterwards nothing may be left: no file in the private TMPDIR
+// the demo and every runtime process it spawned used, no local process naming the demo's
+// workspace or temp dirs, no change to the repository it ran in, and on a real host (the rig) no
+// workspace directory and no process under the demo's remote root.
+import { describe, expect, it } from "vitest";
+import { spawn, spawnSync, execFileSync } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { CLI_PATH } from "../support/run-cli.js";
+import { rig, uniqueTestRoot } from "../rig/rig.js";
+
+const repoRoot = join(import.meta.dirname, "..", "..");
+const utilLinuxScript = /util-linux/.test(spawnSync("script", ["--version"], { encoding: "utf8" }).stdout ?? "");
+const STEPS = ["describe", "create", "committed files only", "git log -1", "exact env", "pty", "workspace helper", "pause", "resume", "destroy", "local cleanup"];
+
+interface DemoRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  ms: number;
+  tmp: string;
+}
+
+function runDemo(args: string[], cwd: string): Promise<DemoRun> {
+  const tmp = mkdtempSync(join(tmpdir(), "paseo-demo-test-"));
+  return new Promise((resolve, reject) => {
+    const started = Date.now();
+    const child = spawn(process.execPath, [CLI_PATH, "demo", ...args], {
+      cwd,
+      env: { ...process.env, TMPDIR: tmp },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`demo did not finish within 50 s:\n${stdout}\n${stderr}`));
+    }, 50_000);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr, ms: Date.now() - started, tmp });
+    });
+  });
+}
+
+function stepLines(stdout: string): Map<string, string> {
+  const lines = new Map<string, string>();
+  for (const line of stdout.split("\n")) {
+    const match = /^ {2}(\S) (.+?) +\d+ ms {2}/.exec(line);
+    if (match) lines.set(match[2]!, match[1]!);
+  }
+  return lines;
+}
+
+function expectAllPassed(run: DemoRun, ptyExpected: boolean): void {
+  const context = `${run.stdout}\n${run.stderr}`;
+  const marks = stepLines(run.stdout);
+  expect([...marks.keys()], context).toEqual(STEPS);
+  for (const step of STEPS) expect(marks.get(step), `${step}\n${context}`).toBe(step === "pty" && !ptyExpected ? "-" : "✓");
+  expect(run.stdout, context).toMatch(/^demo: 11 passed, 0 failed in \d+\.\d s$/m);
+  expect(run.code, context).toBe(0);
+  expect(run.stderr).toBe("");
+  expect(run.ms).toBeLessThan(60_000);
+}
+
+/** Local processes whose command line mentions any of `needles` (other than this test's own). */
+function localProcessesMentioning(needles: string[]): string[] {
+  const found: string[] = [];
+  for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
+    if (Number(pid) === process.pid) continue;
+    let cmdline: string;
+    try {
+      cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8").replace(/\0/g, " ");
+    } catch {
+      continue;
+    }
+    if (needles.some((n) => cmdline.includes(n))) found.push(`${pid}: ${cmdline}`);
+  }
+  return found;
+}
+
+async function expectNoLocalLeftovers(run: DemoRun): Promise<void> {
+  const workspaceId = /paseo-demo-[0-9a-f]{12}/.exec(run.stdout)?.[0];
+  expect(workspaceId).toBeDefined();
+  const needles = [run.tmp, workspaceId!];
+  // The demo returned after its cleanup; allow the kernel a moment to reap what it killed.
+  const deadline = Date.now() + 2_000;
+  while (localProcessesMentioning(needles).length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  expect(localProcessesMentioning(needles)).toEqual([]);
+  expect(readdirSync(run.tmp)).toEqual([]);
+  rmSync(run.tmp, { recursive: true, force: true });
+}
+
+describe("demo", () => {
+  it("passes every step against the embedded server from this repository and leaves nothing behind", async () => {
+    const run = await runDemo([], repoRoot);
+    expectAllPassed(run, utilLinuxScript);
+    expect(run.stdout).toContain(`from ${repoRoot} (`);
+    await expectNoLocalLeftovers(run);
+    // The untracked file it checked is either one that was already there or its own, now removed.
+    const untracked = /untracked (\S+) absent/.exec(run.stdout)![1]!;
+    const ownMarker = untracked.startsWith(".paseo-demo-untracked-");
+    expect(existsSync(join(repoRoot, untracked))).toBe(!ownMarker);
+    expect(readdirSync(repoRoot).filter((f) => f.startsWith(".paseo-demo-untracked-"))).toEqual([]);
+  });
+
+  it("generates a sample repository when run outside a git repository", async () => {
+    const outside = mkdtempSync(join(tmpdir(), "paseo-demo-cwd-"));
+    try {
+      const run = await runDemo([], outside);
+      expectAllPassed(run, utilLinuxScript);
+      expect(run.stdout).toContain("from generated sample repo (main@");
+      expect(run.stdout).toContain("untracked .env absent");
+      await expectNoLocalLeftovers(run);
+      expect(readdirSync(outside)).toEqual([]);
+    } finally {
+      rmSync(outside, { recursive: true, force: true });
+    }
+  });
+
+  it("runs the same tour against a real sshd with --host and removes its remote workspace", async () => {
+    const r = rig();
+    const root = uniqueTestRoot("demo");
+    const run = await runDemo(
+      ["--host", `${r.user}@${r.host}:${r.port}`, "--identity-file", r.identityFile, "--known-hosts-file", r.knownHostsFile, "--root", root],
+      repoRoot,
+    );
+    expectAllPassed(run, true);
+    await expectNoLocalLeftovers(run);
+    // Over plain ssh: no workspace directory and no process left under the demo's root. The root
+    // arrives on stdin so that no command line (ssh's, the remote shell's) contains it. The
+    // broker's parked agents end when sshd notices the closed connection: allow a short grace.
+    const leftovers = () =>
+      execFileSync(
+        "ssh",
+        ["-p", String(r.port), "-i", r.identityFile, "-o", `UserKnownHostsFile=${r.knownHostsFile}`, "-o", "StrictHostKeyChecking=yes",
+          "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", `${r.user}@${r.host}`,
+          'read -r dir; ls -A "$HOME/$dir/workspaces" 2>/dev/null; echo --; pgrep -af -- "$dir" || true'],
+        { encoding: "utf8", timeout: 20_000, input: `${root.replace(/^~\//, "")}\n` },
+      ).split("\n").filter(Boolean);
+    let remote = leftovers();
+    for (const deadline = Date.now() + 3_000; remote.length > 1 && Date.now() < deadline; remote = leftovers()) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    expect(remote).toEqual(["--"]);
+  });
+
+  it("refuses host options without --host", async () => {
+    const run = await runDemo(["--root", "~/.x"], repoRoot);
+    expect(run.code).toBe(2);
+    expect(run.stdout).toBe("");
+    expect(run.stderr).toMatch(/need --host/);
+    rmSync(run.tmp, { recursive: true, force: true });
+  });
+});
