@@ -14,7 +14,7 @@ import { startRig } from "./rig.mjs";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const CLI = join(ROOT, "dist", "cli.js");
-const RID = "be0c4be0c4be0c4be0c4be0c4be0c4be0c4be0c4be0c4be0c4be0c4be0c4be0";
+const RID = "be0c4be0c4be0c4be0c4be0c4be0c4be0c4be0c4be0c4be0c4be0c4be0c4be00";
 const N = { exec: 9, fresh: 5, signal: 5, stat: 7 };
 /** Whole-bench guard: nothing here may hang the terminal. */
 const BENCH_LIMIT_MS = 15 * 60_000;
@@ -28,10 +28,10 @@ const median = (xs) => {
 const firstLine = (s) => String(s).trim().split("\n").filter(Boolean).slice(-1)[0]?.slice(0, 200) ?? "no output";
 
 /** Runs a child to completion; resolves { code, stdout, stderr, ms }. */
-function run(cmd, args, { input, env, stdio } = {}) {
+function run(cmd, args, { input, env, stdio, cwd } = {}) {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
-    const child = spawn(cmd, args, { env: env ?? process.env, stdio: stdio ?? ["pipe", "pipe", "pipe"] });
+    const child = spawn(cmd, args, { cwd, env: env ?? process.env, stdio: stdio ?? ["pipe", "pipe", "pipe"] });
     const out = [];
     const err = [];
     child.stdout?.on("data", (d) => out.push(d));
@@ -139,7 +139,12 @@ function makeRepo(dir, files = 5000, bytesPerFile = 8000) {
     // Base64 of random bytes: source-like text that does not compress away.
     writeFileSync(join(sub, `f${i}.txt`), randomBytes((bytesPerFile * 3) / 4).toString("base64"));
   }
-  return run("sh", ["-c", "git init -q -b main . && git add -A && git -c user.name=bench -c user.email=bench@example.invalid commit -q -m init"], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, GIT_DIR: undefined } }).then((r) => {
+  // Always inside the generated directory: a git command that ran in the caller's checkout would
+  // commit whatever is there.
+  const env = { ...process.env };
+  for (const k of Object.keys(env)) if (k.startsWith("GIT_")) delete env[k];
+  const script = "git init -q -b main . && git add -A && git -c user.name=bench -c user.email=bench@example.invalid commit -q -m init";
+  return run("sh", ["-c", script], { cwd: dir, env }).then((r) => {
     if (r.code !== 0) throw new Error(`git init failed: ${r.stderr}`);
   });
 }
@@ -175,7 +180,7 @@ async function benchNetwork(name, net, rigInfo, repo, sshBase) {
   rows.createFirst = await sample("create, first workspace (5,000 files, ~40 MB)", 1, () => create(1), 0);
   log("git archive | ssh tar -x");
   let archiveRun = 0;
-  rows.gitArchive = await sample("git archive HEAD | ssh host tar -x", 1, async () => {
+  rows.gitArchive = await sample("git archive HEAD \\| ssh host tar -x", 1, async () => {
     const dir = `.paseo-bench-archive-${rigInfo.runId}-${name}-${archiveRun++}`;
     const cmd = `git -C '${repo}' archive HEAD | ssh ${ssh().map((a) => `'${a}'`).join(" ")} 'mkdir -p ${dir} && tar -x -C ${dir}'`;
     const r = await run("sh", ["-c", cmd]);
@@ -259,7 +264,7 @@ function targets(rows) {
     t("exec / ControlMaster", ratio(rows.exec, rows.controlMaster), 1.0, "exec p50 ≤ 1.0 × OpenSSH ControlMaster"),
     t("exec / fresh ssh", ratio(rows.exec, rows.freshSsh), 0.3, "exec p50 ≤ 0.3 × fresh ssh"),
     t("signal p50 (ms)", rows.signal.unavailable ? null : rows.signal.p50, 400, "signal p50 ≤ 400 ms"),
-    t("create / git archive", ratio(rows.createFirst, rows.gitArchive), 1.2, "first create ≤ 1.2 × git archive | ssh tar"),
+    t("create / git archive", ratio(rows.createFirst, rows.gitArchive), 1.2, "first create ≤ 1.2 × git archive \\| ssh tar"),
     t("second / first create", ratio(rows.createSecond, rows.createFirst), 0.2, "second workspace ≤ 0.2 × first"),
   ];
 }
