@@ -15,11 +15,14 @@ import {
   TEST_USER,
   containerSshdConfig,
   containerUserSetupScript,
+  applyUserSteps,
+  localSshdConfig,
   noisyRcSteps,
   parseSshdConfig,
   sshdConfigText,
   userStepsScript,
 } from "../rig/sshd-config.js";
+import { rig } from "../rig/rig.js";
 
 const root = join(import.meta.dirname, "..", "..");
 const docker = (name: string) => join(root, "test", "docker", name);
@@ -97,15 +100,45 @@ describe("compose sshd rig assets", () => {
     expect(script).toContain(`${CONTAINER.homeOf(NOISY_USER)}/.bashrc`);
   });
 
-  it("rendered write steps reproduce the rc files byte for byte", () => {
-    const tmp = mkdtempSync(join(tmpdir(), "paseo-user-steps-"));
+  it("the script (container) and applyUserSteps (local rig) write the same rc files byte for byte", () => {
+    const viaScript = mkdtempSync(join(tmpdir(), "paseo-user-steps-"));
+    const viaApply = mkdtempSync(join(tmpdir(), "paseo-user-steps-"));
     try {
-      const steps = noisyRcSteps(userInfo().username, tmp);
-      execFileSync("sh", ["-c", userStepsScript(steps)]);
-      for (const step of steps) if ("write" in step) expect(read(step.write)).toBe(step.content);
+      const me = userInfo().username;
+      execFileSync("sh", ["-c", userStepsScript(noisyRcSteps(me, viaScript))]);
+      const commands: string[] = [];
+      applyUserSteps(noisyRcSteps(me, viaApply), (command, args) => {
+        commands.push(command);
+        execFileSync(command, args);
+      });
+      expect(commands).toEqual(["chown", "chown", "chown", "chown"]);
+      for (const step of noisyRcSteps(me, "")) {
+        if (!("write" in step)) continue;
+        expect(read(join(viaScript, step.write))).toBe(step.content);
+        expect(read(join(viaApply, step.write))).toBe(step.content);
+      }
     } finally {
-      rmSync(tmp, { recursive: true, force: true });
+      rmSync(viaScript, { recursive: true, force: true });
+      rmSync(viaApply, { recursive: true, force: true });
     }
+  });
+
+  it.runIf(!rig().external)("the running local rig's sshd_config is exactly the generator's", () => {
+    const r = rig();
+    const text = read(join(r.tmpDir, "sshd_config"));
+    const users = parseSshdConfig(text).get("AllowUsers")![0]!;
+    expect(text).toBe(localSshdConfig(r.tmpDir, r.port, users, text.includes("PerSourcePenalties no")));
+  });
+
+  it("the local rig's config differs from the container's only in addresses, paths and penalties", () => {
+    const local = parseSshdConfig(localSshdConfig("/tmp/rig", 40022, [TEST_USER, NOISY_USER], true));
+    const container = parseSshdConfig(containerSshdConfig());
+    const differing = ["Port", "ListenAddress", "HostKey", "PidFile", "AuthorizedKeysFile", "PerSourcePenalties"];
+    for (const keyword of new Set([...local.keys(), ...container.keys()])) {
+      if (!differing.includes(keyword)) expect(local.get(keyword), keyword).toEqual(container.get(keyword));
+    }
+    expect(local.get("ListenAddress")).toEqual([["127.0.0.1"]]);
+    expect(local.get("PerSourcePenalties")).toEqual([["no"]]);
   });
 
   it("the Dockerfile builds a Debian image with sshd, node and git from the generated assets", () => {

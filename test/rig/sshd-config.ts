@@ -3,6 +3,8 @@
 // login-user set-up from here, so "passes on the rig" and "passes in the container" mean the same
 // server. test/compose/assets.test.ts checks the committed Docker assets against this module and
 // regenerates them with PASEO_UPDATE_DOCKER_ASSETS=1.
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 
 /** The dedicated non-root login user the tests use when they can create users (root). */
 export const TEST_USER = "paseotest";
@@ -45,6 +47,19 @@ export function sshdConfigText(p: SshdConfigParams): string {
     ...(p.perSourcePenaltiesOff ? ["PerSourcePenalties no"] : []),
     "",
   ].join("\n");
+}
+
+/** The local rig's sshd_config: everything lives in the rig's temp dir, sshd on loopback only. */
+export function localSshdConfig(tmpDir: string, port: number, allowUsers: string[], perSourcePenaltiesOff: boolean): string {
+  return sshdConfigText({
+    port,
+    listenAddress: "127.0.0.1",
+    hostKeys: [join(tmpDir, "ssh_host_ed25519_key"), join(tmpDir, "ssh_host_ecdsa_key")],
+    pidFile: join(tmpDir, "sshd.pid"),
+    authorizedKeysFile: join(tmpDir, "authorized_keys"),
+    allowUsers,
+    perSourcePenaltiesOff,
+  });
 }
 
 /** Reads back the keyword → values of an sshd_config text (one value list per occurrence). */
@@ -105,6 +120,18 @@ export function freshMachineUserSteps(homeOf: (user: string) => string): UserSet
     ...prepareUserSteps(user, homeOf(user)),
     ...(user === NOISY_USER ? noisyRcSteps(user, homeOf(user)) : []),
   ]);
+}
+
+/** Performs steps on this machine, as root; `run` executes one command (e.g. execFileSync). */
+export function applyUserSteps(steps: UserSetupStep[], run: (command: string, args: string[]) => void): void {
+  for (const step of steps) {
+    if ("run" in step) {
+      run(step.run[0]!, step.run.slice(1));
+    } else {
+      writeFileSync(step.write, step.content);
+      run("chown", [`${step.owner}:`, step.write]);
+    }
+  }
 }
 
 /** Renders steps as a POSIX sh script (for a Dockerfile RUN). */
