@@ -74,17 +74,27 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
   const channel = await host.openAgent();
   progress.mark("connect");
   let transfer: Promise<void> | null = null;
+  let reported = false;
+  const noObjects = () => {
+    if (!reported) progress.mark("objects-sent", { bytes: 0 });
+    reported = true;
+  };
   let transferError: unknown = null;
   const onFrame = (f: Frame) => {
     if (f.kind !== FrameKind.Json) return;
     const msg = JSON.parse(f.payload.toString("utf8")) as { type?: string; phase?: string };
-    if (msg.type === "progress" && msg.phase) progress.mark(msg.phase);
+    if (msg.type === "progress" && msg.phase) {
+      // Checkout starts only after objects are in place: none were needed if no transfer began.
+      if (msg.phase === "checkout" && !transfer) noObjects();
+      progress.mark(msg.phase);
+    }
     if (msg.type !== "need-objects" || transfer || !prepared.repo || prepared.request.source.kind !== "directory") return;
     const { repo } = prepared;
     const { commit } = prepared.request.source;
     transfer = (async () => {
       const haves = await localHaves(repo, (msg as NeedObjectsMessage).haves);
       const bytes = await sendObjects(channel, repo, commit, haves);
+      reported = true;
       progress.mark("objects-sent", { bytes });
     })().catch((err: unknown) => {
       transferError = err;
@@ -94,7 +104,7 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
   channel.on("frame", onFrame);
   try {
     const result = await channel.request<CreateResult>({ op: "workspace.create", root: host.root, ...prepared.request }, CREATE_TIMEOUT_MS);
-    if (!transfer) progress.mark("objects-sent", { bytes: 0 });
+    if (!transfer) noObjects();
     progress.mark("done");
     return result;
   } catch (err) {

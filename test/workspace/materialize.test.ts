@@ -84,6 +84,7 @@ describe("directory source materialization over SSH", () => {
     const first = await d.create(dirInput("mat-b", fixture.path), { env: PROGRESS });
     expect(first.value?.materializedFreshContent).toBe(true);
     expect(bytesSent(first.stderr)).toBe(0);
+    expect(progressLines(first.stderr).map((p) => p.phase)).toEqual(["connect", "negotiate", "objects-sent", "checkout", "done"]);
 
     expect((await d.op("destroy", "mat-a")).ok).toBe(true);
     expect(existsSync(workspaceLayout(d.root, "mat-a").dir)).toBe(false);
