@@ -16,6 +16,17 @@ import { NOISY_USER, TEST_USER, createUserSteps, noisyRcSteps, prepareUserSteps,
 const SSHD = "/usr/sbin/sshd";
 export const ENCRYPTED_KEY_PASSPHRASE = "rig-passphrase";
 
+// Stops sshd if this vitest process dies without running teardown (SIGKILL, a timeout), so no
+// orphaned sshd outlives a run. Exits by itself once sshd is gone.
+const WATCHDOG = `
+const [parent, child] = process.argv.slice(1).map(Number);
+const alive = (pid) => { try { process.kill(pid, 0); return true; } catch (e) { return e.code === "EPERM"; } };
+setInterval(() => {
+  if (!alive(child)) process.exit(0);
+  if (!alive(parent)) { try { process.kill(child, "SIGTERM"); } catch {} process.exit(0); }
+}, 500);
+`;
+
 const sh = (cmd: string, args: string[]) => execFileSync(cmd, args, { stdio: ["ignore", "pipe", "pipe"], timeout: 30_000 }).toString();
 
 function freePort(): Promise<number> {
@@ -97,6 +108,7 @@ function externalRig(): RigInfo {
     remoteHome: null,
     noisyUser: null,
     noisyUserSkipReason: "external host: no rc-noise user",
+    ptySkipReason: null,
     runId: randomBytes(4).toString("hex"),
   };
 }
@@ -168,6 +180,7 @@ export default async function setup(): Promise<() => Promise<void>> {
   chmodSync(sshdLog, 0o644);
   const errFd = openSync(join(tmpDir, "sshd.stderr"), "a");
   const sshd: ChildProcess = spawn(SSHD, ["-D", "-f", configFile, "-E", sshdLog], { stdio: ["ignore", errFd, errFd] });
+  spawn(process.execPath, ["-e", WATCHDOG, String(process.pid), String(sshd.pid)], { stdio: "ignore", detached: true }).unref();
   const deadline = Date.now() + 10_000;
   while (!(await canConnect(port))) {
     if (sshd.exitCode !== null || Date.now() > deadline) {
@@ -193,6 +206,7 @@ export default async function setup(): Promise<() => Promise<void>> {
     remoteHome,
     noisyUser,
     noisyUserSkipReason,
+    ptySkipReason: isRoot ? null : "sshd not started as root cannot allocate pseudo-terminals",
     runId: randomBytes(4).toString("hex"),
   };
   process.env.PASEO_TEST_RIG = JSON.stringify(info);

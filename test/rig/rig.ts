@@ -26,6 +26,8 @@ export interface RigInfo {
   /** Second authorized user whose rc files print to stdout and export variables. */
   noisyUser: string | null;
   noisyUserSkipReason: string | null;
+  /** Why PTY tests cannot run here (an sshd not started as root cannot allocate PTYs), or null. */
+  ptySkipReason: string | null;
   /** Unique per test run: remote roots carry it, so concurrent runs on one machine never collide. */
   runId: string;
 }

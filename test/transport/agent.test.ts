@@ -72,7 +72,8 @@ describe("remote agent over sshd", () => {
     });
   });
 
-  it("opens a PTY whose output starts after the ready marker", async () => {
+  it("opens a PTY whose output starts after the ready marker", async (ctx) => {
+    if (rig().ptySkipReason) return ctx.skip(rig().ptySkipReason!);
     const h = await open({ root: uniqueTestRoot("pty") });
     const pty = await h.openPty([], { rows: 24, cols: 80 });
     expect(h.installs).toBe(1);
@@ -90,6 +91,7 @@ describe("remote agent over sshd", () => {
   it("strips rc-file noise (translated to \\r\\n by the tty) before the PTY marker", async (ctx) => {
     const r = rig();
     if (!r.noisyUser) return ctx.skip(r.noisyUserSkipReason ?? "no noisy user");
+    if (r.ptySkipReason) return ctx.skip(r.ptySkipReason);
     const h = await open({ user: r.noisyUser, root: uniqueTestRoot("noisypty") });
     const pty = await h.openPty([], { rows: 24, cols: 80, term: "vt100" });
     const chunks: Buffer[] = [];
