@@ -105,6 +105,17 @@ describe("exec, pipes mode, over SSH", () => {
     expect(exitOf(check)).toEqual({ code: 0, signal: null });
   });
 
+  it("concurrent execs in one workspace keep their streams and results apart", async () => {
+    const runs = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => ws.run({ argv: ["/bin/sh", "-c", `printf out-${i}; printf err-${i} >&2; exit ${i}`] })),
+    );
+    runs.forEach((r, i) => {
+      expect(exitOf(r)).toEqual({ code: i, signal: null });
+      expect(r.stdout.toString()).toBe(`out-${i}`);
+      expect(r.stderr).toBe(`err-${i}`);
+    });
+  });
+
   it("an exec id is never reused", async () => {
     const execId = newExecId();
     expect(exitOf(await ws.run({ argv: ["/bin/true"], execId }))).toEqual({ code: 0, signal: null });
