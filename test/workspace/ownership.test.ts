@@ -10,6 +10,7 @@ import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { MANIFEST_MARKER } from "../../src/remote-agent/manifest.js";
 import { seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { dirInput, OTHER_OWNER, OWNER, cliDriver, type Driver } from "./driver.js";
+import { lifecycleRequest, runCli } from "../support/run-cli.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -62,6 +63,7 @@ describe("ownership, partial state and reconciliation over SSH", () => {
       expect(r.ok).toBe(false);
       expect(r.message).toBe(`SSH workspace ownership mismatch: ${dir}`);
       expect(r.exitCode).toBe(7);
+      expect(r.stdout).toBe("");
     }
     expect(execFileSync("find", [dir]).toString()).toBe(before);
     expect(readFileSync(join(dir, "sentinel"), "utf8")).toBe("foreign\n");
@@ -194,6 +196,11 @@ describe("ownership, partial state and reconciliation over SSH", () => {
     const bRenamed = `${workspaceLayout(d.root, "X-foreign").dir}-foreign`;
     execFileSync("mv", [b, bRenamed]);
     const c = plant(d.root, "own-p1-c", manifestFor("own-p1-c", OTHER_OWNER));
+    // Without workspaceIds every owned workspace would look orphaned: refused, nothing removed.
+    const bare = await runCli(["reconcile"], { stdin: lifecycleRequest(d.options), timeoutMs: 60_000 });
+    expect(bare.code).toBe(2);
+    expect(bare.stdout.toString()).toBe("");
+    expect(existsSync(a)).toBe(true);
     const quiet = await d.reconcile(["own-keep", "own-real"]);
     expect(quiet.ok).toBe(true);
     expect(quiet.stderr).toBe("");
