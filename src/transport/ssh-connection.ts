@@ -85,8 +85,8 @@ export class SshConnection {
         if (err) reject(new RuntimeError("network", `SSH server ${this.target} refused a session channel: ${oneLine(err.message)}`));
         else resolve(ch);
       };
-      const ok = pty ? this.client.exec(command, { pty }, done) : this.client.exec(command, done);
-      void ok;
+      if (pty) this.client.exec(command, { pty }, done);
+      else this.client.exec(command, done);
     });
   }
 

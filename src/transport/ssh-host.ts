@@ -165,8 +165,16 @@ export class SshHost implements RemoteHost {
     }
   }
 
+  private installing: Promise<void> | undefined;
+
+  /** One upload at a time per host object: concurrent first calls share it. */
+  private install(): Promise<void> {
+    this.installing ??= this.upload().finally(() => (this.installing = undefined));
+    return this.installing;
+  }
+
   /** Uploads dist/remote-agent.cjs into `<root>/agent/<hash>/agent.cjs` over its own channel. */
-  private async install(): Promise<void> {
+  private async upload(): Promise<void> {
     const data = readFileSync(this.bundle.path);
     const hash = createHash("sha256").update(data).digest("hex").slice(0, 16);
     if (hash !== this.bundle.hash) throw new RuntimeError("remote", `remote agent bundle ${this.bundle.path} changed while running; rerun the operation`);

@@ -47,10 +47,11 @@ describe("remote agent over sshd", () => {
     expect(c.installs).toBe(0);
   });
 
-  it("many agents share one connection", async () => {
-    const h = await open();
+  it("many agents share one connection; concurrent first calls upload once", async () => {
+    const h = await open({ root: uniqueTestRoot("many") });
     const results = await Promise.all(Array.from({ length: 8 }, () => h.call({ op: "ping" })));
     expect(results).toEqual(Array(8).fill({ pong: true }));
+    expect(h.installs).toBe(1);
   });
 
   it("rc files that print to stdout do not disturb the handshake (facts is exact JSON)", async (ctx) => {
