@@ -67,10 +67,11 @@ export async function runPipes(ctx: AgentContext, sup: ExecSupervisor, launch: L
   // Read the identity now: until the event loop runs, an exited child is still an unreaped zombie.
   const ident = c.pid !== undefined ? identityNow(c.pid) : null;
   c.stdin.on("error", () => undefined); // the workload closed its stdin: further input is dropped
-  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => {
+  // A program that exists but cannot be executed is reported like a shell would: 126 (127: missing).
+  const exited = new Promise<{ code: number | null; signal: string | null; spawnError?: string }>((resolve) => {
     c.once("exit", (code, signal) => resolve({ code, signal }));
     c.once("error", (err: NodeJS.ErrnoException) => {
-      if (c.pid === undefined) resolve({ code: err.code === "ENOENT" ? 127 : 126, signal: `spawn:${err.message}` });
+      if (c.pid === undefined) resolve({ code: err.code === "ENOENT" ? 127 : 126, signal: null, spawnError: err.message });
     });
   });
 
@@ -110,6 +111,8 @@ export async function runPipes(ctx: AgentContext, sup: ExecSupervisor, launch: L
   }
   const result = status;
   const exitAt = Date.now();
+  // Idle is counted from the exit at the earliest, so bytes still in the pipe are never cut off.
+  lastData = Math.max(lastData, exitAt);
   await Promise.race([
     drained,
     new Promise<void>((resolve) => {
@@ -125,9 +128,8 @@ export async function runPipes(ctx: AgentContext, sup: ExecSupervisor, launch: L
   ]);
   c.stdout.destroy();
   c.stderr.destroy();
-  if (result.signal?.startsWith("spawn:")) {
-    for (const fr of encodeData(FrameKind.Stderr, Buffer.from(`paseo-ssh-runtime: ${argv0}: ${result.signal.slice(6)}\n`))) ctx.sendRaw(fr);
-    result.signal = null;
+  if (result.spawnError) {
+    for (const fr of encodeData(FrameKind.Stderr, Buffer.from(`paseo-ssh-runtime: ${argv0}: ${result.spawnError}\n`))) ctx.sendRaw(fr);
   }
   ctx.sendRaw(encodeFrame(FrameKind.Eof, Buffer.from([1])));
   ctx.sendRaw(encodeFrame(FrameKind.Eof, Buffer.from([2])));
