@@ -70,8 +70,23 @@ describe("directory source materialization over SSH", () => {
     expect(i.value).toEqual({ type: "inspection", protocolVersion: 1, inspection: { status: "ready", state: r.value!.state, placement: { cwd: checkout } } });
   });
 
-  it("A9: git fetch works in the checkout as the remote user", async () => {
-    expect(gitAsRemoteUser(workspaceLayout(d.root, "mat-a").checkout, ["fetch"])).toBe("");
+  it("A5/A9: the checkout behaves as a normal repository for the remote user (config, commit, branch, switch, fetch)", async () => {
+    const checkout = workspaceLayout(d.root, "mat-a").checkout;
+    const git = (...args: string[]) => gitAsRemoteUser(checkout, args);
+    git("config", "user.email", "test@example.com");
+    git("config", "user.name", "Paseo Test");
+    writeFileSync(join(checkout, "committed.txt"), "container-change");
+    git("add", "-A");
+    git("commit", "-q", "-m", "container change");
+    git("branch", "container-branch", "main");
+    git("switch", "-q", "container-branch");
+    git("switch", "-q", "main");
+    expect(git("fetch")).toBe("");
+    expect(git("status", "--porcelain")).toBe("");
+    expect(git("symbolic-ref", "--short", "HEAD").trim()).toBe("main");
+    // The Paseo-host repository saw none of it.
+    expect(readFileSync(join(fixture.path, "committed.txt"), "utf8")).toBe("committed\n");
+    expect(gitIn(fixture.path, ["branch", "--list", "container-branch"])).toBe("");
   });
 
   it("creating an existing workspace returns its state with materializedFreshContent false", async () => {
