@@ -67,6 +67,20 @@ describe("exec, pipes mode, over SSH", () => {
     expect(left.filter((x) => x.command.includes("sleep 30"))).toEqual([]);
   });
 
+  it("a descendant holding stdout open does not hold up eof/exit, and no output is cut", async () => {
+    const t0 = Date.now();
+    const r = await ws.run({ argv: ["/bin/sh", "-c", "sleep 35 & head -c 300000 /dev/zero; echo main-done"], env: { PATH: "/usr/bin:/bin" } });
+    expect(exitOf(r)).toEqual({ code: 0, signal: null });
+    expect(r.stdout.length).toBe(300000 + "main-done\n".length);
+    expect(r.stdout.subarray(300000).toString()).toBe("main-done\n");
+    expect(Date.now() - t0).toBeLessThan(8000);
+    // The descendant keeps running as part of the workspace (reaped by destroy, frozen by pause).
+    const procs = await ws.processes();
+    const sleeper = procs.filter((p) => p.command.includes("sleep 35"));
+    expect(sleeper.length).toBe(1);
+    process.kill(sleeper[0]!.pid, "SIGKILL");
+  });
+
   it("C2: an exit right at `started` is never lost", async () => {
     for (let i = 0; i < 3; i++) {
       const r = await ws.run({ argv: ["/bin/true"] });
