@@ -3,7 +3,7 @@
 // rig by our own `create`. Decodes fd4 with the contract decoder so ordering bugs fail loudly.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Readable, Writable } from "node:stream";
@@ -201,4 +201,34 @@ export async function eventually<T>(check: () => Promise<T> | T, ok: (v: T) => b
     if (ok(v) || Date.now() >= deadline) return v;
     await sleep(every);
   }
+}
+
+/**
+ * Where a secret shows up on this machine (the rig's remote host is local): any process argv, any
+ * process environment except `allowed` pids (the workload's own), any file under `root`.
+ */
+export function secretLeaks(secret: string, root: string, allowed: Set<number>): { argv: string[]; environ: string[]; files: string[] } {
+  const found = { argv: [] as string[], environ: [] as string[], files: [] as string[] };
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${name}/cmdline`);
+      if (cmdline.includes(secret)) found.argv.push(`${name}: ${cmdline.toString().replace(/\0/g, " ")}`);
+      if (!allowed.has(Number(name)) && readFileSync(`/proc/${name}/environ`).includes(secret)) {
+        found.environ.push(`${name}: ${cmdline.toString().replace(/\0/g, " ")}`);
+      }
+    } catch {
+      // the process ended during the scan
+    }
+  }
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir)) {
+      const p = join(dir, entry);
+      const st = lstatSync(p, { throwIfNoEntry: false });
+      if (st?.isDirectory()) walk(p);
+      else if (st?.isFile() && st.size < 50_000_000 && readFileSync(p).includes(secret)) found.files.push(p);
+    }
+  };
+  walk(root);
+  return found;
 }
