@@ -265,6 +265,26 @@ async function exportObjects(ctx: AgentContext): Promise<{ head: string; bytes: 
   return streamPack(ctx, w.layout.checkout, offered);
 }
 
+/**
+ * Moves a workspace from a previous runtime instance (an old Paseo home) to the requesting one:
+ * the manifest must be valid and name `from` as its owner. Idempotent once adopted.
+ */
+async function adopt(ctx: AgentContext): Promise<null> {
+  const { workspaceId, owner } = target(ctx);
+  const from = str(ctx.request, "from");
+  let loaded: ReturnType<typeof loadWorkspace>;
+  try {
+    loaded = loadWorkspace(ctx.root, workspaceId, from);
+  } catch (err) {
+    // Already ours (a repeated adopt) is success; anything else keeps its ownership verdict.
+    if (loadWorkspace(ctx.root, workspaceId, owner).state === "present") return null;
+    throw err;
+  }
+  if (loaded.state === "missing") throw new RuntimeError("remote", `SSH workspace is missing: ${workspaceId}`);
+  replaceManifest(loaded.layout, { ...loaded.manifest, owner });
+  return null;
+}
+
 function readOwnManifest(dir: string): WorkspaceManifest | null {
   try {
     const text = readFileSync(join(dir, "manifest.json"), "utf8");
@@ -338,5 +358,6 @@ export const workspaceOps: Record<string, OpSpec> = {
   "workspace.reconcile": { handler: reconcile },
   "workspace.release-backing": { handler: releaseBacking },
   "workspace.merge-info": { handler: mergeInfo },
+  "workspace.adopt": { handler: adopt },
   "workspace.export-objects": { handler: exportObjects },
 };

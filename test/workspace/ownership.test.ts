@@ -1,7 +1,8 @@
 // Ownership, races, partial state and reconciliation (scenarios J1, K1, L1, L2, M1, N1, P1, S9,
 // do-better 10 and 14) over the real sshd. Foreign state is planted directly on the host (the
 // "remote" is this machine) and must survive every refused operation byte for byte.
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -186,6 +187,28 @@ describe("ownership, partial state and reconciliation over SSH", () => {
     expect(r.value?.materializedFreshContent).toBe(true);
     expect(existsSync(join(dir, "create.lock"))).toBe(false);
     expect((await d.op("destroy", "own-twice")).ok).toBe(true);
+  });
+
+  it("adopt re-owns a workspace for a moved Paseo home, only from its recorded owner", async () => {
+    expect((await d.create(dirInput("own-adopt", fixture.path))).message).toBe("");
+    const { dir } = workspaceLayout(d.root, "own-adopt");
+    const adopt = (owner: string, flags: string[]) =>
+      runCli(["adopt", "--workspace-id", "own-adopt", ...flags], { stdin: lifecycleRequest(d.options, { runtimeInstanceId: owner }), timeoutMs: 60_000 });
+    const before = snapshot(dir);
+    const wrong = await adopt(OTHER_OWNER, ["--from-runtime-instance-id", "e".repeat(64)]);
+    expect(wrong.code).toBe(7);
+    expect(wrong.stderr.trim()).toBe(`SSH workspace runtime owner mismatch: ${dir}`);
+    expect(snapshot(dir)).toBe(before);
+
+    const oldHome = createHash("sha256").update("/srv/old-paseo-home").digest("hex");
+    expect((await adopt(oldHome, ["--from-runtime-instance-id", OWNER])).stdout.toString()).toBe('{"type":"ok","protocolVersion":1}\n');
+    expect((await d.inspect("own-adopt")).message).toBe(`SSH workspace runtime owner mismatch: ${dir}`);
+    expect((await d.inspect("own-adopt", { owner: oldHome })).value?.inspection.status).toBe("ready");
+    // Back again, naming the previous home by path; a repeat is a no-op.
+    expect((await adopt(OWNER, ["--from-paseo-home", "/srv/old-paseo-home"])).code).toBe(0);
+    expect((await adopt(OWNER, ["--from-paseo-home", "/srv/old-paseo-home"])).code).toBe(0);
+    expect((await d.inspect("own-adopt")).value?.inspection.status).toBe("ready");
+    expect((await d.op("destroy", "own-adopt")).ok).toBe(true);
   });
 
   it("P1: reconcile removes exactly the owned orphans", async () => {

@@ -21,6 +21,7 @@ export const OPERATIONS = {
   config: () => import("./config.js"),
   demo: () => import("./demo.js"),
   processes: () => import("./processes.js"),
+  adopt: () => import("./adopt.js"),
 } satisfies Record<string, Loader>;
 
 export type OperationName = keyof typeof OPERATIONS;
