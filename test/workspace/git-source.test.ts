@@ -68,6 +68,19 @@ describe("git URL sources over SSH", () => {
     expect((await d.op("destroy", "g-branch")).ok).toBe(true);
   });
 
+  it("placements apply to git sources: branch creates a branch at baseRef, checkout of a sha is detached", async () => {
+    const branch = await d.create({ ...gitInput("g-place-b", src.url, ""), placement: { kind: "branch", branchName: "feat", baseRef: src.pinned } });
+    expect(branch.message).toBe("");
+    const b = workspaceLayout(d.root, "g-place-b").checkout;
+    expect(gitIn(b, ["symbolic-ref", "--short", "HEAD"]).trim()).toBe("feat");
+    expect(gitIn(b, ["rev-parse", "HEAD"]).trim()).toBe(src.pinned);
+    expect(branch.value?.state.lifecycleEnvironment?.PASEO_BRANCH_NAME).toBe("feat");
+    const co = await d.create({ ...gitInput("g-place-c", src.url, ""), placement: { kind: "checkout", ref: src.tip } });
+    expect(gitIn(workspaceLayout(d.root, "g-place-c").checkout, ["rev-parse", "HEAD"]).trim()).toBe(src.tip);
+    expect(co.value?.state.lifecycleEnvironment?.PASEO_BRANCH_NAME).toBe("");
+    for (const id of ["g-place-b", "g-place-c"]) expect((await d.op("destroy", id)).ok).toBe(true);
+  });
+
   it("an unknown revision fails and leaves nothing", async () => {
     const r = await d.create(gitInput("g-unknown", src.url, "no-such-branch"));
     expect(r.message).toBe("Git revision not found at the source: no-such-branch");
