@@ -13,11 +13,10 @@ import type { PtyChannel, PtyRequest } from "../transport/host.js";
 import { agentBundle } from "../transport/bootstrap.js";
 import { SshConnection, connectSsh } from "../transport/ssh-connection.js";
 import { SshHost } from "../transport/ssh-host.js";
+import { ACQUIRE_WAIT_MS } from "./wire.js";
 
 /** More connections than this per broker and operations queue instead. */
 export const MAX_CONNECTIONS = 8;
-/** How long an operation may wait for a free session or a reconnect before failing. */
-export const ACQUIRE_WAIT_MS = 30_000;
 /** Pre-started agent channels kept on the first connection. */
 export const SPARE_AGENTS = 2;
 /** Attempts at opening a session that sshd refused although our count says it has room. */

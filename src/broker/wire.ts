@@ -33,6 +33,12 @@ export interface BrokerStats {
   spareChannels: number;
 }
 
+/**
+ * How long an operation may wait in the broker for a free session or a reconnect before failing
+ * (here, not in pool.ts, so clients can bound their wait without loading ssh2).
+ */
+export const ACQUIRE_WAIT_MS = 30_000;
+
 /** Lines are short; anything longer is not our peer. */
 const MAX_LINE = 64 * 1024;
 

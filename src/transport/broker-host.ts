@@ -7,8 +7,7 @@ import { RuntimeError } from "../errors.js";
 import { FrameKind, encodeData, encodeFrame, encodeJson } from "../protocol/frames.js";
 import type { RuntimeOptions } from "../options.js";
 import { connectBroker, type BrokerTarget } from "../broker/client.js";
-import { ACQUIRE_WAIT_MS } from "../broker/pool.js";
-import { readLine, writeLine, type BrokerRequest, type BrokerResult } from "../broker/wire.js";
+import { ACQUIRE_WAIT_MS, readLine, writeLine, type BrokerRequest, type BrokerResult } from "../broker/wire.js";
 import { AGENT_READY_TIMEOUT_MS, AgentChannel } from "./agent-channel.js";
 import type { PtyChannel, PtyRequest, RemoteHost } from "./host.js";
 

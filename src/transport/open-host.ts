@@ -5,7 +5,12 @@ import type { RuntimeOptions } from "../options.js";
 import { brokerTarget } from "../broker/client.js";
 import { BrokerHost } from "./broker-host.js";
 import type { RemoteHost } from "./host.js";
-import { openHost as openSshHost } from "./ssh-host.js";
+
+// ssh2 and the rest of the in-process transport load only when used: a brokered operation's
+// process never needs them, and loading them costs tens of milliseconds of every start.
+async function openSshHost(options: RuntimeOptions): Promise<RemoteHost> {
+  return (await import("./ssh-host.js")).openHost(options);
+}
 
 export function brokerEnabled(options: RuntimeOptions): boolean {
   return options.broker !== false && process.env.PASEO_SSH_NO_BROKER !== "1";
