@@ -27,6 +27,8 @@ export interface WorkspaceManifest {
   /** Key of the per-project object cache this workspace uses (for pruning), or null. */
   projectKey: string | null;
   lifecycleEnvironment: Record<string, string>;
+  /** Create purpose ("discovery" for short-lived probe workspaces), null for user workspaces. */
+  purpose?: string | null;
   /** Where merge-to-base integrates (directory sources with a base branch only). */
   integration?: IntegrationTarget | null;
   createdAt: string;

@@ -118,6 +118,7 @@ async function create(ctx: AgentContext): Promise<CreateResult> {
   const relativeCwd = normaliseRelativePath(typeof req.relativeCwd === "string" ? req.relativeCwd : "");
   const hooks = (req.hooks ?? {}) as Record<string, unknown>;
   const integration = source.kind === "directory" ? parseIntegration(req.integration) : null;
+  const purpose = typeof req.purpose === "string" ? req.purpose : null;
   const inbox = new FrameInbox(ctx);
   const projectKey = sourceKey(source);
 
@@ -152,7 +153,7 @@ async function create(ctx: AgentContext): Promise<CreateResult> {
     await materializeCheckout(staging, layout.checkout, cache, commit, branch, () => verifyOwned(ctx.root, workspaceId, owner));
     const workspaceRoot = resolveWorkspaceRoot(layout.checkout, source.subdirectory, relativeCwd);
     const current = verifyOwned(ctx.root, workspaceId, owner);
-    const done = replaceManifest(layout, { ...current, phase: "ready", commit, branch, workspaceRoot, lifecycleEnvironment: lifecycleEnvironment(branch), integration });
+    const done = replaceManifest(layout, { ...current, phase: "ready", commit, branch, workspaceRoot, lifecycleEnvironment: lifecycleEnvironment(branch), integration, purpose });
     release();
     return { view: view(done), materializedFreshContent: true };
   } catch (err) {

@@ -134,6 +134,7 @@ describe("directory source materialization over SSH", () => {
     const r = await d.create(dirInput("mat-probe", fixture.path, { kind: "existing" }, { purpose: "discovery" }));
     expect(r.value?.state.lifecycleEnvironment?.PASEO_BRANCH_NAME).toBe("main");
     expect(r.value?.materializedFreshContent).toBe(true);
+    expect(JSON.parse(readFileSync(workspaceLayout(d.root, "mat-probe").manifest, "utf8")).purpose).toBe("discovery");
     expect((await d.op("destroy", "mat-probe")).ok).toBe(true);
   });
 });
