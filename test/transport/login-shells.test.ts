@@ -2,7 +2,7 @@
 // install command lines through each login shell available here (sh, bash, zsh, fish, csh) with a
 // hostile root, and check the dependency statuses the bootstrap script reports.
 import { spawn, spawnSync } from "node:child_process";
-import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -48,6 +48,40 @@ describe.each(SHELLS.filter((s) => existsSync(s)))("login shell %s", (shell) => 
     } finally {
       ch.destroy();
     }
+  });
+});
+
+describe("install command", () => {
+  it("concurrent installers all succeed, keep one intact file and leave no temp files", async () => {
+    const home = mkdtempSync(join(tmpdir(), "paseo-race-"));
+    const data = readFileSync(bundle.path);
+    const outputs = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        new Promise<Buffer>((resolve, reject) => {
+          const child = spawn("/bin/sh", ["-c", installCommand("~/r", bundle.hash, bundle.size)], { env: { HOME: home, PATH: "/usr/bin:/bin" } });
+          const out: Buffer[] = [];
+          child.stdout.on("data", (d: Buffer) => out.push(d));
+          child.on("error", reject);
+          child.on("close", () => resolve(Buffer.concat(out)));
+          // Write in two halves so the installers really overlap.
+          child.stdin.write(data.subarray(0, data.length >> 1));
+          setTimeout(() => child.stdin.end(data.subarray(data.length >> 1)), 50);
+        }),
+      ),
+    );
+    expect(outputs.map(statusOf)).toEqual(Array(6).fill("installed"));
+    const dir = join(home, "r", "agent", bundle.hash);
+    expect(readFileSync(join(dir, "agent.cjs")).equals(data)).toBe(true);
+    expect(readdirSync(dir).filter((n) => n.endsWith(".tmp"))).toEqual([]);
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+  });
+
+  it("a short upload is never linked into place", () => {
+    const home = mkdtempSync(join(tmpdir(), "paseo-short-"));
+    const out = run("/bin/sh", installCommand("~/r", bundle.hash, bundle.size), home, readFileSync(bundle.path).subarray(0, 1000));
+    expect(statusOf(out.stdout)).toBe("short-upload:1000");
+    expect(out.status).not.toBe(0);
+    expect(existsSync(join(home, "r", "agent", bundle.hash, "agent.cjs"))).toBe(false);
   });
 });
 
