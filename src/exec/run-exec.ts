@@ -74,6 +74,8 @@ class Conversation {
   private readonly resizes: Array<{ id: number; rows: number; cols: number }> = [];
   private resizeInFlight: number | null = null;
   private failing = false;
+  private ackPending = 0;
+  private ackScheduled = false;
 
   constructor(
     private readonly workspaceId: string,
@@ -135,6 +137,19 @@ class Conversation {
     return mirrorExit(result.code, result.signal);
   }
 
+  /** Output flow control: tells the agent how many bytes reached fd1/fd2 (see OUTPUT_WINDOW). */
+  private acknowledge(bytes: number): void {
+    this.ackPending += bytes;
+    if (this.ackScheduled) return;
+    this.ackScheduled = true;
+    setImmediate(() => {
+      this.ackScheduled = false;
+      const n = this.ackPending;
+      this.ackPending = 0;
+      if (n > 0 && !this.ch.closed) this.ch.sendJson({ type: "ack", bytes: n });
+    });
+  }
+
   private settle(o: Outcome): void {
     if (o.kind === "exit") this.exited.resolve(o);
     // While failing, the exit we provoked (or the channel closing after it) is not the result:
@@ -149,11 +164,11 @@ class Conversation {
   private onFrame(f: Frame): void {
     switch (f.kind) {
       case FrameKind.Stdout:
-        this.io.stdout.write(f.payload);
+      case FrameKind.Stderr: {
+        const n = f.payload.length;
+        (f.kind === FrameKind.Stdout ? this.io.stdout : this.io.stderr).write(f.payload, () => this.acknowledge(n));
         return;
-      case FrameKind.Stderr:
-        this.io.stderr.write(f.payload);
-        return;
+      }
       case FrameKind.Json:
         break;
       default:

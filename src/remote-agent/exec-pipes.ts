@@ -12,12 +12,18 @@ import type { AgentContext } from "./context.js";
 import { closeTag, openTag, taggedStdio, type Launch } from "./exec-launch.js";
 import { identityNow, type ExecSupervisor } from "./exec-supervisor.js";
 import { execTagPath } from "./process-set.js";
-import { parseSignalMessage } from "./exec-request.js";
+import { isExecSignal, parseJson } from "./exec-request.js";
 
 export const OUTPUT_IDLE_MS = 1000;
 export const OUTPUT_MAX_MS = 10_000;
 /** Workload stdin buffered on the agent before the channel is paused (backpressure to the runtime). */
 const STDIN_HIGH_WATER = 8 * 1024 * 1024;
+/**
+ * Output bytes sent but not yet acknowledged by the wrapper (written to Paseo's fd1/fd2): above
+ * this the workload's pipes are no longer read, so a slow reader on the Paseo side slows the
+ * workload down instead of filling the wrapper's memory.
+ */
+export const OUTPUT_WINDOW = 4 * 1024 * 1024;
 
 type Child = ChildProcessByStdio<Writable, Readable, Readable>;
 
@@ -42,10 +48,25 @@ export async function runPipes(ctx: AgentContext, sup: ExecSupervisor, launch: L
       if (child) child.stdin.end();
       else stdinEnded = true;
     } else if (f.kind === FrameKind.Json) {
-      const sig = parseSignalMessage(f.payload);
-      if (sig) sup.deliver(sig);
+      const msg = parseJson(f.payload);
+      if (msg?.type === "ack" && typeof msg.bytes === "number") {
+        unacked -= msg.bytes;
+        updateFlow();
+      } else if (msg?.type === "signal" && isExecSignal(msg.signal)) sup.deliver(msg.signal);
     }
   });
+
+  // Output flow: paused while the SSH channel wants draining or the wrapper's window is full.
+  let unacked = 0;
+  let drainWait = false;
+  const outputs: Readable[] = [];
+  const updateFlow = () => {
+    const hold = drainWait || unacked > OUTPUT_WINDOW;
+    for (const o of outputs) {
+      if (hold) o.pause();
+      else o.resume();
+    }
+  };
 
   const closed = new Promise<void>((resolve) => ctx.onClose(() => resolve()));
 
@@ -81,21 +102,22 @@ export async function runPipes(ctx: AgentContext, sup: ExecSupervisor, launch: L
   if (stdinEnded) c.stdin.end();
 
   let lastData = Date.now();
-  let pausedForDrain = false;
   const pump = (stream: Readable, kind: FrameKind) =>
     new Promise<void>((resolve) => {
+      outputs.push(stream);
       stream.on("data", (chunk: Buffer) => {
         lastData = Date.now();
+        unacked += chunk.length;
         for (const fr of encodeData(kind, chunk)) ctx.sendRaw(fr);
-        if (process.stdout.writableNeedDrain && !stream.isPaused()) {
-          stream.pause();
-          pausedForDrain = true;
+        if (process.stdout.writableNeedDrain && !drainWait) {
+          drainWait = true;
           process.stdout.once("drain", () => {
-            pausedForDrain = false;
+            drainWait = false;
             lastData = Date.now();
-            stream.resume();
+            updateFlow();
           });
         }
+        updateFlow();
       });
       stream.once("end", resolve);
       stream.once("close", resolve);
@@ -115,9 +137,12 @@ export async function runPipes(ctx: AgentContext, sup: ExecSupervisor, launch: L
   lastData = Math.max(lastData, exitAt);
   await Promise.race([
     drained,
+    closed,
     new Promise<void>((resolve) => {
       const tick = setInterval(() => {
-        const idle = !pausedForDrain && Date.now() - lastData >= OUTPUT_IDLE_MS;
+        const held = drainWait || unacked > OUTPUT_WINDOW;
+        if (held) lastData = Date.now();
+        const idle = !held && Date.now() - lastData >= OUTPUT_IDLE_MS;
         if (idle || Date.now() - exitAt >= OUTPUT_MAX_MS) {
           clearInterval(tick);
           resolve();

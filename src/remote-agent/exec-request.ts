@@ -65,16 +65,6 @@ export function parseRunRequest(r: AgentRequest): RunRequest {
   };
 }
 
-/** A `{type:"signal", signal}` control from the runtime, or null for anything else. */
-export function parseSignalMessage(payload: Buffer): ExecSignal | null {
-  try {
-    const msg = JSON.parse(payload.toString("utf8")) as { type?: unknown; signal?: unknown };
-    return msg.type === "signal" && isExecSignal(msg.signal) ? msg.signal : null;
-  } catch {
-    return null;
-  }
-}
-
 export function parseJson(payload: Buffer): Record<string, unknown> | null {
   try {
     const v = JSON.parse(payload.toString("utf8")) as unknown;

@@ -48,6 +48,9 @@ export interface ExecHandle {
   waitEvent(type: string, ms?: number, count?: number): Promise<void>;
   sendControl(frame: Record<string, unknown>): void;
   output(): Buffer;
+  /** With `pauseStdout`: starts reading fd1 (a slow Paseo reader until then). */
+  resumeStdout(): void;
+  stderrText(): string;
   done: Promise<ExecResult>;
 }
 
@@ -107,7 +110,10 @@ export class ExecWorkspace {
   }
 
   /** Starts the wrapper; pipes mode closes fd3 after the envelope as Paseo does. */
-  start(spec: ExecSpec, opts: { stdin?: Buffer | string; keepStdinOpen?: boolean; env?: NodeJS.ProcessEnv; rawEnvelope?: string } = {}): ExecHandle {
+  start(
+    spec: ExecSpec,
+    opts: { stdin?: Buffer | string; keepStdinOpen?: boolean; env?: NodeJS.ProcessEnv; rawEnvelope?: string; pauseStdout?: boolean } = {},
+  ): ExecHandle {
     const execId = spec.execId ?? newExecId();
     const t0 = performance.now();
     const child = spawn(process.execPath, [CLI_PATH, "exec", "--workspace-id", this.workspaceId], {
@@ -122,6 +128,7 @@ export class ExecWorkspace {
     const waiters: Array<() => void> = [];
     const poke = () => waiters.splice(0).forEach((w) => w());
     stdout.on("data", (d: Buffer) => (out.push(d), poke()));
+    if (opts.pauseStdout) stdout.pause();
     stderr.on("data", (d: Buffer) => err.push(d));
     events.on("data", (d: Buffer) => (fd4.push(d), poke()));
     stdin.on("error", () => undefined);
@@ -166,6 +173,8 @@ export class ExecWorkspace {
         waitFor(() => fd4Text().split(`"type":"${type}"`).length > count, `${count} event(s) ${type}`, ms),
       sendControl: (frame) => control.write(`${JSON.stringify(frame)}\n`),
       output: () => Buffer.concat(out),
+      resumeStdout: () => void stdout.resume(),
+      stderrText: () => Buffer.concat(err).toString("utf8"),
       done,
     };
   }

@@ -4,7 +4,7 @@ import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ExecWorkspace, eventually, exitOf, newExecId, secretLeaks } from "./harness.js";
+import { ExecWorkspace, eventually, exitOf, newExecId, secretLeaks, sleep } from "./harness.js";
 
 describe("exec, pipes mode, over SSH", () => {
   const ws = new ExecWorkspace("exec-pipes");
@@ -46,6 +46,18 @@ describe("exec, pipes mode, over SSH", () => {
     expect(exitOf(r)).toEqual({ code: 0, signal: null });
     expect(r.stdout.length).toBe(data.length);
     expect(r.stdout.equals(data)).toBe(true);
+  });
+
+  it("a reader that stops reading fd1 holds the workload back (end-to-end backpressure), nothing is lost", async () => {
+    const total = 40 * 1024 * 1024;
+    const h = ws.start({ argv: ["/bin/sh", "-c", `head -c ${total} /dev/zero; echo finished-writing >&2`], env: { PATH: "/usr/bin:/bin" } }, { pauseStdout: true });
+    await sleep(2500);
+    expect(h.stderrText()).not.toContain("finished-writing");
+    h.resumeStdout();
+    const r = await h.done;
+    expect(exitOf(r)).toEqual({ code: 0, signal: null });
+    expect(r.stdout.length).toBe(total);
+    expect(r.stderr).toBe("finished-writing\n");
   });
 
   it("a signal death is reported as the signal, never as 128+n", async () => {
