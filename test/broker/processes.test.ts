@@ -1,0 +1,85 @@
+// The broker as Paseo meets it: every operation is a fresh `node dist/cli.js` process. Later
+// processes reuse the first one's SSH connection (no new login in the sshd log), concurrent first
+// processes start exactly one broker, and the broker's command line, socket and directory give
+// nothing away to other users.
+import { readFileSync, statSync } from "node:fs";
+import { dirname } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import type { RuntimeOptions } from "../../src/options.js";
+import { lifecycleRequest, runCli } from "../support/run-cli.js";
+import { rig, rigOptions, sshdLogOffset, sshdLogSince, uniqueTestRoot } from "../rig/rig.js";
+import { brokerStats, stopBroker, targetOf } from "./support.js";
+import { parseRuntimeOptions } from "../../src/options.js";
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0)) await c();
+});
+
+const accepted = (log: string) => (log.match(/Accepted publickey/g) ?? []).length;
+
+/** Raw options as Paseo sends them, plus the parsed form used to find the broker. */
+function fresh(): { raw: Record<string, unknown>; parsed: RuntimeOptions } {
+  const raw = rigOptions({ root: uniqueTestRoot("broker-cli"), brokerIdleMs: 5000 });
+  const parsed = parseRuntimeOptions(raw);
+  cleanups.push(() => stopBroker(parsed));
+  return { raw, parsed };
+}
+
+/** `processes` asks the agent about a workspace that does not exist: one agent call, nothing else. */
+function agentRoundTrip(raw: Record<string, unknown>, env?: NodeJS.ProcessEnv) {
+  return runCli(["processes", "--workspace-id", "broker-nothing"], { stdin: lifecycleRequest(raw as never), env, timeoutMs: 60_000 });
+}
+
+describe("broker across runtime processes", () => {
+  it("a second runtime process performs no SSH handshake", async () => {
+    const { raw, parsed } = fresh();
+    const offset = sshdLogOffset();
+    const first = await agentRoundTrip(raw);
+    const afterFirst = sshdLogSince(offset);
+    const second = await agentRoundTrip(raw);
+    const third = await agentRoundTrip(raw);
+    // Whatever the op answers for a missing workspace, it answered the same way every time.
+    expect([second.code, third.code]).toEqual([first.code, first.code]);
+    expect(first.stderr).not.toMatch(/broker/i);
+    if (!rig().external) {
+      expect(accepted(afterFirst)).toBe(1);
+      expect(accepted(sshdLogSince(offset))).toBe(1);
+    }
+    expect((await brokerStats(parsed))?.handshakes).toBe(1);
+  });
+
+  it("five processes starting at once share one broker and one login", async () => {
+    const { raw, parsed } = fresh();
+    const offset = sshdLogOffset();
+    const results = await Promise.all(Array.from({ length: 5 }, () => agentRoundTrip(raw)));
+    expect(new Set(results.map((r) => r.code)).size).toBe(1);
+    if (!rig().external) expect(accepted(sshdLogSince(offset))).toBe(1);
+    expect((await brokerStats(parsed))?.handshakes).toBe(1);
+  });
+
+  it("with PASEO_SSH_NO_BROKER=1 every process logs in itself", async () => {
+    const { raw } = fresh();
+    const offset = sshdLogOffset();
+    const env = { ...process.env, PASEO_SSH_NO_BROKER: "1" };
+    await agentRoundTrip(raw, env);
+    await agentRoundTrip(raw, env);
+    if (!rig().external) expect(accepted(sshdLogSince(offset))).toBe(2);
+  });
+
+  it("keeps its socket 0600 in a 0700 directory and its argv free of workspace ids and options", async () => {
+    const { raw, parsed } = fresh();
+    await agentRoundTrip(raw);
+    const stats = await brokerStats(parsed);
+    const { socket } = targetOf(parsed).paths;
+    expect(statSync(socket).mode & 0o777).toBe(0o600);
+    expect(statSync(dirname(socket)).mode & 0o777).toBe(0o700);
+    if (process.platform === "linux") {
+      // The broker renames itself (process.title); before that its argv is `node …/broker.js`.
+      const cmdline = readFileSync(`/proc/${stats!.pid}/cmdline`, "utf8").replace(/\0+/g, " ").trim();
+      expect(cmdline).toMatch(/^paseo-ssh-broker$|^\S+ \S+broker\.js$/);
+      expect(cmdline).not.toContain("broker-nothing");
+      expect(cmdline).not.toContain(String(raw.root));
+    }
+  });
+});
