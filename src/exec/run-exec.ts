@@ -29,6 +29,8 @@ export const PTY_DRAIN_MS = 2000;
 /** How long a kill requested before an `error` event may take to be confirmed by the agent. */
 export const KILL_CONFIRM_MS = 2000;
 const SUPPORTED_SIGNALS = new Set(["SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"]);
+/** Workload stdin sent to the agent but not yet taken by the workload; above this fd0 is not read. */
+export const STDIN_WINDOW = 4 * 1024 * 1024;
 
 type Outcome = { kind: "exit"; code: number | null; signal: string | null } | { kind: "error"; err: RuntimeError };
 
@@ -75,6 +77,7 @@ class Conversation {
   private resizeInFlight: number | null = null;
   private failing = false;
   private ackPending = 0;
+  private stdinUnacked = 0;
   private ackScheduled = false;
 
   constructor(
@@ -182,6 +185,10 @@ class Conversation {
       case "started":
         this.onStarted();
         break;
+      case "stdin-ack":
+        this.stdinUnacked -= Number(msg.bytes);
+        if (this.stdinUnacked <= STDIN_WINDOW && this.io.stdin.isPaused()) this.io.stdin.resume();
+        break;
       case "resized":
         this.onResized(Number(msg.id), msg.ok === true);
         break;
@@ -225,8 +232,11 @@ class Conversation {
   private pumpStdin(): void {
     const stdin = this.io.stdin;
     stdin.on("data", (d: Buffer) => {
-      if (!this.isPty) this.ch.send(encodeData(FrameKind.Stdin, d));
-      else if (this.pty) this.pty.stdin.write(d);
+      if (!this.isPty) {
+        this.ch.send(encodeData(FrameKind.Stdin, d));
+        this.stdinUnacked += d.length;
+        if (this.stdinUnacked > STDIN_WINDOW) stdin.pause();
+      } else if (this.pty) this.pty.stdin.write(d);
       else this.ptyStdin.push(d);
     });
     // A terminal has no end of input: fd0 EOF in PTY mode only means Paseo is done writing.

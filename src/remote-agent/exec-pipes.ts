@@ -16,8 +16,6 @@ import { isExecSignal, parseJson } from "./exec-request.js";
 
 export const OUTPUT_IDLE_MS = 1000;
 export const OUTPUT_MAX_MS = 10_000;
-/** Workload stdin buffered on the agent before the channel is paused (backpressure to the runtime). */
-const STDIN_HIGH_WATER = 8 * 1024 * 1024;
 /**
  * Output bytes sent but not yet acknowledged by the wrapper (written to Paseo's fd1/fd2): above
  * this the workload's pipes are no longer read, so a slow reader on the Paseo side slows the
@@ -32,13 +30,12 @@ export async function runPipes(ctx: AgentContext, sup: ExecSupervisor, launch: L
   const stdinQueue: Buffer[] = [];
   let stdinEnded = false;
 
+  // Each stdin chunk is acknowledged once the workload's pipe took it; the wrapper keeps at most
+  // STDIN_WINDOW unacknowledged (it stops reading fd0), so this channel is never paused and
+  // controls (signals, acks) always get through.
   const writeStdin = (data: Buffer) => {
     if (!child || child.stdin.destroyed) return;
-    child.stdin.write(data);
-    if (child.stdin.writableLength > STDIN_HIGH_WATER) {
-      process.stdin.pause();
-      child.stdin.once("drain", () => process.stdin.resume());
-    }
+    child.stdin.write(data, () => ctx.sendJson({ type: "stdin-ack", bytes: data.length }));
   };
   ctx.onFrame((f: Frame) => {
     if (f.kind === FrameKind.Stdin) {

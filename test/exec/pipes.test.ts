@@ -40,8 +40,8 @@ describe("exec, pipes mode, over SSH", () => {
     expect(Buffer.from(r.stderr, "utf8").subarray(0, 3).toString()).toBe("err");
   });
 
-  it("1 MiB+ of binary data round-trips byte-exactly", async () => {
-    const data = randomBytes(1024 * 1024 + 12345);
+  it.each([[1024 * 1024 + 12345], [12 * 1024 * 1024 + 7]])("%i bytes of binary data round-trip byte-exactly through cat", async (size) => {
+    const data = randomBytes(size);
     const r = await ws.run({ argv: ["/bin/cat"] }, { stdin: data });
     expect(exitOf(r)).toEqual({ code: 0, signal: null });
     expect(r.stdout.length).toBe(data.length);
