@@ -60,6 +60,18 @@ describe("exec, pipes mode, over SSH", () => {
     expect(r.stderr).toBe("finished-writing\n");
   });
 
+  it("a workload that never reads stdin still gets forwarded signals while stdin is flooded", async () => {
+    const h = ws.start({ argv: ["/bin/sh", "-c", "echo ready; exec sleep 30"], env: { PATH: "/usr/bin:/bin" } }, { keepStdinOpen: true });
+    await h.waitOutput("ready");
+    h.stdin.write(randomBytes(10 * 1024 * 1024));
+    await sleep(500);
+    const t0 = Date.now();
+    h.child.kill("SIGTERM");
+    const r = await h.done;
+    expect(Date.now() - t0).toBeLessThan(3000);
+    expect(exitOf(r)).toEqual({ code: null, signal: "SIGTERM" });
+  });
+
   it("a signal death is reported as the signal, never as 128+n", async () => {
     const r = await ws.run({ argv: ["/bin/sh", "-c", "kill -TERM $$"] });
     expect(exitOf(r)).toEqual({ code: null, signal: "SIGTERM" });
