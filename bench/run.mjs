@@ -6,7 +6,7 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startDelayProxy } from "./delay-proxy.mjs";
@@ -168,16 +168,21 @@ async function benchNetwork(name, net, rigInfo, repo, sshBase) {
   const ssh = (...args) => ["-p", String(net.port), ...sshBase, ...args];
   const rows = {};
   const ws = (i) => `bench-${name}-${i}`;
-  const create = async (i) => {
+  const create = async (i, opts = options, env = process.env) => {
     const input = { workspaceId: ws(i), project: { projectId: "bench-project", source: { kind: "directory", path: repo } }, placement: { kind: "existing" } };
-    const r = await run(process.execPath, [CLI, "create", "--workspace-id", ws(i)], { input: lifecycleRequest(options, { input }) });
+    const r = await run(process.execPath, [CLI, "create", "--workspace-id", ws(i)], { input: lifecycleRequest(opts, { input }), env });
     if (r.code !== 0) throw new Error(firstLine(r.stderr));
     return r.ms;
   };
+  // The same first create in-process, into a root of its own (cold cache), to show what the broker adds.
+  const noBrokerOptions = { ...options, root: `${options.root}-nobroker` };
   const log = (s) => process.stderr.write(`[${name}] ${s}\n`);
 
   log("create (first workspace)");
   rows.createFirst = await sample("create, first workspace (5,000 files, ~40 MB)", 1, () => create(1), 0);
+  log("create (first workspace) without broker");
+  rows.createFirstNoBroker = await sample("create, first workspace, PASEO_SSH_NO_BROKER=1", 1, () => create(1, noBrokerOptions, { ...process.env, PASEO_SSH_NO_BROKER: "1" }), 0);
+  await run(process.execPath, [CLI, "destroy", "--workspace-id", ws(1)], { input: lifecycleRequest(noBrokerOptions), env: { ...process.env, PASEO_SSH_NO_BROKER: "1" } });
   log("git archive | ssh tar -x");
   let archiveRun = 0;
   rows.gitArchive = await sample("git archive HEAD \\| ssh host tar -x", 1, async () => {
@@ -299,7 +304,7 @@ async function main() {
     const repo = join(tmp, "repo");
     process.stderr.write("generating a 5,000-file repository\n");
     await makeRepo(repo);
-    const results = { when: new Date().toISOString(), node: process.version, cpus: (await import("node:os")).cpus().length, networks: {} };
+    const results = { when: new Date().toISOString(), node: process.version, cpus: cpus().length, loadAverageAtStart: loadavg().map((x) => +x.toFixed(2)), networks: {} };
     for (const [name, net] of [
       ["direct", { port: info.port, knownHostsFile, tmp }],
       ["50ms RTT", { port: proxy.port, knownHostsFile, tmp }],
@@ -308,6 +313,7 @@ async function main() {
       const rows = await benchNetwork(key, net, info, repo, sshBase);
       results.networks[name] = { rows, targets: targets(rows) };
     }
+    results.loadAverageAtEnd = loadavg().map((x) => +x.toFixed(2));
     mkdirSync(join(ROOT, "bench", "results"), { recursive: true });
     writeFileSync(join(ROOT, "bench", "results", "latest.json"), JSON.stringify(results, null, 2));
     const md = markdown(results);
@@ -316,8 +322,11 @@ async function main() {
       console.log(`== ${name}`);
       for (const r of Object.values(rows)) console.log(`  ${r.label.padEnd(52)} ${fmt(r)}${r.samples ? `  [${r.samples.join(", ")}]` : ""}${r.sshdLogins !== undefined ? `  (sshd logins: ${r.sshdLogins})` : ""}`);
     }
+    console.log(`\nload average (1/5/15 min) at start ${results.loadAverageAtStart.join(" ")}, at end ${results.loadAverageAtEnd.join(" ")}; ${results.cpus} CPUs, node ${results.node}`);
     console.log("\nMarkdown:\n");
     console.log(md);
+    const conditions = `Measured ${results.when} on ${results.cpus} CPUs, node ${results.node}, load average ${results.loadAverageAtStart.join("/")} at start and ${results.loadAverageAtEnd.join("/")} at end (1/5/15 min). Every runtime row is a fresh \`node dist/cli.js\` process as Paseo spawns it; p50 of ${N.exec} (exec), ${N.signal} (signal), ${N.stat} (fs-stat), ${N.fresh} (fresh ssh) samples; creates are single runs. 50 ms RTT = bench/delay-proxy.mjs adding 25 ms each way in front of the rig's sshd.`;
+    writeFileSync(join(ROOT, "bench", "RESULTS.md"), `# Benchmark results (\`npm run bench\`)\n\n${conditions}\n\n${md}\n`);
   } finally {
     await proxy.close();
     await rigHandle.stop();

@@ -96,6 +96,8 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string] }> {
 
   constructor(private readonly options: RuntimeOptions) {
     super();
+    // Every queued operation waits on "change"; dozens at once are normal, not a leak.
+    this.setMaxListeners(0);
     this.limit = options.maxSessions ?? 10;
     this.extraTimer = setInterval(() => this.closeIdleExtras(), 1000);
     this.extraTimer.unref();
@@ -182,11 +184,12 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string] }> {
   /** Waits for a pool change (a channel closed, a connection came or went), bounded. */
   private waitForChange(untilMs: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(done, Math.max(0, untilMs - Date.now()));
-      function done() {
+      const done = () => {
         clearTimeout(timer);
+        this.off("change", done);
         resolve();
-      }
+      };
+      const timer = setTimeout(done, Math.max(0, untilMs - Date.now()));
       this.once("change", done);
     });
   }
