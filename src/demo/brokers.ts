@@ -4,11 +4,11 @@
 // to shut down and waits until the process is gone, so the demo leaves no process behind.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { dial } from "../broker/dial.js";
-import { brokerScriptPath, brokerVersion } from "../broker/paths.js";
-import { readLine, writeLine, type BrokerResult } from "../broker/wire.js";
+import { connect } from "node:net";
+import { readLine, writeLine, type BrokerHello, type BrokerResult } from "../broker/wire.js";
 
-const REPLY_TIMEOUT_MS = 2_000;
+// Generous: on a loaded machine a live broker may answer slowly.
+const REPLY_TIMEOUT_MS = 5_000;
 const EXIT_WAIT_MS = 5_000;
 
 /** Env for runtime processes whose brokers must live under `tmp` (and nowhere else). */
@@ -40,20 +40,36 @@ function alive(pid: number): boolean {
   }
 }
 
+/**
+ * Asks the broker on `socket` to shut down; resolves with its pid, or null when nothing listens.
+ * No version check: the directory is the demo's own, and a broker from an older build of this
+ * installation (rebuilt meanwhile) must be stopped all the same.
+ */
+async function shutdown(socket: string): Promise<number | null> {
+  const sock = connect({ path: socket, allowHalfOpen: true });
+  try {
+    const connected = await new Promise<boolean>((resolve) => {
+      sock.once("connect", () => resolve(true));
+      sock.once("error", () => resolve(false));
+    });
+    if (!connected) return null;
+    sock.on("error", () => undefined); // Reported through readLine's timeout or close.
+    const hello = await readLine<BrokerHello>(sock, REPLY_TIMEOUT_MS, "hello");
+    writeLine(sock, { kind: "shutdown" });
+    const result = await readLine<BrokerResult>(sock, REPLY_TIMEOUT_MS, "shutdown result");
+    if (!result.ok) throw new Error(`SSH broker ${hello.pid} refused to shut down: ${result.message}`);
+    return hello.pid;
+  } finally {
+    sock.destroy();
+  }
+}
+
 /** Shuts down every broker under `tmp`; resolves with how many stopped, rejects if one would not. */
 export async function stopPrivateBrokers(tmp: string): Promise<number> {
-  const found = sockets(tmp);
-  if (found.length === 0) return 0;
-  const version = brokerVersion(brokerScriptPath());
   const pids: number[] = [];
-  for (const socket of found) {
-    const r = await dial(socket, version);
-    // A socket nobody answers on has no process behind it.
-    if (r.state !== "ok") continue;
-    pids.push(r.hello.pid);
-    writeLine(r.sock, { kind: "shutdown" });
-    const result = await readLine<BrokerResult>(r.sock, REPLY_TIMEOUT_MS, "shutdown result").finally(() => r.sock.destroy());
-    if (!result.ok) throw new Error(`broker ${r.hello.pid} refused to shut down: ${result.message}`);
+  for (const socket of sockets(tmp)) {
+    const pid = await shutdown(socket);
+    if (pid !== null) pids.push(pid);
   }
   const deadline = Date.now() + EXIT_WAIT_MS;
   while (pids.some(alive)) {
