@@ -1,0 +1,42 @@
+// The broker directory is trusted only when it is ours and closed to others: a squatted name is
+// skipped (the same fixed alternative for every process of ours), a too-open one is tightened.
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { brokerDir } from "../../src/broker/paths.js";
+
+let base = "";
+let savedXdg: string | undefined;
+beforeEach(() => {
+  base = mkdtempSync(join(tmpdir(), "paseo-broker-dir-"));
+  savedXdg = process.env.XDG_RUNTIME_DIR;
+  process.env.XDG_RUNTIME_DIR = base;
+});
+afterEach(() => {
+  if (savedXdg === undefined) delete process.env.XDG_RUNTIME_DIR;
+  else process.env.XDG_RUNTIME_DIR = savedXdg;
+  rmSync(base, { recursive: true, force: true });
+});
+
+describe("broker directory", () => {
+  it("is created 0700 under XDG_RUNTIME_DIR", () => {
+    const dir = brokerDir();
+    expect(dir).toBe(join(base, "paseo-ssh"));
+    expect(statSync(dir!).mode & 0o777).toBe(0o700);
+  });
+
+  it("tightens a directory of ours that others could enter", () => {
+    mkdirSync(join(base, "paseo-ssh"));
+    chmodSync(join(base, "paseo-ssh"), 0o777);
+    expect(brokerDir()).toBe(join(base, "paseo-ssh"));
+    expect(statSync(join(base, "paseo-ssh")).mode & 0o777).toBe(0o700);
+  });
+
+  it.skipIf(process.getuid?.() !== 0)("skips a directory owned by someone else", () => {
+    mkdirSync(join(base, "paseo-ssh"), { mode: 0o700 });
+    chownSync(join(base, "paseo-ssh"), 65534, 65534);
+    expect(brokerDir()).toBe(join(base, "paseo-ssh.1"));
+    expect(statSync(join(base, "paseo-ssh.1")).uid).toBe(0);
+  });
+});
