@@ -78,6 +78,7 @@ class Conversation {
   private failing = false;
   private ackPending = 0;
   private stdinUnacked = 0;
+  private pendingError: string | null = null;
   private ackScheduled = false;
 
   constructor(
@@ -118,7 +119,9 @@ class Conversation {
     this.pumpStdin();
     this.controls.onControl((c) => {
       if (c.end) return; // PTY control EOF (pipes: right after the envelope); not an error
-      if (c.error) void this.fail(c.error.message);
+      // A bad control before `started` is acted on once the exec exists (kill first, then error).
+      if (c.error && !this.events.started) this.pendingError = c.error.message;
+      else if (c.error) void this.fail(c.error.message);
       else if (c.frame) this.onControl(c.frame);
     });
 
@@ -206,6 +209,7 @@ class Conversation {
     this.events.startedEvent();
     this.signals.attach((signal) => this.ch.sendJson({ type: "signal", signal }));
     for (const c of this.pendingControls.splice(0)) this.onControl(c);
+    if (this.pendingError !== null) void this.fail(this.pendingError);
   }
 
   private async attachPty(token: string): Promise<void> {

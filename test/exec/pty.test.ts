@@ -62,6 +62,16 @@ describe("exec, PTY mode, over SSH", () => {
     expect((await ws.processes()).filter((p) => p.command.includes("sleep 30"))).toEqual([]);
   });
 
+  it("an invalid control sent before `started` still kills the exec first, then fails with one error", async () => {
+    const h = ws.start({ argv: ["/bin/sleep", "30"], stdio: pty });
+    h.sendControl({ type: "resize", protocolVersion: 1, id: 1, rows: 10, cols: 10, root: "/private" });
+    const r = await h.done;
+    expect(r.events.map((e) => e.type)).toEqual(["started", "error"]);
+    expect((r.events[1] as { message: string }).message).toMatch(/unrecognized key/i);
+    expect((await ws.processes()).filter((p) => p.command.includes("sleep 30"))).toEqual([]);
+    expect((await ws.signal(h.execId, "SIGKILL")).code).toBe(0);
+  });
+
   it.each([["SIGTERM"], ["SIGKILL"]])("A22/A23: %s via fd3 ends the PTY workload with that signal", async (sig) => {
     const h = ws.start({ argv: ["/bin/sleep", "30"], env: { PATH: "/usr/bin:/bin" }, stdio: pty });
     await h.waitEvent("started");
