@@ -106,6 +106,20 @@ async function expectNoLocalLeftovers(run: DemoRun): Promise<void> {
   rmSync(run.tmp, { recursive: true, force: true });
 }
 
+/**
+ * Run on the remote host with the root (relative to home) on stdin: prints the root's workspace
+ * directories, "--", then every process whose command line contains the root. Node instead of
+ * ls/pgrep: node is there wherever the runtime works, procps may not be.
+ */
+const REMOTE_LEFTOVERS = [
+  'const fs = require("fs"); const dir = fs.readFileSync(0, "utf8").trim();',
+  'let ws = []; try { ws = fs.readdirSync(require("os").homedir() + "/" + dir + "/workspaces"); } catch {}',
+  'for (const w of ws) console.log(w); console.log("--");',
+  'for (const p of fs.readdirSync("/proc")) { if (!/^[0-9]+$/.test(p) || Number(p) === process.pid) continue;',
+  'let c; try { c = fs.readFileSync("/proc/" + p + "/cmdline", "utf8").split(String.fromCharCode(0)).join(" "); } catch { continue; }',
+  'if (c.includes(dir)) console.log(p + ": " + c); }',
+].join(" ");
+
 // The demo alone takes ~10 s; with the whole suite running in parallel it can take several times that.
 const DEMO_TEST_MS = 90_000;
 
@@ -152,8 +166,7 @@ describe("demo", () => {
       execFileSync(
         "ssh",
         ["-p", String(r.port), "-i", r.identityFile, "-o", `UserKnownHostsFile=${r.knownHostsFile}`, "-o", "StrictHostKeyChecking=yes",
-          "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", `${r.user}@${r.host}`,
-          'read -r dir; ls -A "$HOME/$dir/workspaces" 2>/dev/null; echo --; pgrep -af -- "$dir" || true'],
+          "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", `${r.user}@${r.host}`, `node -e '${REMOTE_LEFTOVERS}'`],
         { encoding: "utf8", timeout: 20_000, input: `${root.replace(/^~\//, "")}\n` },
       ).split("\n").filter(Boolean);
     let remote = leftovers();

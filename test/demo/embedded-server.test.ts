@@ -3,8 +3,8 @@
 // pipes, pty-req with the initial size in place and window-change applied, and a clean close.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import ssh2, { type Client as SshClient, type ClientChannel, type PseudoTtyOptions } from "ssh2";
-import { existsSync, readFileSync } from "node:fs";
-import { execFile, execFileSync, spawnSync } from "node:child_process";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { execFile, spawnSync } from "node:child_process";
 import { promisify } from "node:util";
 import { startEmbeddedServer, type EmbeddedServer } from "../../src/demo/embedded-server.js";
 
@@ -170,13 +170,17 @@ describe("embedded SSH server", () => {
   });
 });
 
+/** Whether a live process's command line contains `pattern` (a /proc scan: procps may be missing). */
 function pgrep(pattern: string): boolean {
-  try {
-    execFileSync("pgrep", ["-f", pattern], { stdio: "ignore" });
-    return true;
-  } catch {
-    return false;
+  for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
+    try {
+      if (/^\d+ \(.*\) Z /.test(readFileSync(`/proc/${pid}/stat`, "utf8"))) continue;
+      if (readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ").includes(pattern)) return true;
+    } catch {
+      // Exited meanwhile.
+    }
   }
+  return false;
 }
 
 async function waitUntil(check: () => boolean, timeoutMs: number): Promise<void> {
