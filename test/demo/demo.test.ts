@@ -5,7 +5,7 @@
 // workspace directory and no process under the demo's remote root.
 import { describe, expect, it } from "vitest";
 import { spawn, spawnSync, execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CLI_PATH } from "../support/run-cli.js";
@@ -92,10 +92,10 @@ function localProcessesMentioning(needles: string[]): string[] {
   return found;
 }
 
-async function expectNoLocalLeftovers(run: DemoRun): Promise<void> {
+async function expectNoLocalLeftovers(run: DemoRun, created = true): Promise<void> {
   const workspaceId = /paseo-demo-[0-9a-f]{12}/.exec(run.stdout)?.[0];
-  expect(workspaceId).toBeDefined();
-  const needles = [run.tmp, workspaceId!];
+  if (created) expect(workspaceId).toBeDefined();
+  const needles = [run.tmp, ...(workspaceId ? [workspaceId] : [])];
   // The demo returned after its cleanup. Allow a short grace: processes it killed need reaping, and
   // a broker that lost its socket to a newer one (judged hung on a loaded machine) exits on its own
   // at its next idle check.
@@ -174,6 +174,31 @@ describe("demo", () => {
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
     expect(remote).toEqual(["--"]);
+  }, DEMO_TEST_MS);
+
+  it("fails with the cause, skips what depends on it, still cleans up, when the host key is unknown", async () => {
+    const r = rig();
+    const strangers = mkdtempSync(join(tmpdir(), "paseo-demo-kh-"));
+    try {
+      writeFileSync(join(strangers, "known_hosts"), "");
+      const run = await runDemo(
+        ["--host", `${r.user}@${r.host}:${r.port}`, "--identity-file", r.identityFile, "--known-hosts-file", join(strangers, "known_hosts"), "--root", uniqueTestRoot("demo")],
+        repoRoot,
+      );
+      const marks = stepLines(run.stdout);
+      expect(marks.get("describe"), run.stdout).toBe("✓");
+      expect(marks.get("create"), run.stdout).toBe("✗");
+      expect(run.stdout).toMatch(/✗ create .*host key/i);
+      for (const step of ["committed files only", "git log -1", "pty", "pause", "resume"]) expect(marks.get(step)).toBe("-");
+      // destroy is still attempted (it cannot reach the host either), then the local cleanup runs.
+      expect(marks.get("destroy")).toBe("✗");
+      expect(marks.get("local cleanup")).toBe("✓");
+      expect(run.stdout).toMatch(/^demo: 2 passed, 2 failed, 7 skipped in /m);
+      expect(run.code).toBe(1);
+      await expectNoLocalLeftovers(run, false);
+    } finally {
+      rmSync(strangers, { recursive: true, force: true });
+    }
   }, DEMO_TEST_MS);
 
   it("refuses host options without --host", async () => {
