@@ -2,10 +2,10 @@
 // see: success with the response value, or failure with the one-line message and exit code.
 // Every call runs the built CLI (run `npm run build` first) against the real sshd rig.
 import { join } from "node:path";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { statSync } from "node:fs";
 import type { CreateInput, InspectionResponse, LifecycleRequest, Options, StateResponse } from "../../src/contract/schemas.js";
-import { lifecycleRequest, runCli, TEST_RUNTIME_INSTANCE_ID } from "../support/run-cli.js";
+import { CLI_PATH, lifecycleRequest, runCli, TEST_RUNTIME_INSTANCE_ID } from "../support/run-cli.js";
 import { rig, rigOptions } from "../rig/rig.js";
 import { randomBytes } from "node:crypto";
 
@@ -112,4 +112,28 @@ export function gitAsRemoteUser(checkout: string, args: string[]): string {
     cwd: checkout,
     env: { PATH: process.env.PATH, HOME: "/tmp", GIT_AUTHOR_NAME: "Remote", GIT_AUTHOR_EMAIL: "remote@example.com", GIT_COMMITTER_NAME: "Remote", GIT_COMMITTER_EMAIL: "remote@example.com" },
   }).toString();
+}
+
+export interface RunningCli {
+  child: ChildProcess;
+  /** Resolves once stderr matches `pattern` (rejects after `ms`). */
+  waitStderr(pattern: RegExp, ms?: number): Promise<void>;
+  done: Promise<{ code: number | null; stderr: string }>;
+}
+
+/** Starts the built CLI without waiting for it, for tests that act while an operation runs. */
+export function startCli(args: string[], stdin: string, env: Record<string, string> = {}): RunningCli {
+  const child = spawn(process.execPath, [CLI_PATH, ...args], { env: { ...process.env, ...env }, stdio: ["pipe", "ignore", "pipe"] });
+  let stderr = "";
+  child.stderr!.on("data", (c: Buffer) => (stderr += c.toString("utf8")));
+  child.stdin!.end(stdin);
+  const done = new Promise<{ code: number | null; stderr: string }>((resolve) => child.once("close", (code) => resolve({ code, stderr })));
+  const waitStderr = async (pattern: RegExp, ms = 20_000) => {
+    const deadline = Date.now() + ms;
+    while (!pattern.test(stderr)) {
+      if (Date.now() > deadline || child.exitCode !== null) throw new Error(`stderr never matched ${pattern}: ${stderr}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+  return { child, waitStderr, done };
 }

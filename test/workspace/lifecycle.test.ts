@@ -1,15 +1,14 @@
 // Pause, resume, release-backing, merge-to-base and interrupted creates through the built CLI over
 // the real sshd: state lives in the remote manifest, responses are exact canonical bytes, and a
 // runtime killed mid-create leaves nothing that destroy (or the agent itself) does not clean.
-import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { commitAll, gitIn, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
-import { CLI_PATH, lifecycleRequest } from "../support/run-cli.js";
-import { cliDriver, dirInput, gitAsRemoteUser, type Driver } from "./driver.js";
+import { lifecycleRequest } from "../support/run-cli.js";
+import { cliDriver, dirInput, gitAsRemoteUser, startCli, type Driver } from "./driver.js";
 
 const OK_LINE = '{"type":"ok","protocolVersion":1}\n';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -103,16 +102,12 @@ describe("pause, resume and the extras over SSH", () => {
 
   it("a runtime killed mid-create: inspect says incomplete, destroy cleans; unattended, the agent rolls back", async () => {
     const killDuringClaim = async (id: string) => {
-      const child = spawn(process.execPath, [CLI_PATH, "create", "--workspace-id", id], {
-        env: { ...process.env, PASEO_SSH_TEST_HOOK_AFTER_CLAIM_MS: "2500" },
-        stdio: ["pipe", "ignore", "ignore"],
-      });
-      child.stdin.end(lifecycleRequest(d.options, { input: dirInput(id, fixture.path) }));
-      const manifest = workspaceLayout(d.root, id).manifest;
-      for (let i = 0; i < 400 && !existsSync(manifest); i++) await sleep(25);
-      expect(existsSync(manifest)).toBe(true);
-      child.kill("SIGKILL");
-      await new Promise((r) => child.once("close", r));
+      const run = startCli(["create", "--workspace-id", id], lifecycleRequest(d.options, { input: dirInput(id, fixture.path) }), { PASEO_SSH_TEST_HOOK_AFTER_CLAIM_MS: "2500" });
+      const lock = join(workspaceLayout(d.root, id).dir, "create.lock");
+      for (let i = 0; i < 500 && !existsSync(lock); i++) await sleep(20);
+      expect(existsSync(lock)).toBe(true);
+      run.child.kill("SIGKILL");
+      await run.done;
     };
 
     await killDuringClaim("kill-a");

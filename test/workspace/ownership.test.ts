@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { MANIFEST_MARKER } from "../../src/remote-agent/manifest.js";
 import { seedRepo, type FixtureRepo } from "../fixtures/repo.js";
-import { dirInput, OTHER_OWNER, OWNER, cliDriver, type Driver } from "./driver.js";
+import { dirInput, OTHER_OWNER, OWNER, cliDriver, startCli, type Driver } from "./driver.js";
 import { lifecycleRequest, runCli } from "../support/run-cli.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -128,24 +128,33 @@ describe("ownership, partial state and reconciliation over SSH", () => {
 
   it("M1: a foreign directory appearing before the claim is refused and left intact", async () => {
     const { dir } = workspaceLayout(d.root, "own-m1");
-    const pending = d.create(dirInput("own-m1", fixture.path), { env: { PASEO_SSH_TEST_HOOK_BEFORE_CLAIM_MS: "1500" } });
-    await sleep(700);
+    const run = startCli(["create", "--workspace-id", "own-m1"], lifecycleRequest(d.options, { input: dirInput("own-m1", fixture.path) }), {
+      PASEO_SSH_TEST_HOOK_BEFORE_CLAIM_MS: "2500",
+      PASEO_SSH_PROGRESS: "1",
+    });
+    // "connect" = the agent is up; the request follows at once and the agent then waits at the hook.
+    await run.waitStderr(/"phase":"connect"/);
+    await sleep(400);
+    expect(existsSync(dir)).toBe(false);
     plant(d.root, "own-m1", null);
-    const r = await pending;
-    expect(r.message).toBe(`SSH workspace ownership mismatch: ${dir}`);
+    const r = await run.done;
+    expect(r.code).toBe(7);
+    expect(r.stderr.trim().split("\n").pop()).toBe(`SSH workspace ownership mismatch: ${dir}`);
     expect(readdirSync(dir).sort()).toEqual(["sentinel"]);
   });
 
   it("N1: a foreign manifest appearing after the claim is refused and left untouched", async () => {
     const { dir } = workspaceLayout(d.root, "own-n1");
-    const pending = d.create(dirInput("own-n1", fixture.path), { env: { PASEO_SSH_TEST_HOOK_AFTER_CLAIM_MS: "1500" } });
+    const pending = d.create(dirInput("own-n1", fixture.path), { env: { PASEO_SSH_TEST_HOOK_AFTER_CLAIM_MS: "3000" } });
     const foreign = manifestFor("own-n1", OTHER_OWNER);
-    for (let i = 0; i < 50 && !existsSync(join(dir, "manifest.json")); i++) await sleep(20);
+    // The create lock is written right after our manifest: from then on the agent sits in the hook.
+    for (let i = 0; i < 500 && !existsSync(join(dir, "create.lock")); i++) await sleep(20);
+    expect(existsSync(join(dir, "manifest.json"))).toBe(true);
     writeFileSync(join(dir, "manifest.json"), foreign);
     const r = await pending;
     expect(r.message).toBe(`SSH workspace runtime owner mismatch: ${dir}`);
     expect(readFileSync(join(dir, "manifest.json"), "utf8")).toBe(foreign);
-    expect(existsSync(join(dir, "checkout"))).toBe(false);
+    expect(readdirSync(dir).sort()).toEqual(["manifest.json"]);
   });
 
   it("S9: hostile workspace ids stay confined under <root>/workspaces", async () => {
@@ -164,8 +173,8 @@ describe("ownership, partial state and reconciliation over SSH", () => {
 
   it("an interrupted create leaves a materializing workspace that destroy cleans", async () => {
     const { dir } = workspaceLayout(d.root, "own-int");
-    const pending = d.create(dirInput("own-int", fixture.path), { env: { PASEO_SSH_TEST_HOOK_AFTER_CLAIM_MS: "2000" } });
-    for (let i = 0; i < 100 && !existsSync(join(dir, "manifest.json")); i++) await sleep(20);
+    const pending = d.create(dirInput("own-int", fixture.path), { env: { PASEO_SSH_TEST_HOOK_AFTER_CLAIM_MS: "3000" } });
+    for (let i = 0; i < 500 && !existsSync(join(dir, "create.lock")); i++) await sleep(20);
     expect((await d.inspect("own-int")).value?.inspection).toEqual({ status: "error", message: "SSH workspace is incomplete: own-int" });
     expect((await d.op("destroy", "own-int")).ok).toBe(true);
     const r = await pending;
@@ -178,7 +187,7 @@ describe("ownership, partial state and reconciliation over SSH", () => {
   it("a retried create while the first is still materializing is refused; reconcile leaves it alone; the first completes", async () => {
     const { dir } = workspaceLayout(d.root, "own-twice");
     const first = d.create(dirInput("own-twice", fixture.path), { env: { PASEO_SSH_TEST_HOOK_AFTER_CLAIM_MS: "2500" } });
-    for (let i = 0; i < 200 && !existsSync(join(dir, "create.lock")); i++) await sleep(20);
+    for (let i = 0; i < 500 && !existsSync(join(dir, "create.lock")); i++) await sleep(20);
     const second = await d.create(dirInput("own-twice", fixture.path));
     expect(second.message).toBe("SSH workspace is being created concurrently: own-twice");
     expect((await d.reconcile(["own-real"])).ok).toBe(true);
