@@ -111,8 +111,17 @@ function generated(tmpDir: string): DemoSource {
   return { ...fromRepository(root), generated: true };
 }
 
-/** The repository around `cwd`, or a generated sample under `tmpDir` (removed with it). */
-export function prepareSource(cwd: string, tmpDir: string): DemoSource {
+/**
+ * The repository around `cwd`, or a generated sample under `tmpDir` (removed with it) when there is
+ * none or it cannot be shown as is (no commit, detached HEAD); `note` then says why.
+ */
+export function prepareSource(cwd: string, tmpDir: string): { source: DemoSource; note?: string } {
   const root = repoRoot(cwd);
-  return root ? fromRepository(root) : generated(tmpDir);
+  if (!root) return { source: generated(tmpDir) };
+  try {
+    return { source: fromRepository(root) };
+  } catch (err) {
+    if (!(err instanceof RuntimeError)) throw err;
+    return { source: generated(tmpDir), note: `${err.message}; using a generated sample repository instead` };
+  }
 }

@@ -70,7 +70,9 @@ const operation: CliOperation = {
     let server: EmbeddedServer | undefined;
     let source: DemoSource | undefined;
     try {
-      source = prepareSource(process.cwd(), work);
+      const prepared = prepareSource(process.cwd(), work);
+      source = prepared.source;
+      if (prepared.note) io.stdout.write(`note: ${prepared.note}\n`);
       if (!remote) server = await startEmbeddedServer();
       const options = remote ?? embeddedOptions(server!);
       const where = server
