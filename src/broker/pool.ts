@@ -18,7 +18,9 @@ import { ACQUIRE_WAIT_MS } from "./wire.js";
 /** More connections than this per broker and operations queue instead. */
 export const MAX_CONNECTIONS = 8;
 /** Pre-started agent channels kept on the first connection. */
-export const SPARE_AGENTS = 2;
+export const SPARE_AGENTS = 3;
+/** Bound for waiting on an agent that is already starting instead of starting another. */
+const SPARE_WAIT_MS = 20_000;
 /** Attempts at opening a session that sshd refused although our count says it has room. */
 const SESSION_RETRIES = 6;
 /** Extra connections close after being unused this long. */
@@ -88,6 +90,8 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string] }> {
   /** The first agent start may install the agent; others wait for it instead of racing uploads. */
   private agentWarm: Promise<void> | undefined;
   private agentReady = false;
+  /** Operations waiting for a starting spare rather than opening a channel of their own. */
+  private spareWaiters = 0;
   private closed = false;
   handshakes = 0;
   private readonly limit: number;
@@ -307,8 +311,23 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string] }> {
   async agent(): Promise<Lease<AgentChannel>> {
     // The first agent's failure (no node, install failed) is this operation's failure too.
     await this.warmAgent();
-    const spare = this.takeSpare();
+    let spare = this.takeSpare();
     if (spare) return spare;
+    // An agent that is already starting is ready sooner than a new channel would be: wait for it,
+    // unless earlier operations have already claimed every one that is starting.
+    if (this.spareWaiters < this.conns.reduce((n, c) => n + c.sparesOpening, 0)) {
+      this.spareWaiters++;
+      try {
+        const until = Date.now() + SPARE_WAIT_MS;
+        while (!spare && Date.now() < until && this.conns.some((c) => c.sparesOpening > 0)) {
+          await this.waitForChange(until);
+          spare = this.takeSpare();
+        }
+      } finally {
+        this.spareWaiters--;
+      }
+      if (spare) return spare;
+    }
     const conn = await this.reserve(false);
     const release = this.releaser(conn);
     try {
