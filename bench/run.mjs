@@ -286,6 +286,22 @@ function markdown(results) {
   return lines.join("\n");
 }
 
+/** Replaces the generated part of bench/RESULTS.md, keeping the hand-written notes around it. */
+function writeResults(generated) {
+  const file = join(ROOT, "bench", "RESULTS.md");
+  const [start, end] = ["<!-- bench:start -->", "<!-- bench:end -->"];
+  let text = `# Benchmark results (\`npm run bench\`)\n\n${start}\n${end}\n`;
+  try {
+    const old = readFileSync(file, "utf8");
+    if (old.includes(start) && old.includes(end)) text = old;
+  } catch {
+    // First run: start from the skeleton.
+  }
+  const before = text.slice(0, text.indexOf(start) + start.length);
+  const after = text.slice(text.indexOf(end));
+  writeFileSync(file, `${before}\n${generated}\n${after}`);
+}
+
 async function main() {
   const guard = setTimeout(() => {
     process.stderr.write(`bench exceeded ${BENCH_LIMIT_MS} ms; aborting\n`);
@@ -326,7 +342,7 @@ async function main() {
     console.log("\nMarkdown:\n");
     console.log(md);
     const conditions = `Measured ${results.when} on ${results.cpus} CPUs, node ${results.node}, load average ${results.loadAverageAtStart.join("/")} at start and ${results.loadAverageAtEnd.join("/")} at end (1/5/15 min). Every runtime row is a fresh \`node dist/cli.js\` process as Paseo spawns it; p50 of ${N.exec} (exec), ${N.signal} (signal), ${N.stat} (fs-stat), ${N.fresh} (fresh ssh) samples; creates are single runs. 50 ms RTT = bench/delay-proxy.mjs adding 25 ms each way in front of the rig's sshd.`;
-    writeFileSync(join(ROOT, "bench", "RESULTS.md"), `# Benchmark results (\`npm run bench\`)\n\n${conditions}\n\n${md}\n`);
+    writeResults(`${conditions}\n\n${md}`);
   } finally {
     await proxy.close();
     await rigHandle.stop();

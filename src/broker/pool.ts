@@ -16,7 +16,7 @@ import { SshHost } from "../transport/ssh-host.js";
 import { ACQUIRE_WAIT_MS } from "./wire.js";
 
 /** More connections than this per broker and operations queue instead. */
-export const MAX_CONNECTIONS = 8;
+export const MAX_CONNECTIONS = 16;
 /** Pre-started agent channels kept on the first connection. */
 export const SPARE_AGENTS = 3;
 /** Bound for waiting on an agent that is already starting instead of starting another. */
