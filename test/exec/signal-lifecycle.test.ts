@@ -135,6 +135,29 @@ describe("signal operation and process set over SSH", () => {
     expect(exitOf(await ws.run({ argv: ["/bin/true"] }))).toEqual({ code: 0, signal: null });
   });
 
+  it("A27: Paseo's stop sequence (SIGTERM ignored, 1 s, signal SIGKILL, wrapper group SIGKILL) then pause", async () => {
+    const bystander = ws.start({ argv: ["/bin/sh", "-c", "echo ready; exec sleep 36"], env: { PATH: "/usr/bin:/bin" } });
+    await bystander.waitOutput("ready");
+    const h = ws.start({ argv: [process.execPath, "-e", STUBBORN] });
+    await h.waitOutput("stubborn-ready");
+    const t0 = Date.now();
+    h.child.kill("SIGTERM");
+    await sleep(1000);
+    const sig = await ws.signal(h.execId, "SIGKILL");
+    expect(sig.code).toBe(0);
+    process.kill(-h.child.pid!, "SIGKILL");
+    const paused = await ws.lifecycle("pause");
+    expect(paused.code).toBe(0);
+    expect(Date.now() - t0).toBeLessThan(5000);
+    expect(paused.ms).toBeLessThan(3000);
+    const procs = await ws.processes();
+    expect(procs.some((p) => p.command.includes("stubborn"))).toBe(false);
+    expect(procs.filter((p) => p.command.includes("sleep 36")).map((p) => p.state)).toEqual(["T"]);
+    expect((await ws.lifecycle("resume")).code).toBe(0);
+    bystander.child.kill("SIGTERM");
+    expect(exitOf(await bystander.done)).toEqual({ code: null, signal: "SIGTERM" });
+  });
+
   it("resume reaps (does not revive) processes of an exec whose supervising agent died while paused", async () => {
     const h = ws.start({ argv: ["/bin/sh", "-c", "sleep 41 & echo ready; wait"], env: { PATH: "/usr/bin:/bin" } });
     await h.waitOutput("ready");
