@@ -49,17 +49,26 @@ export function shortTempBase(): string {
   return base.length > 40 && existsSync("/tmp") ? "/tmp" : base;
 }
 
-export async function startEmbeddedServer(): Promise<EmbeddedServer> {
+export interface EmbeddedServerOptions {
+  /** Serve pty-req (default: when util-linux `script` is installed; forcing true without it fails). */
+  pty?: boolean;
+}
+
+export async function startEmbeddedServer(opts: EmbeddedServerOptions = {}): Promise<EmbeddedServer> {
+  const scriptFound = hasUtilLinuxScript();
+  if (opts.pty === true && !scriptFound) {
+    throw new RuntimeError("remote-dependency", "the embedded SSH server needs util-linux script for PTYs");
+  }
   const dir = mkdtempSync(join(shortTempBase(), "psd-"));
   try {
-    return await listen(dir);
+    return await listen(dir, opts.pty ?? scriptFound);
   } catch (err) {
     rmSync(dir, { recursive: true, force: true });
     throw err;
   }
 }
 
-async function listen(dir: string): Promise<EmbeddedServer> {
+async function listen(dir: string, ptySupported: boolean): Promise<EmbeddedServer> {
   const user = userInfo().username;
   const hostKey = utils.generateKeyPairSync("ed25519");
   const clientKey = utils.generateKeyPairSync("ed25519");
@@ -68,7 +77,6 @@ async function listen(dir: string): Promise<EmbeddedServer> {
   const allowed = utils.parseKey(clientKey.public);
   if (allowed instanceof Error) throw new RuntimeError("remote", `embedded server key: ${allowed.message}`);
 
-  const ptySupported = hasUtilLinuxScript();
   const children = new Set<ChildProcess>();
   const connections = new Set<Connection>();
 
@@ -135,7 +143,11 @@ function serveSession(session: Session, ctx: SessionContext): void {
   let ttyFile: string | undefined;
 
   session.on("pty", (accept, reject, info) => {
-    if (!ctx.ptySupported) return reject?.();
+    if (!ctx.ptySupported) {
+      // The client sees only "refused"; say why on the server's side where someone may look.
+      process.emitWarning("embedded SSH server refused a PTY request: PTYs are off here (they need util-linux script)");
+      return reject?.();
+    }
     pty = { rows: info.rows, cols: info.cols, term: info.term };
     accept?.();
   });

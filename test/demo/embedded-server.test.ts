@@ -153,6 +153,26 @@ describe("embedded SSH server", () => {
     }
   });
 
+  it("refuses pty-req when PTYs are off, and still serves plain exec", async () => {
+    const own = await startEmbeddedServer({ pty: false });
+    try {
+      expect(own.ptySupported).toBe(false);
+      const client = await new Promise<SshClient>((resolve, reject) => {
+        const c = new Client();
+        c.once("ready", () => resolve(c)).once("error", reject);
+        c.connect({ host: own.host, port: own.port, username: own.user, privateKey: readFileSync(own.identityFile, "utf8") });
+      });
+      try {
+        await expect(run(client, "true", { pty: { rows: 24, cols: 80 } })).rejects.toThrow(/pseudo-terminal/i);
+        expect((await run(client, "printf plain")).stdout.toString()).toBe("plain");
+      } finally {
+        client.end();
+      }
+    } finally {
+      await own.close();
+    }
+  });
+
   it("close() kills what it started and removes its directory", async () => {
     const own = await startEmbeddedServer();
     const client = await new Promise<SshClient>((resolve, reject) => {
