@@ -1,7 +1,7 @@
 // Reads, verifies and writes workspace manifests. Every agent operation on a workspace goes
 // through loadWorkspace() first, so ownership is checked before anything is read or changed
 // (scenarios.md §1 fixes the texts).
-import { readFileSync, writeFileSync, renameSync, lstatSync, mkdirSync, linkSync, rmSync } from "node:fs";
+import { readFileSync, writeFileSync, renameSync, lstatSync, mkdirSync, linkSync, rmSync, openSync, writeSync, fsyncSync, closeSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../errors.js";
@@ -92,7 +92,7 @@ export function writeManifest(layout: WorkspaceLayout, manifest: WorkspaceManife
  */
 export function createManifestExclusive(layout: WorkspaceLayout, manifest: WorkspaceManifest): void {
   const tmp = join(layout.dir, `.manifest.${randomBytes(6).toString("hex")}.tmp`);
-  writeFileSync(tmp, JSON.stringify(manifest, null, 2) + "\n", { mode: 0o600, flag: "wx" });
+  writeDurable(tmp, JSON.stringify(manifest, null, 2) + "\n");
   try {
     linkSync(tmp, layout.manifest);
   } catch (err) {
@@ -110,7 +110,21 @@ export function createManifestExclusive(layout: WorkspaceLayout, manifest: Works
 export function replaceManifest(layout: WorkspaceLayout, manifest: WorkspaceManifest): WorkspaceManifest {
   const next = { ...manifest, updatedAt: new Date().toISOString() };
   const tmp = join(layout.dir, `.manifest.${randomBytes(6).toString("hex")}.tmp`);
-  writeFileSync(tmp, JSON.stringify(next, null, 2) + "\n", { mode: 0o600, flag: "wx" });
+  writeDurable(tmp, JSON.stringify(next, null, 2) + "\n");
   renameSync(tmp, layout.manifest);
   return next;
+}
+
+/**
+ * Creates `path` (never overwriting) and flushes it to disk before it is renamed into place: a
+ * crash must not leave an empty manifest, which would read as an ownership mismatch forever.
+ */
+function writeDurable(path: string, text: string): void {
+  const fd = openSync(path, "wx", 0o600);
+  try {
+    writeSync(fd, text);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
 }
