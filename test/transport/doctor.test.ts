@@ -1,4 +1,5 @@
 // `paseo-ssh-runtime doctor` as a spawned CLI against the real sshd (needs `npm run build`).
+import { execFileSync } from "node:child_process";
 import { writeFileSync, mkdtempSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -42,6 +43,25 @@ describe("doctor", () => {
     expect(lines[1]).toMatch(/^FAIL host key verified +\d+ ms {2}\[host-key\]$/);
     expect(result.stderr).toMatch(/^Unknown host key for .* SHA256:/);
     expect(result.stderr.trimEnd().split("\n")).toHaveLength(1);
+  });
+
+  it("fails at connect with the network exit code for a closed port", async () => {
+    const result = await runCli(["doctor", "--options", JSON.stringify(rigOptions({ port: 1 }))]);
+    expect(result.code).toBe(5);
+    expect(result.stdout.toString()).toMatch(/^FAIL connect +\d+ ms {2}\[network\]\n$/);
+    expect(result.stderr).toContain(`${rig().host}:1`);
+  });
+
+  it("fails at authenticated with the auth exit code for an unauthorized key", async () => {
+    const dir = mkdtempSync(join(rig().tmpDir, "doctor-"));
+    execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", join(dir, "stranger")]);
+    const env = { ...process.env };
+    delete env.SSH_AUTH_SOCK;
+    const result = await runCli(["doctor", "--options", JSON.stringify(rigOptions({ identityFile: join(dir, "stranger") }))], { env });
+    expect(result.code).toBe(3);
+    const lines = result.stdout.toString().trimEnd().split("\n");
+    expect(lines.map((l) => l.slice(0, 22).trim())).toEqual(["ok   connect", "ok   host key verified", "FAIL authenticated"]);
+    expect(result.stderr).toMatch(/^SSH authentication failed for /);
   });
 
   it("rejects bad options with the input exit code and names the key", async () => {
