@@ -4,7 +4,6 @@
 import { readFileSync } from "node:fs";
 import ssh2 from "ssh2";
 import type { AnyAuthMethod, AuthenticationType, AuthHandlerMiddleware, ParsedKey } from "ssh2";
-import { RuntimeError } from "../errors.js";
 import type { RuntimeOptions } from "../options.js";
 
 export interface AuthPlan {
@@ -17,22 +16,26 @@ export interface AuthPlan {
   unusable: string[];
 }
 
+/**
+ * Problems are returned, not thrown: they are reported as part of the authentication failure, so
+ * the host key is still verified first and an ssh-agent key can still succeed.
+ */
 function loadIdentity(file: string): { key?: ParsedKey; problem?: string } {
   let data: Buffer;
   try {
     data = readFileSync(file);
   } catch (err) {
-    throw new RuntimeError("auth", `Cannot read identity file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    return { problem: `cannot read identity file ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})` };
   }
   const parsed = ssh2.utils.parseKey(data);
   if (parsed instanceof Error) {
     if (/encrypted/i.test(parsed.message) || /passphrase/i.test(parsed.message)) {
       return { problem: `identity file ${file} is encrypted and there is no passphrase prompt; load it into ssh-agent (ssh-add ${file}) and make SSH_AUTH_SOCK available to the runtime` };
     }
-    throw new RuntimeError("auth", `Cannot parse identity file ${file}: ${parsed.message}`);
+    return { problem: `cannot parse identity file ${file} (${parsed.message})` };
   }
   const key = Array.isArray(parsed) ? (parsed[0] as ParsedKey) : parsed;
-  if (!key.isPrivateKey()) throw new RuntimeError("auth", `Identity file ${file} holds no private key`);
+  if (!key.isPrivateKey()) return { problem: `identity file ${file} holds no private key` };
   return { key };
 }
 

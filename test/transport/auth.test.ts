@@ -48,6 +48,16 @@ describe.skipIf(r.encryptedIdentityFile === null)("authentication", () => {
     expect(err.message).toBe(`SSH authentication failed for ${r.user}@${r.host}:${r.port} (tried: publickey via ${join(scratch, "stranger")})`);
   });
 
+  it("a missing identity file is an auth error after the host key was verified", async () => {
+    const steps: string[] = [];
+    const missing = join(r.tmpDir, "no-such-key");
+    const err = await openHost(parseRuntimeOptions(rigOptions({ identityFile: missing })), { onStep: (s) => steps.push(s) }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RuntimeError);
+    expect((err as RuntimeError).errorClass).toBe("auth");
+    expect((err as RuntimeError).message).toContain(`cannot read identity file ${missing} (ENOENT)`);
+    expect(steps).toEqual(["tcp", "host-key"]);
+  });
+
   it("authenticates through ssh-agent when the identity file is encrypted", async () => {
     const scratch = mkdtempSync(join(r.tmpDir, "agent-"));
     const sock = join(scratch, "agent.sock");
