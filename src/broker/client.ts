@@ -69,8 +69,9 @@ async function dropUntrustedSocket(paths: BrokerPaths): Promise<void> {
 }
 
 /** A connected socket whose hello matched our version. */
-export async function connectBroker(options: RuntimeOptions, target: BrokerTarget): Promise<Socket> {
+export async function connectBroker(options: RuntimeOptions, initial: BrokerTarget): Promise<Socket> {
   const until = Date.now() + BROKER_START_MS;
+  let target = initial;
   let started = false;
   let last = "";
   for (;;) {
@@ -78,6 +79,16 @@ export async function connectBroker(options: RuntimeOptions, target: BrokerTarge
     const r = await dial(target.paths.socket, target.version);
     if (r.state === "ok") return r.sock;
     last = r.state === "absent" ? r.code : r.detail;
+    if (r.state === "mismatch") {
+      // dist/ was rebuilt since we computed our version (the broker we started loaded the new
+      // build): follow the new build's socket instead of waiting on the old one.
+      const now = brokerTarget(options);
+      if (now && now.version !== target.version) {
+        target = now;
+        started = false;
+        continue;
+      }
+    }
     if (!started) {
       startBroker(options, target);
       started = true;

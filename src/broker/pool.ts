@@ -13,7 +13,7 @@ import type { PtyChannel, PtyRequest } from "../transport/host.js";
 import { agentBundle } from "../transport/bootstrap.js";
 import { SshConnection, connectSsh } from "../transport/ssh-connection.js";
 import { SshHost } from "../transport/ssh-host.js";
-import { ACQUIRE_WAIT_MS } from "./wire.js";
+import { ACQUIRE_WAIT_MS, reconnectWindowMs } from "./wire.js";
 
 /** More connections than this per broker and operations queue instead. */
 export const MAX_CONNECTIONS = 16;
@@ -151,7 +151,7 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string] }> {
     if (!this.closed && this.conns.length === 0) this.connect().catch(() => undefined);
   }
 
-  /** One connection attempt, or (after a drop) retries with backoff for up to ACQUIRE_WAIT_MS. */
+  /** One connection attempt, or (after a drop) retries with backoff within the reconnect window. */
   private connect(): Promise<Conn> {
     if (this.connecting) return this.connecting;
     const attempt = this.everConnected
@@ -170,10 +170,15 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string] }> {
             retries: 20,
             minTimeout: 100,
             maxTimeout: 2000,
-            maxRetryTime: ACQUIRE_WAIT_MS,
+            maxRetryTime: reconnectWindowMs(this.options.connectTimeoutMs),
             onFailedAttempt: ({ error, attemptNumber }) => this.log(`reconnect attempt ${attemptNumber} failed: ${oneLine(error.message)}`),
           },
-        )
+        ).catch((err: unknown) => {
+          if (err instanceof RuntimeError && err.errorClass !== "network") throw err;
+          const window = reconnectWindowMs(this.options.connectTimeoutMs);
+          const why = oneLine(err instanceof Error ? err.message : String(err));
+          throw new RuntimeError("network", `SSH connection to ${this.options.host}:${this.options.port} dropped and was not re-established within ${window} ms: ${why}`);
+        })
       : this.connectOnce();
     this.connecting = attempt.finally(() => {
       this.connecting = undefined;

@@ -39,6 +39,11 @@ export interface BrokerStats {
  */
 export const ACQUIRE_WAIT_MS = 30_000;
 
+/** How long the broker keeps retrying after its connection dropped: a few connect timeouts. */
+export function reconnectWindowMs(connectTimeoutMs: number): number {
+  return Math.max(5000, 3 * connectTimeoutMs);
+}
+
 /** Lines are short; anything longer is not our peer. */
 const MAX_LINE = 64 * 1024;
 

@@ -7,7 +7,7 @@ import { RuntimeError } from "../errors.js";
 import { FrameKind, encodeData, encodeFrame, encodeJson } from "../protocol/frames.js";
 import type { RuntimeOptions } from "../options.js";
 import { connectBroker, type BrokerTarget } from "../broker/client.js";
-import { ACQUIRE_WAIT_MS, readLine, writeLine, type BrokerRequest, type BrokerResult } from "../broker/wire.js";
+import { ACQUIRE_WAIT_MS, reconnectWindowMs, readLine, writeLine, type BrokerRequest, type BrokerResult } from "../broker/wire.js";
 import { AGENT_READY_TIMEOUT_MS, AgentChannel } from "./agent-channel.js";
 import type { PtyChannel, PtyRequest, RemoteHost } from "./host.js";
 
@@ -42,7 +42,8 @@ export class BrokerHost implements RemoteHost {
    * or wait for a free session, so the bound covers that plus agent start.
    */
   private async request(req: BrokerRequest): Promise<Socket> {
-    const timeoutMs = ACQUIRE_WAIT_MS + this.options.connectTimeoutMs + AGENT_READY_TIMEOUT_MS;
+    const connect = this.options.connectTimeoutMs;
+    const timeoutMs = Math.max(ACQUIRE_WAIT_MS, reconnectWindowMs(connect)) + connect + AGENT_READY_TIMEOUT_MS;
     for (let attempt = 0; ; attempt++) {
       const sock = this.preDialled ?? (await this.dial());
       this.preDialled = undefined;

@@ -126,6 +126,29 @@ describe("broker", () => {
     expect(stats?.connections).toBe(1);
   });
 
+  it("fails an operation clearly, within the reconnect window, when the link stays down", async () => {
+    const r = rig();
+    const proxy: DelayProxy = await startDelayProxy({ targetPort: r.port, delayMs: 0 });
+    const dir = mkdtempSync(join(tmpdir(), "paseo-broker-kh-"));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const knownHostsFile = join(dir, "known_hosts");
+    writeFileSync(knownHostsFile, r.hostPublicKeys.map((k) => `[127.0.0.1]:${proxy.port} ${k.split(" ").slice(0, 2).join(" ")}\n`).join(""));
+    // connectTimeoutMs 1000 gives a 5 s reconnect window.
+    const options = track(brokerOptions({ host: "127.0.0.1", port: proxy.port, knownHostsFile, connectTimeoutMs: 1000 }));
+    expect(await ping(options)).toEqual({ pong: true });
+    await proxy.close();
+    const started = Date.now();
+    const err = await ping(options).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    const took = Date.now() - started;
+    expect(err).toBeInstanceOf(Error);
+    expect((err as { errorClass?: string }).errorClass).toBe("network");
+    expect((err as Error).message).toMatch(new RegExp(`127\\.0\\.0\\.1:${proxy.port}`));
+    expect(took).toBeLessThan(15_000);
+  });
+
   it("exits after brokerIdleMs without clients and removes its socket", async () => {
     const options = track(brokerOptions({ brokerIdleMs: 1000 }));
     await ping(options);
