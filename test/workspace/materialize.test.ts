@@ -13,6 +13,11 @@ import { bytesSent, dirInput, gitAsRemoteUser, progressLines, cliDriver, type Dr
 
 const PROGRESS = { PASEO_SSH_PROGRESS: "1" };
 
+/** Every path under `dir` with size and modification time. */
+function treeSnapshot(dir: string): string {
+  return execFileSync("find", [dir, "-printf", "%p %s %T@\\n"]).toString().split("\n").sort().join("\n");
+}
+
 describe("directory source materialization over SSH", () => {
   let base: string;
   let fixture: FixtureRepo;
@@ -30,6 +35,7 @@ describe("directory source materialization over SSH", () => {
 
   it("A1/A2/A9/A25: creates a clean checkout on main with committed content only", async () => {
     const before = localRepoFingerprint(fixture.path);
+    const gitDirBefore = treeSnapshot(join(fixture.path, ".git"));
     const t0 = Date.now();
     const r = await d.create(dirInput("mat-a", fixture.path), { env: PROGRESS });
     const ms = Date.now() - t0;
@@ -59,7 +65,9 @@ describe("directory source materialization over SSH", () => {
     expect(statSync(join(checkout, "fixture-agent.mjs")).mode & 0o111).toBe(0o111 & statSync(join(fixture.path, "fixture-agent.mjs")).mode);
     // No identity was configured for the workspace (A5 sets its own).
     expect(() => gitIn(checkout, ["config", "--local", "user.email"])).toThrow();
-    // The Paseo-host repository is untouched: no refs, no config, status exactly `?? .env`.
+    // The Paseo-host repository is untouched: not one file of .git changed (not even the index),
+    // no refs, no config, status exactly `?? .env`.
+    expect(treeSnapshot(join(fixture.path, ".git"))).toBe(gitDirBefore);
     expect(localRepoFingerprint(fixture.path)).toEqual(before);
     expect(gitIn(fixture.path, ["status", "--short"])).toBe("?? .env\n");
     // Progress went to stderr as JSON lines, in phase order.
