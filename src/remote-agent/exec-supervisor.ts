@@ -7,7 +7,7 @@ import { notFoundMessage } from "./exec-request.js";
 import type { AgentContext } from "./context.js";
 import { readProcStat, isGone, sendSignal, type ProcStat } from "./exec-proc.js";
 import { updateExecRecord, type ExecRecord } from "./exec-records.js";
-import { execMembers, killMembers } from "./process-set.js";
+import { execMembers, killMembers, recordSession } from "./process-set.js";
 import type { WorkspaceLayout } from "./layout.js";
 import { loadWorkspace } from "./workspace-store.js";
 
@@ -56,6 +56,7 @@ export class ExecSupervisor {
     if (this.delayIdentityMs > 0) await new Promise((r) => setTimeout(r, this.delayIdentityMs));
     if (this.finished || this.abandoned) return;
     this.ident = ident;
+    if (ident && this.groupSignals && ident.sid === ident.pid) recordSession(this.layout, this.execId, ident.sid, ident.startTime);
     this.record = updateExecRecord(this.layout, this.record, ident ? { state: "running", ...ident } : { state: "running" });
     this.published = true;
     this.ctx.sendJson({ type: "started", pid: ident?.pid ?? null });

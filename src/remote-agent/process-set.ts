@@ -8,8 +8,8 @@
 // Processes that did close it (e.g. children of programs that close all descriptors) are still
 // found through the sessions of tagged members. Our own agent processes never hold the tag on
 // TAG_FD and are excluded by their command line. macOS: best effort through recorded groups.
-import { realpathSync, readdirSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { mkdirSync, realpathSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
 import { RuntimeError } from "../errors.js";
 import { hashName, type WorkspaceLayout } from "./layout.js";
 import { fdLink, isGone, listPids, readArgv, readProcStat, sendSignal, type ProcStat } from "./exec-proc.js";
@@ -52,7 +52,70 @@ function isAgentProcess(argv: string[], agentBases: string[]): boolean {
   return argv.some((a) => agentBases.some((b) => a.includes(b)));
 }
 
-function scan(layout: Pick<WorkspaceLayout, "dir">, matches: (link: string) => boolean, extraGroups: number[] = []): Member[] {
+/** A session our pipes workload created (it leads it): `<dir>/sessions/<sid>.<startTime>.<execHash>`. */
+interface RecordedSession {
+  sid: number;
+  startTime: string;
+  path: string;
+}
+
+const SESSIONS_DIR = "sessions";
+
+/**
+ * Records the session a pipes workload leads, so members that closed the tag descriptor (e.g.
+ * children of programs that close all descriptors) stay findable after every tagged process of
+ * that session exited. Linux only (start times are comparable clock ticks there).
+ */
+export function recordSession(layout: WorkspaceLayout, execId: string, sid: number, startTime: string): void {
+  if (process.platform !== "linux") return;
+  const dir = join(layout.dir, SESSIONS_DIR);
+  try {
+    mkdirSync(dir, { mode: 0o700 });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") return; // the workspace was destroyed meanwhile (its processes with it)
+    if (code !== "EEXIST") throw err;
+  }
+  writeFileSync(join(dir, `${sid}.${startTime}.${hashName(execId)}`), "", { mode: 0o600 });
+}
+
+function recordedSessions(workspaceDir: string, execHash?: string): RecordedSession[] {
+  const dir = join(workspaceDir, SESSIONS_DIR);
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const out: RecordedSession[] = [];
+  for (const name of names) {
+    const [sid, startTime, hash] = name.split(".");
+    if (!sid || !startTime || !hash || (execHash !== undefined && hash !== execHash)) continue;
+    out.push({ sid: Number(sid), startTime, path: join(dir, name) });
+  }
+  return out;
+}
+
+/**
+ * Whether `st` is in a recorded session of ours. A session id is not reused while any process
+ * still has it, so a member is ours unless the session's leader is a different (newer) process
+ * than the one we recorded, or the member started before our leader did.
+ */
+function inRecordedSession(st: ProcStat, recorded: Map<number, RecordedSession>): boolean {
+  const r = recorded.get(st.sid);
+  if (!r) return false;
+  if (st.pid === r.sid) return st.startTime === r.startTime;
+  const leader = readProcStat(r.sid);
+  if (leader && leader.state !== "Z" && leader.startTime !== r.startTime) return false;
+  return Number(st.startTime) >= Number(r.startTime);
+}
+
+function scan(
+  layout: Pick<WorkspaceLayout, "dir">,
+  matches: (link: string) => boolean,
+  extraGroups: number[] = [],
+  recorded: RecordedSession[] = [],
+): Member[] {
   const agentBases = variants(join(dirname(dirname(layout.dir)), "agent")).map((p) => p + "/");
   const pids = listPids().filter((p) => p !== process.pid);
   const sessions = new Set<number>();
@@ -76,13 +139,21 @@ function scan(layout: Pick<WorkspaceLayout, "dir">, matches: (link: string) => b
     if (members.has(m.sid) || isGone(m.sid)) sessions.add(m.sid);
   }
   const groups = new Set(extraGroups);
-  if (sessions.size === 0 && groups.size === 0) return [...members.values()];
+  const recordedBySid = new Map(recorded.map((r) => [r.sid, r]));
+  if (sessions.size === 0 && groups.size === 0 && recordedBySid.size === 0) return [...members.values()];
+  const seenSids = new Set<number>();
   for (const pid of pids) {
-    if (members.has(pid)) continue;
     const st = readProcStat(pid);
-    if (!st || !(sessions.has(st.sid) || groups.has(st.pgid))) continue;
+    if (!st) continue;
+    seenSids.add(st.sid);
+    if (members.has(pid)) continue;
+    if (!(sessions.has(st.sid) || groups.has(st.pgid) || inRecordedSession(st, recordedBySid))) continue;
     const m = consider(st);
     if (m) members.set(pid, m);
+  }
+  // A recorded session nobody is in any more is finished for good: forget it.
+  for (const r of recorded) {
+    if (!seenSids.has(r.sid)) rmSync(r.path, { force: true });
   }
   return [...members.values()];
 }
@@ -130,7 +201,7 @@ function recordedGroups(layout: WorkspaceLayout): number[] {
 
 function workspaceMembers(layout: WorkspaceLayout): Member[] {
   const prefixes = variants(layout.dir).map((p) => p + "/");
-  return scan(layout, tagMatcher(prefixes, false), recordedGroups(layout));
+  return scan(layout, tagMatcher(prefixes, false), recordedGroups(layout), recordedSessions(layout.dir));
 }
 
 /** Processes of one exec: its workload and every descendant that kept the tag or its session. */
@@ -141,7 +212,8 @@ export function execMembers(layout: WorkspaceLayout, execId: string, pgid?: numb
 /** Same, given the workspace directory and the exec's tag file (what pty-attach knows). */
 export function membersByTag(workspaceDir: string, tagPath: string, pgid?: number): Member[] {
   const groups = process.platform === "linux" || pgid === undefined ? [] : [pgid];
-  return scan({ dir: workspaceDir }, tagMatcher(variants(tagPath), true), groups);
+  const execHash = basename(tagPath).replace(/\.tag$/, "");
+  return scan({ dir: workspaceDir }, tagMatcher(variants(tagPath), true), groups, recordedSessions(workspaceDir, execHash));
 }
 
 function toInfo(m: Member): ProcessInfo {

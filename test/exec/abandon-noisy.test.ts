@@ -46,6 +46,24 @@ describe("destroy during a running exec", () => {
   });
 });
 
+describe("descendants that close the tag descriptor", () => {
+  const ws = new ExecWorkspace("exec-untagged");
+  beforeAll(() => ws.create());
+  afterAll(() => ws.cleanup());
+
+  it("stay in the process set through their recorded session: paused, then killed by destroy", async () => {
+    // The shell drops descriptor 47 before starting the child, then exits: no tagged process is left.
+    const r = await ws.run({ argv: ["/bin/bash", "-c", "exec 47>&-; sleep 38 </dev/null >/dev/null 2>&1 &"], env: { PATH: "/usr/bin:/bin" } });
+    expect(exitOf(r)).toEqual({ code: 0, signal: null });
+    const procs = await ws.processes();
+    expect(procs.filter((p) => p.command.includes("sleep 38")).length).toBe(1);
+    expect((await ws.lifecycle("pause")).code).toBe(0);
+    expect((await ws.processes()).filter((p) => p.command.includes("sleep 38")).map((p) => p.state)).toEqual(["T"]);
+    expect((await ws.lifecycle("destroy")).code).toBe(0);
+    expect(await ws.processes()).toEqual([]);
+  });
+});
+
 describe("noisy login shell", () => {
   const r = rig();
   const ws = new ExecWorkspace("exec-noisy", r.noisyUser ? { user: r.noisyUser } : {});
