@@ -6,8 +6,9 @@
 // `<dir>/execs/<hash>.tag`. Descendants inherit it across fork, exec, setsid and re-parenting, so
 // /proc/<pid>/fd/TAG_FD names the exec and the workspace of any process that did not close it.
 // Processes that did close it (e.g. children of programs that close all descriptors) are still
-// found through the sessions of tagged members. Our own agent processes never hold the tag on
-// TAG_FD and are excluded by their command line. macOS: best effort through recorded groups.
+// found through their session: that of a tagged member, or one recorded when a pipes workload
+// started (`<dir>/sessions/`). Our own agent processes never hold the tag on TAG_FD and are
+// excluded by their command line. macOS: best effort through recorded groups.
 import { mkdirSync, realpathSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { RuntimeError } from "../errors.js";
