@@ -153,6 +153,13 @@ describe("exec, pipes mode, over SSH", () => {
     });
   });
 
+  it("any non-empty exec id is accepted and confined (hashed into the record name)", async () => {
+    const execId = `../../${newExecId()}\n x/y`;
+    const r = await ws.run({ argv: ["/bin/true"], execId });
+    expect(exitOf(r)).toEqual({ code: 0, signal: null });
+    expect((await ws.signal(execId, "SIGKILL")).code).toBe(0);
+  });
+
   it("an exec id is never reused", async () => {
     const execId = newExecId();
     expect(exitOf(await ws.run({ argv: ["/bin/true"], execId }))).toEqual({ code: 0, signal: null });

@@ -163,6 +163,17 @@ describe("signal operation and process set over SSH", () => {
     expect(exitOf(await bystander.done)).toEqual({ code: null, signal: "SIGTERM" });
   });
 
+  it("while paused, `signal SIGKILL` still ends a (stopped) exec and answers 0", async () => {
+    const h = ws.start({ argv: ["/bin/sh", "-c", "echo ready; exec sleep 39"], env: { PATH: "/usr/bin:/bin" } });
+    await h.waitOutput("ready");
+    expect((await ws.lifecycle("pause")).code).toBe(0);
+    const sig = await ws.signal(h.execId, "SIGKILL");
+    expect(sig.stderr).toBe("");
+    expect(sig.code).toBe(0);
+    expect(exitOf(await h.done)).toEqual({ code: null, signal: "SIGKILL" });
+    expect((await ws.lifecycle("resume")).code).toBe(0);
+  });
+
   it("resume reaps (does not revive) processes of an exec whose supervising agent died while paused", async () => {
     const h = ws.start({ argv: ["/bin/sh", "-c", "sleep 41 & echo ready; wait"], env: { PATH: "/usr/bin:/bin" } });
     await h.waitOutput("ready");
