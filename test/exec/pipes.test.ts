@@ -1,7 +1,7 @@
 // Pipes-mode exec over the real sshd (scenarios A15, A16, A19, A26, I1, C2, S3; do-better 1, 23):
 // exact bytes both ways, exact env, real exit status, cwd confinement, signal forwarding.
 import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ExecWorkspace, eventually, exitOf, newExecId, secretLeaks, sleep } from "./harness.js";
@@ -166,6 +166,15 @@ describe("exec, pipes mode, over SSH", () => {
     const again = await ws.run({ argv: ["/bin/true"], execId });
     expect(again.fd4).toBe("");
     expect(again.stderr).toContain("already used");
+  });
+
+  it("an exec for another runtime instance is refused with the owner mismatch text, nothing launched", async () => {
+    const foreign = ws.envelope({ argv: ["/bin/sh", "-c", "touch foreign-marker"] }, newExecId()).replace(/"runtimeInstanceId":"[0-9a-f]{64}"/, `"runtimeInstanceId":"${"f".repeat(64)}"`);
+    const r = await ws.run({ argv: ["/bin/true"] }, { rawEnvelope: foreign });
+    expect(r.code).not.toBe(0);
+    expect(r.fd4).toBe("");
+    expect(r.stderr).toContain("SSH workspace runtime owner mismatch");
+    expect(existsSync(join(ws.root, "foreign-marker"))).toBe(false);
   });
 
   it("an invalid envelope is refused before anything is launched", async () => {
