@@ -105,8 +105,7 @@ export function taggedStdio(std: StdioOptions & unknown[], tagFd: number): Stdio
 
 /** Creates (empty) and opens an exec's tag file; the caller closes the descriptor after spawn. */
 export function openTag(tagPath: string): number {
-  const fd = openSync(tagPath, "w", 0o600);
-  return fd;
+  return openSync(tagPath, "w", 0o600);
 }
 
 export function closeTag(fd: number): void {
