@@ -5,8 +5,23 @@ import { FrameKind, type Frame } from "../protocol/frames.js";
 import { RuntimeError } from "../errors.js";
 import type { AgentContext } from "./context.js";
 
+const HIGH_WATER = 8 * 1024 * 1024;
+const LOW_WATER = 1024 * 1024;
+
+function drainOrClose(sink: Writable): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      sink.off("drain", done).off("close", done).off("error", done);
+      resolve();
+    };
+    sink.once("drain", done).once("close", done).once("error", done);
+  });
+}
+
 export class FrameInbox {
   private queue: Frame[] = [];
+  private queuedBytes = 0;
+  private inputPaused = false;
   private wake: (() => void) | null = null;
   closed = false;
   aborted: string | null = null;
@@ -23,6 +38,13 @@ export class FrameInbox {
         if (msg.type === "abort") this.aborted = String(msg.message ?? "aborted by the runtime");
       } else {
         this.queue.push(f);
+        this.queuedBytes += f.payload.length;
+        // Flow control: stop reading the channel while the consumer is behind (SSH then holds
+        // the sender back), so a large object stream never piles up in this process.
+        if (this.queuedBytes > HIGH_WATER && !this.inputPaused) {
+          this.inputPaused = true;
+          process.stdin.pause();
+        }
       }
       this.notify();
     });
@@ -64,8 +86,13 @@ export class FrameInbox {
     for (;;) {
       const f = this.queue.shift();
       if (f) {
+        this.queuedBytes -= f.payload.length;
+        if (this.inputPaused && this.queuedBytes < LOW_WATER) {
+          this.inputPaused = false;
+          process.stdin.resume();
+        }
         if (f.kind === FrameKind.Eof) return;
-        if (f.kind === FrameKind.Stdin) sink.write(f.payload);
+        if (f.kind === FrameKind.Stdin && !sink.write(f.payload)) await drainOrClose(sink);
         continue;
       }
       this.assertAttended();

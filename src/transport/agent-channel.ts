@@ -96,6 +96,21 @@ export class AgentChannel extends EventEmitter<AgentChannelEvents> {
     for (const b of Array.isArray(buf) ? buf : [buf]) this.io.stdin.write(b);
   }
 
+  /** Resolves once the sending side can take more data (flow control for large streams). */
+  drained(): Promise<void> {
+    const out = this.io.stdin;
+    if (this.closedFlag || !out.writableNeedDrain) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        out.off("drain", done);
+        this.off("close", done);
+        resolve();
+      };
+      out.once("drain", done);
+      this.once("close", done);
+    });
+  }
+
   sendJson(value: unknown): void {
     this.send(encodeJson(value));
   }

@@ -24,6 +24,9 @@ export async function sendObjects(channel: AgentChannel, repo: string, commit: s
     for await (const chunk of pack.stdout as AsyncIterable<Buffer>) {
       bytes += chunk.length;
       channel.send(encodeData(FrameKind.Stdin, chunk));
+      // Pull from pack-objects only as fast as the link drains: a big first transfer must not
+      // pile up in memory.
+      await channel.drained();
     }
     await pack.done;
   } finally {
