@@ -18,13 +18,22 @@ const STAGING_MAX_AGE_MS = 6 * 3600_000;
 /** Caches younger than this are never pruned: a create may be filling one right now. */
 const CACHE_PRUNE_MIN_AGE_MS = 10 * 60_000;
 
-function readOwnManifest(dir: string): WorkspaceManifest | null {
+interface DirRecord {
+  /** Valid manifest for the directory's own derived name, or null. */
+  manifest: WorkspaceManifest | null;
+  /** Cache the directory refers to, read even from manifests we do not accept. */
+  projectKey: string | null;
+}
+
+function readDirRecord(dir: string): DirRecord {
   try {
     const text = readFileSync(join(dir, "manifest.json"), "utf8");
-    const id = (JSON.parse(text) as { workspaceId?: unknown }).workspaceId;
-    return typeof id === "string" ? parseManifest(text, id, basename(dir)) : null;
+    const raw = JSON.parse(text) as { workspaceId?: unknown; projectKey?: unknown };
+    const projectKey = typeof raw.projectKey === "string" ? raw.projectKey : null;
+    const manifest = typeof raw.workspaceId === "string" ? parseManifest(text, raw.workspaceId, basename(dir)) : null;
+    return { manifest, projectKey };
   } catch {
-    return null;
+    return { manifest: null, projectKey: null };
   }
 }
 
@@ -43,23 +52,32 @@ export async function reconcile(ctx: AgentContext): Promise<ReconcileResult> {
   const usedKeys = new Set<string>();
   const entries = existsSync(l.workspacesBase) ? readdirSync(l.workspacesBase) : [];
   for (const name of entries.filter((n) => n.startsWith(WORKSPACE_PREFIX))) {
-    const m = readOwnManifest(join(l.workspacesBase, name));
-    if (!m) continue;
-    if (m.owner !== owner || keep.has(m.workspaceId)) {
-      if (m.projectKey) usedKeys.add(m.projectKey);
+    const { manifest: m, projectKey } = readDirRecord(join(l.workspacesBase, name));
+    if (m && m.owner === owner && !keep.has(m.workspaceId) && (await removeOrphan(ctx.root, owner, m))) {
+      removed.push({ workspaceId: m.workspaceId, dir: workspaceLayout(ctx.root, m.workspaceId).dir });
       continue;
     }
-    const layout = workspaceLayout(ctx.root, m.workspaceId);
-    // Re-verify through the store right before removal (ownership may have changed meanwhile).
-    const loaded = loadWorkspace(ctx.root, m.workspaceId, owner);
-    // A create running right now is not an orphan yet: Paseo persists the record after create.
-    if (loaded.state !== "present" || createInProgress(layout)) continue;
-    await removeOwned(ctx.root, layout, loaded.manifest);
-    removed.push({ workspaceId: m.workspaceId, dir: layout.dir });
+    // Every directory that stays, ours or not, keeps the cache its checkout borrows objects from.
+    if (projectKey) usedKeys.add(projectKey);
   }
   pruneCaches(ctx.root, usedKeys);
   pruneTrash(ctx.root);
   return { removed };
+}
+
+/** Removes one orphan after re-verifying it; false when it must stay (changed, or being created). */
+async function removeOrphan(root: string, owner: string, m: WorkspaceManifest): Promise<boolean> {
+  const layout = workspaceLayout(root, m.workspaceId);
+  let loaded: ReturnType<typeof loadWorkspace>;
+  try {
+    loaded = loadWorkspace(root, m.workspaceId, owner);
+  } catch {
+    return false; // its ownership changed since we read it: never touch it
+  }
+  // A create running right now is not an orphan yet: Paseo persists the record after create.
+  if (loaded.state !== "present" || createInProgress(layout)) return false;
+  await removeOwned(root, layout, loaded.manifest);
+  return true;
 }
 
 function pruneCaches(root: string, used: Set<string>): void {

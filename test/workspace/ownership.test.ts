@@ -245,6 +245,24 @@ describe("ownership, partial state and reconciliation over SSH", () => {
     expect((await d.create(dirInput("X2", fixture.path))).ok).toBe(true);
     const verbose = await d.reconcile(["own-keep", "own-real"], { verbose: true });
     expect(verbose.stderr.trim().split("\n")).toEqual([`reconcile: removed orphaned workspace "X2" (${workspaceLayout(d.root, "X2").dir})`]);
+    // Caches: kept while any workspace uses them (even when old), pruned once unused and old.
+    const cacheBase = join(d.root, "cache");
+    const caches = () => readdirSync(cacheBase).sort();
+    const age = () => execFileSync("sh", ["-c", `touch -d '1 hour ago' ${cacheBase}/*.git`]);
+    expect(caches().length).toBe(1);
+    age();
+    expect((await d.reconcile(["own-keep", "own-real"])).ok).toBe(true);
+    expect(caches().length).toBe(1);
     for (const id of ["own-keep", "own-real"]) expect((await d.op("destroy", id)).ok).toBe(true);
+    // A manifest we do not accept (another runtime version) but that names the cache still keeps it.
+    const key = caches()[0]!.replace(/\.git$/, "");
+    const foreign = plant(d.root, "own-p1-version", manifestFor("own-p1-version", OWNER, "ready", { marker: "paseo-ssh-runtime/workspace-v2", projectKey: key }));
+    age();
+    expect((await d.reconcile([])).ok).toBe(true);
+    expect(caches()).toEqual([`${key}.git`]);
+    expect(existsSync(foreign)).toBe(true);
+    rmSync(foreign, { recursive: true, force: true });
+    expect((await d.reconcile([])).ok).toBe(true);
+    expect(caches()).toEqual([]);
   });
 });
