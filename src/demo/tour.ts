@@ -12,6 +12,8 @@ export interface TourTarget {
   source: DemoSource;
   /** False when the server cannot allocate PTYs (embedded server without util-linux script). */
   ptyAvailable: boolean;
+  /** Checked between steps: once true, the remaining steps are skipped but destroy still runs. */
+  interrupted?: () => boolean;
 }
 
 type Outcome = { status: "pass" | "skip"; detail: string };
@@ -220,9 +222,10 @@ export async function runTour(target: TourTarget, out: Writable): Promise<TourTo
   let createAttempted = false;
   for (const step of [...steps, cleanupStep]) {
     const isCleanup = step === cleanupStep;
+    if (target.interrupted?.()) blocked ??= "interrupt";
     if (blocked && !(isCleanup && createAttempted)) {
       totals.skipped++;
-      report(step.name, "-", performance.now(), `skipped: ${blocked} failed`);
+      report(step.name, "-", performance.now(), blocked === "interrupt" ? "skipped: interrupted" : `skipped: ${blocked} failed`);
       continue;
     }
     if (step.name === "create") createAttempted = true;

@@ -23,7 +23,7 @@ interface DemoRun {
   tmp: string;
 }
 
-function runDemo(args: string[], cwd: string): Promise<DemoRun> {
+function runDemo(args: string[], cwd: string, onOutput?: (stdout: string, kill: (s: NodeJS.Signals) => void) => void): Promise<DemoRun> {
   const tmp = mkdtempSync(join(tmpdir(), "paseo-demo-test-"));
   return new Promise((resolve, reject) => {
     const started = Date.now();
@@ -34,7 +34,10 @@ function runDemo(args: string[], cwd: string): Promise<DemoRun> {
     });
     let stdout = "";
     let stderr = "";
-    child.stdout.on("data", (d) => (stdout += d));
+    child.stdout.on("data", (d) => {
+      stdout += d;
+      onOutput?.(stdout, (signal) => child.kill(signal));
+    });
     child.stderr.on("data", (d) => (stderr += d));
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
@@ -202,6 +205,25 @@ describe("demo", () => {
     } finally {
       rmSync(strangers, { recursive: true, force: true });
     }
+  }, DEMO_TEST_MS);
+
+  it("on SIGINT finishes the running step, skips the rest, destroys the workspace and cleans up", async () => {
+    let sent = false;
+    const run = await runDemo([], repoRoot, (stdout, kill) => {
+      if (!sent && /✓ create /.test(stdout)) {
+        sent = true;
+        kill("SIGINT");
+      }
+    });
+    const marks = stepLines(run.stdout);
+    expect(marks.get("create"), run.stdout).toBe("✓");
+    expect(run.stdout).toContain("skipped: interrupted");
+    expect(marks.get("resume"), run.stdout).toBe("-");
+    expect(marks.get("destroy"), run.stdout).toBe("✓");
+    expect(marks.get("local cleanup"), run.stdout).toBe("✓");
+    expect(run.stderr).toMatch(/SIGINT received; cleaning up/);
+    expect(run.code).toBe(130);
+    await expectNoLocalLeftovers(run);
   }, DEMO_TEST_MS);
 
   it("refuses host options without --host", async () => {

@@ -51,6 +51,30 @@ async function localCleanup(brokerTmp: string, out: Writable, totals: TourTotals
   }
 }
 
+/**
+ * Ctrl-C (or SIGTERM/SIGHUP) lets the running step finish, skips the rest, destroys the workspace
+ * and cleans up; a second signal exits at once. A closed stdout (`demo | head`) must not abort the
+ * cleanup either: output is dropped from then on.
+ */
+function interruptible(io: { stdout: Writable }): { interrupted: () => boolean; release: () => void } {
+  let count = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    count++;
+    if (count > 1) process.exit(130);
+    process.stderr.write(`demo: ${signal} received; cleaning up (again to quit at once)\n`);
+  };
+  const onOutputError = () => undefined;
+  const signals: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
+  for (const s of signals) process.on(s, onSignal);
+  io.stdout.on("error", onOutputError);
+  return {
+    interrupted: () => count > 0,
+    release: () => {
+      for (const s of signals) process.off(s, onSignal);
+    },
+  };
+}
+
 const operation: CliOperation = {
   requiredFlags: [],
   optionalFlags: ["host", "identity-file", "known-hosts-file", "root"],
@@ -69,6 +93,7 @@ const operation: CliOperation = {
     mkdirSync(brokerTmp);
     let server: EmbeddedServer | undefined;
     let source: DemoSource | undefined;
+    const interrupt = interruptible(io);
     try {
       const prepared = prepareSource(process.cwd(), work);
       source = prepared.source;
@@ -85,6 +110,7 @@ const operation: CliOperation = {
           options,
           source,
           ptyAvailable: server?.ptySupported ?? true,
+          interrupted: interrupt.interrupted,
         },
         io.stdout,
       );
@@ -92,8 +118,10 @@ const operation: CliOperation = {
       const seconds = ((performance.now() - started) / 1000).toFixed(1);
       const skipped = totals.skipped ? `, ${totals.skipped} skipped` : "";
       io.stdout.write(`demo: ${totals.passed} passed, ${totals.failed} failed${skipped} in ${seconds} s\n`);
+      if (interrupt.interrupted()) return 130;
       return totals.failed === 0 ? 0 : 1;
     } finally {
+      interrupt.release();
       source?.cleanup();
       await server?.close();
       rmSync(work, { recursive: true, force: true });
