@@ -229,10 +229,29 @@ export class BrokerServer {
       release();
       sock.end();
     });
-    sock.on("data", (d: Buffer) => channel.send(d));
+    // Read from the client only as fast as the SSH channel drains, so the client's own flow
+    // control (AgentChannel.drained) still holds through the broker.
+    sock.on("data", (d: Buffer) => {
+      channel.send(d);
+      sock.pause();
+      void channel.drained().then(() => sock.resume());
+    });
     sock.once("end", () => channel.end());
     sock.once("close", () => channel.destroy());
     sock.resume();
+  }
+
+  /** The PTY side protocol's one message: {"type":"window","rows":…,"cols":…}. */
+  private applyWindow(channel: PtyChannel, payload: Buffer): void {
+    let msg: { type?: unknown; rows?: unknown; cols?: unknown };
+    try {
+      msg = JSON.parse(payload.toString("utf8")) as typeof msg;
+    } catch {
+      this.cfg.log("ignored a PTY control message that is not JSON");
+      return;
+    }
+    const positive = (n: unknown): n is number => Number.isInteger(n) && (n as number) > 0;
+    if (msg.type === "window" && positive(msg.rows) && positive(msg.cols)) channel.setWindow(msg.rows, msg.cols);
   }
 
   /** Terminal output goes back raw; client input arrives framed (keystrokes, window, EOF). */
@@ -256,12 +275,12 @@ export class BrokerServer {
         return;
       }
       for (const f of frames) {
-        if (f.kind === FrameKind.Stdin) channel.stdin.write(f.payload);
-        else if (f.kind === FrameKind.Eof) channel.stdin.end();
-        else if (f.kind === FrameKind.Json) {
-          const msg = JSON.parse(f.payload.toString("utf8")) as { type?: string; rows?: number; cols?: number };
-          if (msg.type === "window" && Number.isInteger(msg.rows) && Number.isInteger(msg.cols)) channel.setWindow(msg.rows!, msg.cols!);
+        if (f.kind === FrameKind.Stdin && !channel.stdin.write(f.payload)) {
+          sock.pause();
+          channel.stdin.once("drain", () => sock.resume());
         }
+        if (f.kind === FrameKind.Eof) channel.stdin.end();
+        if (f.kind === FrameKind.Json) this.applyWindow(channel, f.payload);
       }
     });
     sock.once("close", () => channel.destroy());
