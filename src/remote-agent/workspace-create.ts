@@ -54,11 +54,7 @@ function parseIntegration(v: unknown): IntegrationTarget | null {
 
 function sourceKey(source: SourceSpec): string {
   // Git caches are keyed by URL (hash only: the URL itself never becomes a path).
-  return source.kind === "directory" ? source.projectKey : hashKey(`git\0${source.url}`);
-}
-
-function hashKey(value: string): string {
-  return hashName(value, 32);
+  return source.kind === "directory" ? source.projectKey : hashName(`git\0${source.url}`, 32);
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
