@@ -130,7 +130,9 @@ describe("signal operation and process set over SSH", () => {
     process.kill(-h.child.pid!, "SIGKILL");
     const left = await eventually(() => ws.processes(), (p) => p.length === 0, 6000);
     expect(left).toEqual([]);
-    expect(recordOf(h.execId)).toMatchObject({ state: "abandoned", reaped: true });
+    // The record says reaped right after the kill completes.
+    const rec = await eventually(() => recordOf(h.execId), (r) => r?.state === "abandoned" && r.reaped === true, 3000);
+    expect(rec).toMatchObject({ state: "abandoned", reaped: true });
     expect((await ws.signal(h.execId, "SIGKILL")).code).toBe(0);
     expect(exitOf(await ws.run({ argv: ["/bin/true"] }))).toEqual({ code: 0, signal: null });
   });
