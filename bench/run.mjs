@@ -205,6 +205,12 @@ async function benchNetwork(name, net, rigInfo, repo, sshBase) {
   const noWs = (label) => ({ label, unavailable: `no workspace (create failed: ${rows.createFirst.unavailable})` });
   const logins = () => (rigInfo.sshdLog ? (readFileSync(rigInfo.sshdLog, "utf8").match(/Accepted publickey/g) ?? []).length : NaN);
 
+  log("describe (process start floor)");
+  rows.describe = await sample("describe: a runtime process doing no remote work", N.exec, async () => {
+    const r = await run(process.execPath, [CLI, "describe"]);
+    if (r.code !== 0) throw new Error(firstLine(r.stderr));
+    return r.ms;
+  });
   log("exec /bin/true");
   const loginsBefore = logins();
   rows.exec = wsReady ? await sample("exec /bin/true (runtime, fd4 exit)", N.exec, async () => (await execOnce(options, ws(1), ["/bin/true"])).ms) : noWs("exec /bin/true");
