@@ -3,9 +3,9 @@
 // or a socket that is not safely ours) start one detached and connect once it listens. Brokers
 // settle among themselves who serves the socket (server.ts), so racing starters are harmless.
 import { spawn } from "node:child_process";
-import { closeSync, existsSync, openSync, rmSync, statSync, truncateSync } from "node:fs";
+import { closeSync, existsSync, openSync, readFileSync, rmSync, statSync, truncateSync } from "node:fs";
 import type { Socket } from "node:net";
-import { RuntimeError } from "../errors.js";
+import { RuntimeError, oneLine } from "../errors.js";
 import type { RuntimeOptions } from "../options.js";
 import { dial } from "./dial.js";
 import { withLock } from "./lock.js";
@@ -32,7 +32,18 @@ export function brokerTarget(options: RuntimeOptions): BrokerTarget | null {
   return { paths: brokerPaths(dir, brokerKey(options, version)), version, script };
 }
 
-function startBroker(options: RuntimeOptions, target: BrokerTarget): void {
+/** The broker's last log line (its reason for failing to start), kept to one short line. */
+function lastLogLine(log: string): string {
+  try {
+    const lines = readFileSync(log, "utf8").trim().split("\n");
+    return oneLine(lines[lines.length - 1] ?? "").replace(/^\S+Z /, "").slice(0, 300);
+  } catch {
+    return "no log";
+  }
+}
+
+/** Starts a broker; `onFailed` runs if it exits unsuccessfully (a loser of the race exits 0). */
+function startBroker(options: RuntimeOptions, target: BrokerTarget, onFailed: () => void): void {
   const { paths } = target;
   try {
     if (statSync(paths.log).size > MAX_LOG_BYTES) truncateSync(paths.log, 0);
@@ -46,7 +57,8 @@ function startBroker(options: RuntimeOptions, target: BrokerTarget): void {
     const launch: BrokerLaunch = { options, paths };
     child.stdin!.on("error", () => undefined);
     child.stdin!.end(JSON.stringify(launch));
-    child.on("error", () => undefined);
+    child.on("error", onFailed);
+    child.on("exit", (code) => code !== 0 && onFailed());
     child.unref();
   } finally {
     closeSync(logFd);
@@ -73,6 +85,7 @@ export async function connectBroker(options: RuntimeOptions, initial: BrokerTarg
   const until = Date.now() + BROKER_START_MS;
   let target = initial;
   let started = false;
+  let failed = false;
   let last = "";
   for (;;) {
     await dropUntrustedSocket(target.paths);
@@ -86,11 +99,15 @@ export async function connectBroker(options: RuntimeOptions, initial: BrokerTarg
       if (now && now.version !== target.version) {
         target = now;
         started = false;
+        failed = false;
         continue;
       }
     }
+    if (failed) {
+      throw new RuntimeError("network", `SSH broker for ${options.host} failed to start: ${lastLogLine(target.paths.log)} (set the "broker" option to false to connect in-process)`);
+    }
     if (!started) {
-      startBroker(options, target);
+      startBroker(options, target, () => (failed = true));
       started = true;
     }
     if (Date.now() > until) {

@@ -80,7 +80,7 @@ export interface Lease<T> {
   release(): void;
 }
 
-export class ChannelPool extends EventEmitter<{ change: []; log: [string] }> {
+export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unreachable: [] }> {
   private conns: Conn[] = [];
   private connecting: Promise<Conn> | undefined;
   /** An extra connection being opened because every existing one is full. */
@@ -90,6 +90,7 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string] }> {
   /** The first agent start may install the agent; others wait for it instead of racing uploads. */
   private agentWarm: Promise<void> | undefined;
   private agentReady = false;
+  private spareTarget = 1;
   /** Operations waiting for a starting spare rather than opening a channel of their own. */
   private spareWaiters = 0;
   private closed = false;
@@ -148,7 +149,12 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string] }> {
     this.log(`connection to ${conn.ssh.target} closed (${this.conns.length} left)`);
     this.emit("change");
     // Reconnect right away so the next operation finds a connection waiting.
-    if (!this.closed && this.conns.length === 0) this.connect().catch(() => undefined);
+    if (!this.closed && this.conns.length === 0) {
+      this.connect().catch((err: Error) => {
+        this.log(oneLine(err.message));
+        this.emit("unreachable");
+      });
+    }
   }
 
   /** One connection attempt, or (after a drop) retries with backoff within the reconnect window. */
@@ -283,11 +289,15 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string] }> {
       });
   }
 
-  /** Keeps SPARE_AGENTS started agents on the first connection while it has room for them. */
+  /**
+   * Keeps `spareTarget` started agents on the first connection while it has room for them. The
+   * target starts at one and grows (up to SPARE_AGENTS) each time an operation finds none ready,
+   * so a host used one operation at a time does not keep idle agents it never needs.
+   */
   private refillSpares(): void {
     const conn = this.conns[0];
     if (!conn || this.closed || !this.agentReady) return;
-    while (conn.spares.length + conn.sparesOpening < SPARE_AGENTS && this.used(conn) + 1 < this.limit) {
+    while (conn.spares.length + conn.sparesOpening < this.spareTarget && this.used(conn) + 1 < this.limit) {
       this.openSpare(conn).catch((err: Error) => this.log(`pre-starting an agent failed: ${oneLine(err.message)}`));
     }
   }
@@ -318,6 +328,7 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string] }> {
     await this.warmAgent();
     let spare = this.takeSpare();
     if (spare) return spare;
+    this.spareTarget = Math.min(SPARE_AGENTS, this.spareTarget + 1);
     // An agent that is already starting is ready sooner than a new channel would be: wait for it,
     // unless earlier operations have already claimed every one that is starting.
     if (this.spareWaiters < this.conns.reduce((n, c) => n + c.sparesOpening, 0)) {

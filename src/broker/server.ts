@@ -98,22 +98,34 @@ export class BrokerServer {
   private constructor(
     private readonly server: Server,
     private readonly cfg: BrokerConfig,
+    pool: ChannelPool,
     private readonly onExit: () => void,
   ) {
     this.ino = statSync(cfg.paths.socket).ino;
-    this.pool = new ChannelPool(cfg.options);
+    this.pool = pool;
     this.pool.on("log", (l) => cfg.log(l));
     this.pool.on("change", () => (this.lastActivity = Date.now()));
+    // The host went away for longer than the reconnect window: with nobody attached there is
+    // nothing to keep; the next operation starts a fresh broker.
+    this.pool.on("unreachable", () => {
+      if (this.clients.size === 0 && !this.pool.busy) void this.stop("host unreachable after the connection dropped");
+    });
     server.on("connection", (sock) => this.onClient(sock));
     this.timer = setInterval(() => this.tick(), 500);
   }
 
   /** Null when a live broker of this version already serves the configuration. */
   static async start(cfg: BrokerConfig, onExit: () => void): Promise<BrokerServer | null> {
+    // Whatever can fail at start (e.g. an agent bundle from another build) fails before the socket
+    // is claimed, so a broken broker never leaves a socket behind.
+    const pool = new ChannelPool(cfg.options);
     const server = await claimSocket(cfg);
-    if (!server) return null;
+    if (!server) {
+      pool.close();
+      return null;
+    }
     cfg.log(`broker ${process.pid} listening (idle exit after ${cfg.options.brokerIdleMs ?? 60_000} ms)`);
-    return new BrokerServer(server, cfg, onExit);
+    return new BrokerServer(server, cfg, pool, onExit);
   }
 
   private tick(): void {
