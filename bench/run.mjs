@@ -163,7 +163,6 @@ async function benchNetwork(name, net, rigInfo, repo, sshBase) {
     identityFile: rigInfo.identityFile,
     knownHostsFile: net.knownHostsFile,
     root: `~/.paseo-ssh-test-${rigInfo.runId}-bench-${name}`,
-    brokerIdleMs: 20_000,
   };
   const ssh = (...args) => ["-p", String(net.port), ...sshBase, ...args];
   const rows = {};
