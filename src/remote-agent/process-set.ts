@@ -9,7 +9,7 @@
 // found through their session: that of a tagged member, or one recorded when a pipes workload
 // started (`<dir>/sessions/`). Our own agent processes never hold the tag on TAG_FD and are
 // excluded by their command line. macOS: best effort through recorded groups.
-import { mkdirSync, realpathSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, realpathSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { RuntimeError } from "../errors.js";
 import { hashName, type WorkspaceLayout } from "./layout.js";
@@ -241,35 +241,75 @@ export async function listWorkspaceProcesses(layout: WorkspaceLayout): Promise<P
 /** SIGSTOPs every process of the set, repeating the sweep until no new member appears. */
 export async function freezeWorkspaceProcesses(layout: WorkspaceLayout): Promise<void> {
   const frozen = new Map<number, string>();
+  const alreadyStopped: string[] = [];
   for (let i = 0; i < MAX_SWEEPS; i++) {
     const fresh = workspaceMembers(layout).filter((m) => frozen.get(m.pid) !== m.startTime);
     if (fresh.length === 0) break;
     for (const m of fresh) {
+      if (isStopped(m.state)) alreadyStopped.push(identityKey(m));
       if (sendSignal(m.pid, "SIGSTOP")) frozen.set(m.pid, m.startTime);
     }
   }
+  rememberAlreadyStopped(layout, alreadyStopped);
   // SIGSTOP is asynchronous; report paused only once every member really is stopped.
   const stopped = await waitUntil(
     () =>
       [...frozen].every(([pid, start]) => {
         const st = readProcStat(pid);
-        return !st || st.startTime !== start || st.state === "T" || st.state === "t" || st.state === "Z";
+        return !st || st.startTime !== start || isStopped(st.state) || st.state === "Z";
       }),
     SETTLE_MS,
   );
   if (!stopped) throw new RuntimeError("remote", `Workspace processes did not stop: ${layout.dir}`);
 }
 
-/** SIGCONTs exactly the processes of the set. */
+/**
+ * SIGCONTs the processes of the set, except those that were already stopped before the pause
+ * (e.g. a job suspended in a terminal) and those of unsupervised execs, which are reaped.
+ */
 export async function thawWorkspaceProcesses(layout: WorkspaceLayout): Promise<void> {
   const members = workspaceMembers(layout);
+  const keepStopped = readAlreadyStopped(layout);
   const orphans = members.filter((m) => m.tag !== null && unsupervised(m.tag));
   for (const m of members) {
-    if (!orphans.includes(m)) sendSignal(m.pid, "SIGCONT");
+    if (!orphans.includes(m) && !keepStopped.has(identityKey(m))) sendSignal(m.pid, "SIGCONT");
   }
+  rmSync(join(layout.dir, ALREADY_STOPPED), { force: true });
   if (orphans.length > 0) {
     const pids = new Set(orphans.map((m) => m.pid));
     await killMembers(() => workspaceMembers(layout).filter((m) => pids.has(m.pid)), `${layout.dir} (unsupervised execs)`);
+  }
+}
+
+const ALREADY_STOPPED = "stopped-before-pause.json";
+
+function isStopped(state: string): boolean {
+  return state === "T" || state === "t";
+}
+
+function identityKey(m: { pid: number; startTime: string }): string {
+  return `${m.pid}:${m.startTime}`;
+}
+
+/**
+ * Records which members were stopped before this pause, so resume leaves them stopped. Only the
+ * first pause of a paused period writes it (a repeated pause sees everything stopped by us).
+ */
+function rememberAlreadyStopped(layout: WorkspaceLayout, keys: string[]): void {
+  try {
+    writeFileSync(join(layout.dir, ALREADY_STOPPED), JSON.stringify(keys) + "\n", { mode: 0o600, flag: "wx" });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== "EEXIST" && code !== "ENOENT") throw err;
+  }
+}
+
+function readAlreadyStopped(layout: WorkspaceLayout): Set<string> {
+  try {
+    const keys = JSON.parse(readFileSync(join(layout.dir, ALREADY_STOPPED), "utf8")) as unknown;
+    return new Set(Array.isArray(keys) ? keys.filter((k): k is string => typeof k === "string") : []);
+  } catch {
+    return new Set(); // not paused by us, or nothing was stopped before
   }
 }
 

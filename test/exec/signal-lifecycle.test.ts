@@ -176,6 +176,24 @@ describe("signal operation and process set over SSH", () => {
     expect((await ws.lifecycle("resume")).code).toBe(0);
   });
 
+  it("resume leaves a process stopped that was already stopped before the pause", async () => {
+    const h = ws.start({ argv: ["/bin/sh", "-c", "sleep 42 & sleep 43 & echo ready; wait"], env: { PATH: "/usr/bin:/bin" } });
+    await h.waitOutput("ready");
+    const pidOf = async (cmd: string) => (await ws.processes()).find((p) => p.command === cmd)!;
+    const suspended = await pidOf("sleep 42");
+    process.kill(suspended.pid, "SIGSTOP");
+    await eventually(() => pidOf("sleep 42"), (p) => p.state === "T", 2000);
+    expect((await ws.lifecycle("pause")).code).toBe(0);
+    expect((await pidOf("sleep 43")).state).toBe("T");
+    expect((await ws.lifecycle("pause")).code).toBe(0); // a repeated pause changes nothing
+    expect((await ws.lifecycle("resume")).code).toBe(0);
+    expect((await pidOf("sleep 42")).state).toBe("T");
+    expect((await pidOf("sleep 43")).state).not.toBe("T");
+    h.child.kill("SIGTERM");
+    expect(exitOf(await h.done)).toEqual({ code: null, signal: "SIGTERM" });
+    process.kill(suspended.pid, "SIGKILL");
+  });
+
   it("resume reaps (does not revive) processes of an exec whose supervising agent died while paused", async () => {
     const h = ws.start({ argv: ["/bin/sh", "-c", "sleep 41 & echo ready; wait"], env: { PATH: "/usr/bin:/bin" } });
     await h.waitOutput("ready");
