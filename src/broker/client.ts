@@ -23,13 +23,21 @@ export interface BrokerTarget {
   script: string;
 }
 
-/** Null when no private directory is usable (the caller then connects in-process). */
+/** Unix socket paths longer than this cannot be bound (104 bytes on macOS, 108 on Linux). */
+const MAX_SOCKET_PATH = 100;
+
+/**
+ * Null when no private directory is usable or its socket path would be too long to bind (the
+ * caller then connects in-process).
+ */
 export function brokerTarget(options: RuntimeOptions): BrokerTarget | null {
   const dir = brokerDir();
   if (!dir) return null;
   const script = brokerScriptPath();
   const version = brokerVersion(script);
-  return { paths: brokerPaths(dir, brokerKey(options, version)), version, script };
+  const paths = brokerPaths(dir, brokerKey(options, version));
+  if (Buffer.byteLength(paths.socket) > MAX_SOCKET_PATH) return null;
+  return { paths, version, script };
 }
 
 /** The broker's last log line (its reason for failing to start), kept to one short line. */

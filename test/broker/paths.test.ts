@@ -5,6 +5,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { brokerDir } from "../../src/broker/paths.js";
+import { brokerTarget } from "../../src/broker/client.js";
+import { parseRuntimeOptions } from "../../src/options.js";
 
 let base = "";
 let savedXdg: string | undefined;
@@ -38,5 +40,17 @@ describe("broker directory", () => {
     chownSync(join(base, "paseo-ssh"), 65534, 65534);
     expect(brokerDir()).toBe(join(base, "paseo-ssh.1"));
     expect(statSync(join(base, "paseo-ssh.1")).uid).toBe(0);
+  });
+});
+
+describe("broker socket path", () => {
+  it("is not used when it would be too long to bind: the caller connects in-process", () => {
+    const deep = join(base, "x".repeat(120));
+    mkdirSync(deep, { mode: 0o700 });
+    process.env.XDG_RUNTIME_DIR = deep;
+    const options = parseRuntimeOptions({ host: "127.0.0.1" });
+    expect(brokerTarget(options)).toBeNull();
+    process.env.XDG_RUNTIME_DIR = base;
+    expect(brokerTarget(options)?.paths.socket.startsWith(join(base, "paseo-ssh"))).toBe(true);
   });
 });
