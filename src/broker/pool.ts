@@ -1,8 +1,8 @@
 // The broker's SSH side: authenticated connections (built with the transport's connectSsh and
 // SshHost, so host-key and auth logic exist once), never more session channels on one connection
-// than the server allows (MaxSessions), extra connections beyond that, a couple of pre-started
-// agent channels so an operation skips channel set-up and agent start, and reconnection with
-// backoff after the link drops.
+// than the server allows (MaxSessions), extra connections beyond that, a few pre-started agent
+// channels (one, growing to three with demand) so an operation skips channel set-up and agent
+// start, and reconnection with backoff after the link drops.
 import { EventEmitter } from "node:events";
 import pRetry, { AbortError } from "p-retry";
 import type { ClientChannel, PseudoTtyOptions } from "ssh2";
@@ -17,7 +17,7 @@ import { ACQUIRE_WAIT_MS, reconnectWindowMs } from "./wire.js";
 
 /** More connections than this per broker and operations queue instead. */
 export const MAX_CONNECTIONS = 16;
-/** Pre-started agent channels kept on the first connection. */
+/** At most this many pre-started agent channels on the first connection. */
 export const SPARE_AGENTS = 3;
 /** Bound for waiting on an agent that is already starting instead of starting another. */
 const SPARE_WAIT_MS = 20_000;
