@@ -15,7 +15,12 @@ export function localHaves(repo: string, offered: string[]): Promise<string[]> {
 /** Streams the pack for `commit` minus `haves` to the agent; resolves with the bytes sent. */
 export async function sendObjects(channel: AgentChannel, repo: string, commit: string, haves: string[]): Promise<number> {
   const revs = [commit, ...haves.map((h) => `^${h}`)].join("\n") + "\n";
-  const pack = gitStream(["pack-objects", "--revs", "--thin", "--stdout", "--delta-base-offset", "--quiet"], { cwd: repo, timeoutMs: PACK_TIMEOUT_MS, errorClass: "input" });
+  // A first transfer (nothing on the host yet) skips the delta search among loose objects: it
+  // dominated create time (5,000 fresh files: 4.2 s of pack-objects vs 1.6 s) while deltas already
+  // in the repository's packs are still reused. Later, small transfers keep the search, where a
+  // delta against the host's copy of a large file is what keeps them small.
+  const search = haves.length === 0 ? ["--window=0"] : [];
+  const pack = gitStream(["pack-objects", "--revs", "--thin", "--stdout", "--delta-base-offset", "--quiet", ...search], { cwd: repo, timeoutMs: PACK_TIMEOUT_MS, errorClass: "input" });
   pack.stdin.end(revs);
   let bytes = 0;
   const onClose = () => pack.kill();
