@@ -157,6 +157,20 @@ describe("broker", () => {
     expect(existsSync(targetOf(options).paths.socket)).toBe(false);
   });
 
+  it("does not idle out while a channel is live, however long it lasts", async () => {
+    const options = track(brokerOptions({ brokerIdleMs: 1000 }));
+    const host = await openHost(options);
+    cleanups.push(() => host.close());
+    const held = await host.openAgent();
+    const { pid } = (await brokerStats(options))!;
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(alive(pid)).toBe(true);
+    // The held channel still carries a conversation after three idle periods.
+    expect(await held.request({ op: "ping", root: options.root })).toEqual({ pong: true });
+    held.end();
+    await waitFor(() => !alive(pid), 10_000);
+  });
+
   it("connects in-process with broker: false or PASEO_SSH_NO_BROKER=1", async () => {
     const options = brokerOptions({ broker: false });
     const host = await openHost(options);
