@@ -9,7 +9,7 @@ import type { RuntimeOptions } from "../options.js";
 import { connectBroker, type BrokerTarget } from "../broker/client.js";
 import { ACQUIRE_WAIT_MS, reconnectWindowMs, readLine, writeLine, type BrokerRequest, type BrokerResult } from "../broker/wire.js";
 import { AGENT_READY_TIMEOUT_MS, AgentChannel } from "./agent-channel.js";
-import type { PtyChannel, PtyRequest, RemoteHost } from "./host.js";
+import { callAgent, type PtyChannel, type PtyRequest, type RemoteHost } from "./host.js";
 
 export class BrokerHost implements RemoteHost {
   readonly root: string;
@@ -97,13 +97,8 @@ export class BrokerHost implements RemoteHost {
     };
   }
 
-  async call<T = unknown>(req: Record<string, unknown>, timeoutMs?: number): Promise<T> {
-    const ch = await this.openAgent();
-    try {
-      return await ch.request<T>({ root: this.root, ...req }, timeoutMs);
-    } finally {
-      ch.end();
-    }
+  call<T = unknown>(req: Record<string, unknown>, timeoutMs?: number): Promise<T> {
+    return callAgent<T>(this, req, timeoutMs);
   }
 
   /** Ends this process's channels; the broker and its SSH connection stay for the next process. */

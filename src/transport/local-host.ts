@@ -4,7 +4,7 @@ import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { dirname, join } from "node:path";
 import { AgentChannel } from "./agent-channel.js";
-import type { PtyChannel, PtyRequest, RemoteHost } from "./host.js";
+import { callAgent, type PtyChannel, type PtyRequest, type RemoteHost } from "./host.js";
 import { RuntimeError } from "../errors.js";
 
 export function bundledAgentPath(): string {
@@ -27,13 +27,8 @@ export class LocalHost implements RemoteHost {
     throw new RuntimeError("input", "LocalHost has no PTY support");
   }
 
-  async call<T = unknown>(req: Record<string, unknown>, timeoutMs?: number): Promise<T> {
-    const ch = await this.openAgent();
-    try {
-      return await ch.request<T>({ root: this.root, ...req }, timeoutMs);
-    } finally {
-      ch.end();
-    }
+  call<T = unknown>(req: Record<string, unknown>, timeoutMs?: number): Promise<T> {
+    return callAgent<T>(this, req, timeoutMs);
   }
 
   close(): void {}

@@ -11,7 +11,7 @@ import type { RuntimeOptions } from "../options.js";
 import { MarkerScanner } from "../protocol/frames.js";
 import { AGENT_READY_TIMEOUT_MS, AgentChannel } from "./agent-channel.js";
 import { BootStatusScanner, agentBundle, bootstrapCommand, installCommand, type AgentBundle, type BootReport } from "./bootstrap.js";
-import type { PtyChannel, PtyRequest, RemoteHost } from "./host.js";
+import { callAgent, type PtyChannel, type PtyRequest, type RemoteHost } from "./host.js";
 import { connectSsh, type ConnectHooks, type SshConnection } from "./ssh-connection.js";
 
 /** Bound for uploading and linking the agent (a few hundred KB). */
@@ -73,13 +73,8 @@ export class SshHost implements RemoteHost {
     }
   }
 
-  async call<T = unknown>(req: Record<string, unknown>, timeoutMs?: number): Promise<T> {
-    const ch = await this.openAgent();
-    try {
-      return await ch.request<T>({ root: this.root, ...req }, timeoutMs);
-    } finally {
-      ch.end();
-    }
+  call<T = unknown>(req: Record<string, unknown>, timeoutMs?: number): Promise<T> {
+    return callAgent<T>(this, req, timeoutMs);
   }
 
   async openPty(args: string[], pty: PtyRequest): Promise<PtyChannel> {
