@@ -78,3 +78,20 @@ export function parseJson(payload: Buffer): Record<string, unknown> | null {
 export function notFoundMessage(argv0: string): string {
   return `paseo-ssh-runtime: ${argv0}: command not found\n`;
 }
+
+/**
+ * Refuses strings no process can receive: a NUL byte in argv or env, or an env name that is empty or
+ * holds `=` (it would silently turn into another variable). Checked before launch so the refusal
+ * is one clear line and the exec is recorded as refused.
+ */
+export function checkProcessStrings(argv: string[], env: Record<string, string>): void {
+  argv.forEach((arg, i) => {
+    if (arg.includes("\0")) throw new RuntimeError("input", `Invalid spawn envelope: argv[${i}] contains a NUL byte`);
+  });
+  for (const [name, value] of Object.entries(env)) {
+    if (name === "" || name.includes("=") || name.includes("\0")) {
+      throw new RuntimeError("input", `Invalid spawn envelope: env name ${JSON.stringify(name)} cannot be passed to a process`);
+    }
+    if (value.includes("\0")) throw new RuntimeError("input", `Invalid spawn envelope: env ${name} contains a NUL byte`);
+  }
+}

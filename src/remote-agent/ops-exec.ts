@@ -8,7 +8,7 @@ import type { AgentContext, OpSpec } from "./context.js";
 import { readProcStat, isGone } from "./exec-proc.js";
 import { createExecRecord, readExecRecord, updateExecRecord, type ExecRecord } from "./exec-records.js";
 import { resolveLaunch, resolveWorkloadCwd } from "./exec-launch.js";
-import { isExecSignal, parseRunRequest, type RunRequest } from "./exec-request.js";
+import { checkProcessStrings, isExecSignal, parseRunRequest, type RunRequest } from "./exec-request.js";
 import { ExecSupervisor } from "./exec-supervisor.js";
 import { runPipes } from "./exec-pipes.js";
 import { runPty } from "./exec-pty-broker.js";
@@ -42,6 +42,7 @@ async function execRun(ctx: AgentContext): Promise<void> {
   let launch;
   try {
     if (manifest.phase !== "ready") throw notReady(manifest.phase, req.workspaceId);
+    checkProcessStrings(req.argv, req.env);
     const cwd = resolveWorkloadCwd(manifest.workspaceRoot, req.cwd);
     launch = resolveLaunch(req.argv, req.env, cwd, ctx.agentDir, ctx.nodePath);
   } catch (err) {

@@ -177,6 +177,20 @@ describe("exec, pipes mode, over SSH", () => {
     expect(existsSync(join(ws.root, "foreign-marker"))).toBe(false);
   });
 
+  it.each([
+    ["a NUL byte in argv", { argv: ["/bin/echo", "a\u0000b"] }, /argv\[1\] contains a NUL byte/],
+    ["an env name with =", { argv: ["/usr/bin/env"], env: { "A=B": "c" } }, /env name "A=B" cannot be passed/],
+    ["a NUL byte in an env value", { argv: ["/bin/true"], env: { A: "b\u0000c" } }, /env A contains a NUL byte/],
+  ])("%s is refused with one clear line, nothing launched, and signal answers 0", async (_name, spec, text) => {
+    const execId = newExecId();
+    const r = await ws.run({ ...spec, execId });
+    expect(r.code).not.toBe(0);
+    expect(r.fd4).toBe("");
+    expect(r.stderr.trim().split("\n")).toHaveLength(1);
+    expect(r.stderr).toMatch(text);
+    expect((await ws.signal(execId, "SIGKILL")).code).toBe(0);
+  });
+
   it("an invalid envelope is refused before anything is launched", async () => {
     const bad = ws.envelope({ argv: ["/bin/true"] }, newExecId()).replace('"type":"spawn",', '"type":"spawn","root":"/private",');
     const r = await ws.run({ argv: ["/bin/true"] }, { rawEnvelope: bad });
