@@ -6,5 +6,6 @@ export default defineConfig({
     globalSetup: ["test/rig/global-setup.ts"],
     testTimeout: 60_000,
     hookTimeout: 120_000,
+    reporters: ["default", "./test/support/summary-reporter.ts"],
   },
 });
