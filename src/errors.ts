@@ -52,5 +52,5 @@ export function fromWireError(w: WireError): RuntimeError {
 }
 
 export function oneLine(text: string): string {
-  return text.replace(/\s*\n\s*/g, "; ").trim();
+  return text.trim().replace(/\s*\n\s*/g, "; ");
 }

@@ -103,8 +103,13 @@ export async function resolveLocalSource(path: string, placement: PlacementInten
   } catch {
     throw new RuntimeError("input", `Project directory does not exist: ${path}`);
   }
-  // A non-repository fails here with git's own one-line reason (class input).
-  const top = await localGit(repo, ["rev-parse", "--show-toplevel", "--show-prefix"]);
+  // Other failures (e.g. git's dubious-ownership refusal) keep git's own one-line reason.
+  const top = await localGit(repo, ["rev-parse", "--show-toplevel", "--show-prefix"]).catch((err: unknown) => {
+    if (err instanceof Error && /not a git repository/.test(err.message)) {
+      throw new RuntimeError("input", `Project directory is not a git repository: ${path}`);
+    }
+    throw err;
+  });
   const [topLevel = repo, prefix = ""] = top.stdout.split("\n");
   let commit: string;
   let branch: string;
