@@ -13,6 +13,7 @@ import { withLock } from "./lock.js";
 import type { BrokerPaths } from "./paths.js";
 import { ChannelPool, type Lease } from "./pool.js";
 import { readLine, writeLine, type BrokerRequest, type BrokerResult } from "./wire.js";
+import { listen } from "../protocol/listen.js";
 
 /** A client must name its channel this soon after connecting. */
 const HEADER_TIMEOUT_MS = 10_000;
@@ -22,16 +23,6 @@ export interface BrokerConfig {
   paths: BrokerPaths;
   version: string;
   log(line: string): void;
-}
-
-function listen(server: Server, path: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(path, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
 }
 
 /**

@@ -4,7 +4,7 @@
 // the runtime a random token. The runtime opens a PTY channel running `agent.cjs pty-attach
 // <token>` (tokens only on that command line); pty-attach connects here, receives the launch
 // (argv/env/cwd: secrets stay in streams) and reports the workload's pid, size checks and exit.
-import { createServer, type Server, type Socket } from "node:net";
+import { createServer, type Socket } from "node:net";
 import { chmodSync, mkdirSync, unlinkSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../errors.js";
@@ -16,19 +16,10 @@ import { parseJson, isExecSignal, type RunRequest } from "./exec-request.js";
 import type { ExecSupervisor } from "./exec-supervisor.js";
 import { execTagPath } from "./process-set.js";
 import { onLines, sendLine } from "./exec-lines.js";
+import { listen } from "../protocol/listen.js";
 
 /** How long the runtime has to open the PTY channel after receiving the token. */
 export const PTY_ATTACH_TIMEOUT_MS = 20_000;
-
-function listen(server: Server, path: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(path, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-}
 
 export async function runPty(ctx: AgentContext, sup: ExecSupervisor, launch: Launch | null, req: RunRequest): Promise<void> {
   if (!launch) return sup.notFound(req.argv[0]!);
