@@ -49,8 +49,6 @@ export interface WorkspaceLayout {
   checkout: string;
   /** Per-exec identity records and tombstones. */
   execs: string;
-  /** File whose open descriptors tag the workspace's processes (see process-set.ts). */
-  tag: string;
 }
 
 export function workspaceLayout(root: string, workspaceId: string): WorkspaceLayout {
@@ -62,6 +60,5 @@ export function workspaceLayout(root: string, workspaceId: string): WorkspaceLay
     manifest: join(dir, "manifest.json"),
     checkout: join(dir, "checkout"),
     execs: join(dir, "execs"),
-    tag: join(dir, "process-tag"),
   };
 }
