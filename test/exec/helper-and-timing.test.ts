@@ -15,6 +15,18 @@ describe("helper launch and exec cost over SSH", () => {
     expect(JSON.parse(r.stdout.toString("utf8"))).toEqual({ protocolVersion: 1, version: 1, capabilities: ["files", "watch", "resolve-command"] });
   });
 
+  it("A7: a helper watch session through the runtime sees a workload rewrite committed.txt", async () => {
+    const watch = ws.start({ argv: ["paseo-workspace-helper", "watch"], env: {}, purpose: "workspace-helper" }, { keepStdinOpen: true });
+    await watch.waitOutput('{"protocolVersion":1,"type":"ready"}');
+    watch.stdin.write('{"protocolVersion":1,"type":"subscribe","id":"s1","paths":["committed.txt"],"recursive":false,"ignoredPaths":[]}\n');
+    await watch.waitOutput('{"protocolVersion":1,"type":"subscribed","subscriptionId":"s1"}');
+    const edit = await ws.run({ argv: ["/bin/sh", "-c", "printf container-change > committed.txt"], env: {} });
+    expect(exitOf(edit)).toEqual({ code: 0, signal: null });
+    await watch.waitOutput('{"protocolVersion":1,"type":"changed","subscriptionId":"s1","paths":["committed.txt"]}', 5000);
+    watch.stdin.end('{"protocolVersion":1,"type":"close"}\n');
+    expect(exitOf(await watch.done)).toEqual({ code: 0, signal: null });
+  });
+
   it("measures /bin/true through the full exec protocol", async () => {
     const times: number[] = [];
     for (let i = 0; i < 7; i++) {
