@@ -5,7 +5,7 @@
 // <token>` (tokens only on that command line); pty-attach connects here, receives the launch
 // (argv/env/cwd: secrets stay in streams) and reports the workload's pid, size checks and exit.
 import { createServer, type Socket } from "node:net";
-import { chmodSync, mkdirSync, unlinkSync } from "node:fs";
+import { chmodSync, lstatSync, mkdirSync, readdirSync, unlinkSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../errors.js";
 import { FrameKind, encodeData, type Frame } from "../protocol/frames.js";
@@ -21,6 +21,22 @@ import { listen } from "../protocol/listen.js";
 /** How long the runtime has to open the PTY channel after receiving the token. */
 export const PTY_ATTACH_TIMEOUT_MS = 20_000;
 
+/**
+ * A rendezvous socket lives at most PTY_ATTACH_TIMEOUT_MS (it is unlinked on attach or timeout);
+ * one older than twice that was left by an agent killed while waiting. Runs with cwd = run/.
+ */
+function sweepStaleSockets(): void {
+  const cutoff = Date.now() - 2 * PTY_ATTACH_TIMEOUT_MS;
+  for (const name of readdirSync(".")) {
+    if (!name.endsWith(".sock")) continue;
+    try {
+      if (lstatSync(name).mtimeMs < cutoff) unlinkSync(name);
+    } catch {
+      // gone already, or another agent's sweep won
+    }
+  }
+}
+
 export async function runPty(ctx: AgentContext, sup: ExecSupervisor, launch: Launch | null, req: RunRequest): Promise<void> {
   if (!launch) return sup.notFound(req.argv[0]!);
   const runBase = rootLayout(ctx.root).runBase;
@@ -30,6 +46,7 @@ export async function runPty(ctx: AgentContext, sup: ExecSupervisor, launch: Lau
   // Bound relative to `run/` (our cwd from here on; every other path we use is absolute): a Unix
   // socket path is limited to ~104 bytes, which a long configured root would otherwise exceed.
   process.chdir(runBase);
+  sweepStaleSockets();
   const sockPath = `${token}.sock`;
   const server = createServer();
   await listen(server, sockPath);

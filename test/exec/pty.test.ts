@@ -1,6 +1,8 @@
 // PTY-mode exec over the real sshd (scenarios A21–A24, contract §17.2.8, do-better 24): the
 // terminal is sshd's pty with the initial size in place before the program starts; resizes are
 // acknowledged only once applied; signals arrive as fd3 frames; unsupported ones kill first.
+import { existsSync, utimesSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ExecWorkspace, eventually, exitOf } from "./harness.js";
 
@@ -27,6 +29,21 @@ describe("exec, PTY mode, over SSH", () => {
     expect(done.events[1]).toEqual({ type: "resized", protocolVersion: 1, id: 1 });
     expect(done.events[3]).toEqual({ type: "exit", protocolVersion: 1, code: 6, signal: null });
     expect(done.code).toBe(6);
+  });
+
+  it("a rendezvous socket left by a killed agent is swept by the next PTY exec; a fresh one is kept", async () => {
+    const first = await ws.run({ argv: ["/bin/true"], stdio: pty });
+    expect(exitOf(first)).toEqual({ code: 0, signal: null });
+    const run = join(ws.configuredRoot, "run");
+    const stale = join(run, "0".repeat(32) + ".sock");
+    const fresh = join(run, "1".repeat(32) + ".sock");
+    writeFileSync(stale, "");
+    writeFileSync(fresh, "");
+    const old = new Date(Date.now() - 10 * 60_000);
+    utimesSync(stale, old, old);
+    expect(exitOf(await ws.run({ argv: ["/bin/true"], stdio: pty }))).toEqual({ code: 0, signal: null });
+    expect(existsSync(stale)).toBe(false);
+    expect(existsSync(fresh)).toBe(true);
   });
 
   it("back-to-back resizes are acknowledged in order, each once applied; the program sees the last", async () => {
