@@ -71,6 +71,7 @@ class Conversation {
   private readonly outcome = deferred<Outcome>();
   private readonly exited = deferred<Outcome>();
   private pty: PtyChannel | null = null;
+  private ptyForwarding = false;
   private ptyStdin: Buffer[] = [];
   private readonly pendingControls: ControlFrame[] = [];
   private readonly resizes: Array<{ id: number; rows: number; cols: number }> = [];
@@ -204,9 +205,26 @@ class Conversation {
     }
   }
 
+  /**
+   * Terminal output goes to fd1 only after fd4 `started`, so Paseo never sees workload bytes of an
+   * exec it cannot signal yet; until then the stream holds them (bounded by the SSH window).
+   */
+  private forwardPtyOutput(): void {
+    const pty = this.pty;
+    if (!pty || this.ptyForwarding) return;
+    this.ptyForwarding = true;
+    pty.output.on("data", (d: Buffer) => {
+      if (!this.io.stdout.write(d)) {
+        pty.output.pause();
+        this.io.stdout.once("drain", () => pty.output.resume());
+      }
+    });
+  }
+
   private onStarted(): void {
     if (this.events.started) return;
     this.events.startedEvent();
+    this.forwardPtyOutput();
     this.signals.attach((signal) => this.ch.sendJson({ type: "signal", signal }));
     for (const c of this.pendingControls.splice(0)) this.onControl(c);
     if (this.pendingError !== null) void this.fail(this.pendingError);
@@ -218,12 +236,7 @@ class Conversation {
     try {
       const pty = await this.host.openPty(["pty-attach", token], { rows: stdio.rows, cols: stdio.cols, ...(stdio.term ? { term: stdio.term } : {}) });
       this.pty = pty;
-      pty.output.on("data", (d: Buffer) => {
-        if (!this.io.stdout.write(d)) {
-          pty.output.pause();
-          this.io.stdout.once("drain", () => pty.output.resume());
-        }
-      });
+      if (this.events.started) this.forwardPtyOutput();
       pty.stdin.on("error", () => undefined);
       for (const d of this.ptyStdin.splice(0)) pty.stdin.write(d);
     } catch (err) {
