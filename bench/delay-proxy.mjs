@@ -54,7 +54,14 @@ export function startDelayProxy({ targetPort, targetHost = "127.0.0.1", delayMs,
   return new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen(listenPort, "127.0.0.1", () => {
-      resolve({ port: server.address().port, cutAll, close, get connections() { return sockets.size; } });
+      resolve({
+        port: server.address().port,
+        cutAll,
+        close,
+        get connections() {
+          return sockets.size;
+        },
+      });
     });
   });
 }

@@ -14,7 +14,15 @@ export async function startRig() {
   const dir = mkdtempSync(join(tmpdir(), "paseo-bench-rig-"));
   const outfile = join(dir, "global-setup.mjs");
   try {
-    await build({ entryPoints: [join(ROOT, "test/rig/global-setup.ts")], bundle: true, platform: "node", format: "esm", packages: "external", outfile, logLevel: "error" });
+    await build({
+      entryPoints: [join(ROOT, "test/rig/global-setup.ts")],
+      bundle: true,
+      platform: "node",
+      format: "esm",
+      packages: "external",
+      outfile,
+      logLevel: "error",
+    });
     const { default: setup } = await import(pathToFileURL(outfile).href);
     const teardown = await setup();
     const info = JSON.parse(process.env.PASEO_TEST_RIG);

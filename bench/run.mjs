@@ -113,7 +113,8 @@ function execOnce(options, workspaceId, argv, { purpose, env, onStarted } = {}) 
     });
     child.on("close", (code) => {
       clearTimeout(timer);
-      if (!exitEvent || exitEvent.error) return reject(new Error(exitEvent?.error ?? `no fd4 exit (wrapper exit ${code}): ${firstLine(stderr)}`));
+      if (!exitEvent || exitEvent.error)
+        return reject(new Error(exitEvent?.error ?? `no fd4 exit (wrapper exit ${code}): ${firstLine(stderr)}`));
       resolve({ ms, exit: exitEvent, stdout, stderr });
     });
   });
@@ -168,7 +169,11 @@ async function benchNetwork(name, net, rigInfo, repo, sshBase) {
   const rows = {};
   const ws = (i) => `bench-${name}-${i}`;
   const create = async (i, opts = options, env = process.env) => {
-    const input = { workspaceId: ws(i), project: { projectId: "bench-project", source: { kind: "directory", path: repo } }, placement: { kind: "existing" } };
+    const input = {
+      workspaceId: ws(i),
+      project: { projectId: "bench-project", source: { kind: "directory", path: repo } },
+      placement: { kind: "existing" },
+    };
     const r = await run(process.execPath, [CLI, "create", "--workspace-id", ws(i)], { input: lifecycleRequest(opts, { input }), env });
     if (r.code !== 0) throw new Error(firstLine(r.stderr));
     return r.ms;
@@ -180,25 +185,48 @@ async function benchNetwork(name, net, rigInfo, repo, sshBase) {
   log("create (first workspace)");
   rows.createFirst = await sample("create, first workspace (5,000 files, ~40 MB)", 1, () => create(1), 0);
   log("create (first workspace) without broker");
-  rows.createFirstNoBroker = await sample("create, first workspace, PASEO_SSH_NO_BROKER=1", 1, () => create(1, noBrokerOptions, { ...process.env, PASEO_SSH_NO_BROKER: "1" }), 0);
-  await run(process.execPath, [CLI, "destroy", "--workspace-id", ws(1)], { input: lifecycleRequest(noBrokerOptions), env: { ...process.env, PASEO_SSH_NO_BROKER: "1" } });
+  rows.createFirstNoBroker = await sample(
+    "create, first workspace, PASEO_SSH_NO_BROKER=1",
+    1,
+    () => create(1, noBrokerOptions, { ...process.env, PASEO_SSH_NO_BROKER: "1" }),
+    0,
+  );
+  await run(process.execPath, [CLI, "destroy", "--workspace-id", ws(1)], {
+    input: lifecycleRequest(noBrokerOptions),
+    env: { ...process.env, PASEO_SSH_NO_BROKER: "1" },
+  });
   log("git archive | ssh tar -x");
   let archiveRun = 0;
-  rows.gitArchive = await sample("git archive HEAD \\| ssh host tar -x", 1, async () => {
-    const dir = `.paseo-bench-archive-${rigInfo.runId}-${name}-${archiveRun++}`;
-    const cmd = `git -C '${repo}' archive HEAD | ssh ${ssh().map((a) => `'${a}'`).join(" ")} 'mkdir -p ${dir} && tar -x -C ${dir}'`;
-    const r = await run("sh", ["-c", cmd]);
-    if (r.code !== 0) throw new Error(firstLine(r.stderr));
-    await run("ssh", ssh(`rm -rf ${dir}`));
-    return r.ms;
-  }, 0);
+  rows.gitArchive = await sample(
+    "git archive HEAD \\| ssh host tar -x",
+    1,
+    async () => {
+      const dir = `.paseo-bench-archive-${rigInfo.runId}-${name}-${archiveRun++}`;
+      const cmd = `git -C '${repo}' archive HEAD | ssh ${ssh()
+        .map((a) => `'${a}'`)
+        .join(" ")} 'mkdir -p ${dir} && tar -x -C ${dir}'`;
+      const r = await run("sh", ["-c", cmd]);
+      if (r.code !== 0) throw new Error(firstLine(r.stderr));
+      await run("ssh", ssh(`rm -rf ${dir}`));
+      return r.ms;
+    },
+    0,
+  );
   log("create (second workspace, same repo)");
   rows.createSecond = await sample("create, second workspace of the same repo", 1, () => create(2), 0);
   log("create after a one-file commit");
-  rows.createAfterCommit = await sample("create after a one-file commit", 1, async () => {
-    await gitIn(repo, `echo change-${Date.now()} >> src/d00/f0.txt && git -c user.name=bench -c user.email=bench@example.invalid commit -qam one-file`);
-    return create(3);
-  }, 0);
+  rows.createAfterCommit = await sample(
+    "create after a one-file commit",
+    1,
+    async () => {
+      await gitIn(
+        repo,
+        `echo change-${Date.now()} >> src/d00/f0.txt && git -c user.name=bench -c user.email=bench@example.invalid commit -qam one-file`,
+      );
+      return create(3);
+    },
+    0,
+  );
 
   const wsReady = !rows.createFirst.unavailable;
   const noWs = (label) => ({ label, unavailable: `no workspace (create failed: ${rows.createFirst.unavailable})` });
@@ -212,11 +240,17 @@ async function benchNetwork(name, net, rigInfo, repo, sshBase) {
   });
   log("exec /bin/true");
   const loginsBefore = logins();
-  rows.exec = wsReady ? await sample("exec /bin/true (runtime, fd4 exit)", N.exec, async () => (await execOnce(options, ws(1), ["/bin/true"])).ms) : noWs("exec /bin/true");
+  rows.exec = wsReady
+    ? await sample("exec /bin/true (runtime, fd4 exit)", N.exec, async () => (await execOnce(options, ws(1), ["/bin/true"])).ms)
+    : noWs("exec /bin/true");
   if (!rows.exec.unavailable) rows.exec.sshdLogins = logins() - loginsBefore;
   log("exec /bin/true without broker");
   rows.execNoBroker = wsReady
-    ? await sample("exec /bin/true, PASEO_SSH_NO_BROKER=1", N.exec, async () => (await execOnce(options, ws(1), ["/bin/true"], { env: { ...process.env, PASEO_SSH_NO_BROKER: "1" } })).ms)
+    ? await sample(
+        "exec /bin/true, PASEO_SSH_NO_BROKER=1",
+        N.exec,
+        async () => (await execOnce(options, ws(1), ["/bin/true"], { env: { ...process.env, PASEO_SSH_NO_BROKER: "1" } })).ms,
+      )
     : noWs("exec /bin/true, no broker");
 
   log("OpenSSH ControlMaster");
@@ -229,11 +263,16 @@ async function benchNetwork(name, net, rigInfo, repo, sshBase) {
   });
   await run("ssh", ssh("-o", `ControlPath=${controlPath}`, "-O", "exit"));
   log("fresh ssh");
-  rows.freshSsh = await sample("ssh host true, fresh connection", N.fresh, async () => {
-    const r = await run("ssh", ssh("true"));
-    if (r.code !== 0) throw new Error(firstLine(r.stderr));
-    return r.ms;
-  }, 0);
+  rows.freshSsh = await sample(
+    "ssh host true, fresh connection",
+    N.fresh,
+    async () => {
+      const r = await run("ssh", ssh("true"));
+      if (r.code !== 0) throw new Error(firstLine(r.stderr));
+      return r.ms;
+    },
+    0,
+  );
 
   log("signal");
   rows.signal = wsReady
@@ -241,7 +280,9 @@ async function benchNetwork(name, net, rigInfo, repo, sshBase) {
         let signalled;
         const ex = execOnce(options, ws(1), ["sleep", "30"], {
           onStarted: (execId) => {
-            signalled = run(process.execPath, [CLI, "signal", "--workspace-id", ws(1), "--exec-id", execId, "--signal", "SIGKILL"], { input: lifecycleRequest(options) });
+            signalled = run(process.execPath, [CLI, "signal", "--workspace-id", ws(1), "--exec-id", execId, "--signal", "SIGKILL"], {
+              input: lifecycleRequest(options),
+            });
           },
         });
         await ex.catch(() => undefined);
@@ -283,7 +324,8 @@ function markdown(results) {
   const nets = Object.keys(results.networks);
   const keys = Object.keys(results.networks[nets[0]].rows);
   const lines = [`| operation | ${nets.join(" | ")} |`, `|---|${nets.map(() => "---:").join("|")}|`];
-  for (const k of keys) lines.push(`| ${results.networks[nets[0]].rows[k].label} | ${nets.map((n) => fmt(results.networks[n].rows[k])).join(" | ")} |`);
+  for (const k of keys)
+    lines.push(`| ${results.networks[nets[0]].rows[k].label} | ${nets.map((n) => fmt(results.networks[n].rows[k])).join(" | ")} |`);
   lines.push("", `| target (${nets[nets.length - 1]}) | measured | met |`, "|---|---:|---|");
   for (const t of results.networks[nets[nets.length - 1]].targets) {
     lines.push(`| ${t.what} | ${t.value === null ? "n/a" : t.value.toFixed(2)} | ${t.met === null ? "n/a" : t.met ? "yes" : "**no**"} |`);
@@ -321,11 +363,29 @@ async function main() {
     const knownHostsFile = join(tmp, "known_hosts");
     const keys = info.hostPublicKeys.map((k) => k.split(" ").slice(0, 2).join(" "));
     writeFileSync(knownHostsFile, [info.port, proxy.port].flatMap((p) => keys.map((k) => `[127.0.0.1]:${p} ${k}`)).join("\n") + "\n");
-    const sshBase = ["-i", info.identityFile, "-o", `UserKnownHostsFile=${knownHostsFile}`, "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", `${info.user}@127.0.0.1`];
+    const sshBase = [
+      "-i",
+      info.identityFile,
+      "-o",
+      `UserKnownHostsFile=${knownHostsFile}`,
+      "-o",
+      "StrictHostKeyChecking=yes",
+      "-o",
+      "BatchMode=yes",
+      "-o",
+      "IdentitiesOnly=yes",
+      `${info.user}@127.0.0.1`,
+    ];
     const repo = join(tmp, "repo");
     process.stderr.write("generating a 5,000-file repository\n");
     await makeRepo(repo);
-    const results = { when: new Date().toISOString(), node: process.version, cpus: cpus().length, loadAverageAtStart: loadavg().map((x) => +x.toFixed(2)), networks: {} };
+    const results = {
+      when: new Date().toISOString(),
+      node: process.version,
+      cpus: cpus().length,
+      loadAverageAtStart: loadavg().map((x) => +x.toFixed(2)),
+      networks: {},
+    };
     for (const [name, net] of [
       ["direct", { port: info.port, knownHostsFile, tmp }],
       ["50ms RTT", { port: proxy.port, knownHostsFile, tmp }],
@@ -341,9 +401,14 @@ async function main() {
     console.log("\nResults (p50 of fresh processes; JSON in bench/results/latest.json)\n");
     for (const [name, { rows }] of Object.entries(results.networks)) {
       console.log(`== ${name}`);
-      for (const r of Object.values(rows)) console.log(`  ${r.label.padEnd(52)} ${fmt(r)}${r.samples ? `  [${r.samples.join(", ")}]` : ""}${r.sshdLogins !== undefined ? `  (sshd logins: ${r.sshdLogins})` : ""}`);
+      for (const r of Object.values(rows))
+        console.log(
+          `  ${r.label.padEnd(52)} ${fmt(r)}${r.samples ? `  [${r.samples.join(", ")}]` : ""}${r.sshdLogins !== undefined ? `  (sshd logins: ${r.sshdLogins})` : ""}`,
+        );
     }
-    console.log(`\nload average (1/5/15 min) at start ${results.loadAverageAtStart.join(" ")}, at end ${results.loadAverageAtEnd.join(" ")}; ${results.cpus} CPUs, node ${results.node}`);
+    console.log(
+      `\nload average (1/5/15 min) at start ${results.loadAverageAtStart.join(" ")}, at end ${results.loadAverageAtEnd.join(" ")}; ${results.cpus} CPUs, node ${results.node}`,
+    );
     console.log("\nMarkdown:\n");
     console.log(md);
     const conditions = `Measured ${results.when} on ${results.cpus} CPUs, node ${results.node}, load average ${results.loadAverageAtStart.join("/")} at start and ${results.loadAverageAtEnd.join("/")} at end (1/5/15 min). Every runtime row is a fresh \`node dist/cli.js\` process as Paseo spawns it; p50 of ${N.exec} (exec), ${N.signal} (signal), ${N.stat} (fs-stat), ${N.fresh} (fresh ssh) samples; creates are single runs. 50 ms RTT = bench/delay-proxy.mjs adding 25 ms each way in front of the rig's sshd.`;

@@ -1,15 +1,7 @@
 // Every failure the runtime reports is a RuntimeError with a class, so the CLI can print one
 // actionable line and exit with a stable, documented code (see README "Errors").
 
-export type ErrorClass =
-  | "input"
-  | "auth"
-  | "host-key"
-  | "network"
-  | "remote-dependency"
-  | "ownership"
-  | "not-ready"
-  | "remote";
+export type ErrorClass = "input" | "auth" | "host-key" | "network" | "remote-dependency" | "ownership" | "not-ready" | "remote";
 
 /** Stable exit codes per class; documented in the README. */
 export const EXIT_CODES: Record<ErrorClass, number> = {

@@ -18,20 +18,29 @@ export function expandLocalPath(p: string): string {
 // them along with newline and NUL.
 const remotePathUnsafe = /[\n\r\0\\!]/;
 
-const remoteRoot = z
-  .string()
-  .refine((s) => (s.startsWith("/") || s.startsWith("~/")) && s.length > 2 && !remotePathUnsafe.test(s));
+const remoteRoot = z.string().refine((s) => (s.startsWith("/") || s.startsWith("~/")) && s.length > 2 && !remotePathUnsafe.test(s));
 const absoluteRemotePath = z.string().refine((s) => s.startsWith("/") && !remotePathUnsafe.test(s));
-const localPath = z.string().min(1).refine((s) => !s.includes("\0"));
+const localPath = z
+  .string()
+  .min(1)
+  .refine((s) => !s.includes("\0"));
 
 /**
  * Field schemas, exported so later features (e.g. the per-host broker) can add their keys in one
  * place; each key also needs a line in EXPECTED below.
  */
 export const runtimeOptionFields = {
-  host: z.string().trim().min(1).refine((s) => !/[\s\0]/.test(s)),
+  host: z
+    .string()
+    .trim()
+    .min(1)
+    .refine((s) => !/[\s\0]/.test(s)),
   port: z.int().min(1).max(65535).default(22),
-  user: z.string().min(1).refine((s) => !/[\s\0]/.test(s)).optional(),
+  user: z
+    .string()
+    .min(1)
+    .refine((s) => !/[\s\0]/.test(s))
+    .optional(),
   identityFile: localPath.optional(),
   knownHostsFile: localPath.default("~/.ssh/known_hosts"),
   root: remoteRoot.default("~/.paseo-ssh"),

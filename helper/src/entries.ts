@@ -51,7 +51,12 @@ async function sourceEntry(root: string, rawPath: string | undefined, rootRefusa
   return source;
 }
 
-export function createEntry(root: string, parentPath: string | undefined, rawName: string | undefined, kind: string | undefined): Promise<EntryResult> {
+export function createEntry(
+  root: string,
+  parentPath: string | undefined,
+  rawName: string | undefined,
+  kind: string | undefined,
+): Promise<EntryResult> {
   return answer(rawName?.trim(), async () => {
     const name = validName(rawName);
     if (kind !== "file" && kind !== "directory") throw new Error("Invalid entry kind");

@@ -44,7 +44,9 @@ export function brokerTarget(options: RuntimeOptions): BrokerTarget | null {
 function lastLogLine(log: string): string {
   try {
     const lines = readFileSync(log, "utf8").trim().split("\n");
-    return oneLine(lines[lines.length - 1] ?? "").replace(/^\S+Z /, "").slice(0, 300);
+    return oneLine(lines[lines.length - 1] ?? "")
+      .replace(/^\S+Z /, "")
+      .slice(0, 300);
   } catch {
     return "no log";
   }
@@ -112,14 +114,20 @@ export async function connectBroker(options: RuntimeOptions, initial: BrokerTarg
       }
     }
     if (failed) {
-      throw new RuntimeError("network", `SSH broker for ${options.host} failed to start: ${lastLogLine(target.paths.log)} (set the "broker" option to false to connect in-process)`);
+      throw new RuntimeError(
+        "network",
+        `SSH broker for ${options.host} failed to start: ${lastLogLine(target.paths.log)} (set the "broker" option to false to connect in-process)`,
+      );
     }
     if (!started) {
       startBroker(options, target, () => (failed = true));
       started = true;
     }
     if (Date.now() > until) {
-      throw new RuntimeError("network", `SSH broker for ${options.host} did not start within ${BROKER_START_MS} ms (${last}); see ${target.paths.log} or set the "broker" option to false`);
+      throw new RuntimeError(
+        "network",
+        `SSH broker for ${options.host} did not start within ${BROKER_START_MS} ms (${last}); see ${target.paths.log} or set the "broker" option to false`,
+      );
     }
     await new Promise((r) => setTimeout(r, 15));
   }

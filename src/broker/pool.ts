@@ -132,7 +132,14 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     const base = await connectSsh(this.options);
     this.handshakes++;
     const ssh = new CountedConnection(base, () => this.emit("change"));
-    const conn: Conn = { ssh, host: new SshHost(ssh, this.options, this.bundle), leases: 0, spares: [], sparesOpening: 0, lastUsed: Date.now() };
+    const conn: Conn = {
+      ssh,
+      host: new SshHost(ssh, this.options, this.bundle),
+      leases: 0,
+      spares: [],
+      sparesOpening: 0,
+      lastUsed: Date.now(),
+    };
     ssh.client.once("close", () => this.dropped(conn));
     this.conns.push(conn);
     this.everConnected = true;
@@ -183,7 +190,10 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
           if (err instanceof RuntimeError && err.errorClass !== "network") throw err;
           const window = reconnectWindowMs(this.options.connectTimeoutMs);
           const why = oneLine(err instanceof Error ? err.message : String(err));
-          throw new RuntimeError("network", `SSH connection to ${this.options.host}:${this.options.port} dropped and was not re-established within ${window} ms: ${why}`);
+          throw new RuntimeError(
+            "network",
+            `SSH connection to ${this.options.host}:${this.options.port} dropped and was not re-established within ${window} ms: ${why}`,
+          );
         })
       : this.connectOnce();
     this.connecting = attempt.finally(() => {
@@ -238,7 +248,10 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
         continue;
       }
       if (Date.now() >= until) {
-        throw new RuntimeError("network", `all ${this.conns.length * this.limit} SSH sessions to ${this.options.host} stayed busy for ${ACQUIRE_WAIT_MS} ms; raise the host's MaxSessions and the "maxSessions" option`);
+        throw new RuntimeError(
+          "network",
+          `all ${this.conns.length * this.limit} SSH sessions to ${this.options.host} stayed busy for ${ACQUIRE_WAIT_MS} ms; raise the host's MaxSessions and the "maxSessions" option`,
+        );
       }
       await this.waitForChange(until);
     }

@@ -11,11 +11,7 @@ import type { Socket } from "node:net";
 import { RuntimeError, type ErrorClass } from "../errors.js";
 import type { PtyRequest } from "../transport/host.js";
 
-export type BrokerRequest =
-  | { kind: "agent" }
-  | { kind: "pty"; args: string[]; pty: PtyRequest }
-  | { kind: "ping" }
-  | { kind: "shutdown" };
+export type BrokerRequest = { kind: "agent" } | { kind: "pty"; args: string[]; pty: PtyRequest } | { kind: "ping" } | { kind: "shutdown" };
 
 export interface BrokerHello {
   v: string;
@@ -58,7 +54,10 @@ export function writeLine(sock: Socket, value: unknown): void {
 export function readLine<T>(sock: Socket, timeoutMs: number, what: string): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let buf = Buffer.alloc(0);
-    const timer = setTimeout(() => finish(new RuntimeError("network", `broker did not send its ${what} within ${timeoutMs} ms`)), timeoutMs);
+    const timer = setTimeout(
+      () => finish(new RuntimeError("network", `broker did not send its ${what} within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
     const finish = (err: Error | null, value?: T) => {
       clearTimeout(timer);
       sock.off("data", onData);

@@ -8,9 +8,7 @@ import { RuntimeError, type ErrorClass } from "../errors.js";
 export function formatIssues(issues: readonly z.core.$ZodIssue[]): string {
   return issues
     .map((issue) => {
-      const path = issue.path
-        .map((part, i) => (typeof part === "number" ? `[${part}]` : `${i === 0 ? "" : "."}${String(part)}`))
-        .join("");
+      const path = issue.path.map((part, i) => (typeof part === "number" ? `[${part}]` : `${i === 0 ? "" : "."}${String(part)}`)).join("");
       return path ? `${path}: ${issue.message}` : issue.message;
     })
     .join("; ");

@@ -23,7 +23,11 @@ function sockets(tmp: string): string[] {
   if (!existsSync(tmp)) return [];
   return readdirSync(tmp)
     .filter((d) => d.startsWith("paseo-ssh-"))
-    .flatMap((d) => readdirSync(join(tmp, d)).filter((f) => f.endsWith(".sock")).map((f) => join(tmp, d, f)));
+    .flatMap((d) =>
+      readdirSync(join(tmp, d))
+        .filter((f) => f.endsWith(".sock"))
+        .map((f) => join(tmp, d, f)),
+    );
 }
 
 function alive(pid: number): boolean {

@@ -260,7 +260,12 @@ export function execWorkload(cmd: RuntimeCommand, workspaceId: string, envelope:
  * Paseo's forced cleanup (contract §10.2), bounded: signal op SIGKILL, then the wrapper's group.
  * Returns the signal operation's failure, if any, for the caller's message.
  */
-async function cleanup(cmd: RuntimeCommand, workspaceId: string, envelope: SpawnEnvelope, child: ChildProcess): Promise<string | undefined> {
+async function cleanup(
+  cmd: RuntimeCommand,
+  workspaceId: string,
+  envelope: SpawnEnvelope,
+  child: ChildProcess,
+): Promise<string | undefined> {
   const request: LifecycleRequest = { protocolVersion: 1, runtimeInstanceId: envelope.runtimeInstanceId, options: envelope.options };
   const flags = { "workspace-id": workspaceId, "exec-id": envelope.execId, signal: "SIGKILL" };
   const signalError = await spawnOp(cmd, "signal", flags, request, SIGNAL_OP_TIMEOUT_MS).then(

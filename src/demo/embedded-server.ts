@@ -258,12 +258,7 @@ function signalGroup(pid: number, signal: string): void {
   }
 }
 
-async function shutdown(
-  server: Server,
-  connections: Set<Connection>,
-  children: Set<ChildProcess>,
-  dir: string,
-): Promise<void> {
+async function shutdown(server: Server, connections: Set<Connection>, children: Set<ChildProcess>, dir: string): Promise<void> {
   const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
   for (const client of connections) client.end();
   // Give commands a moment to finish on their own (their channel just closed), then kill.

@@ -62,7 +62,10 @@ function pickCommittedFile(root: string): string {
 
 /** An existing untracked (or ignored) file, so the demo need not touch the user's tree. */
 function findUntracked(root: string): string | undefined {
-  const list = (args: string[]) => git(root, ["ls-files", "--others", "--exclude-standard", ...args, "-z"]).split("\0").filter(Boolean);
+  const list = (args: string[]) =>
+    git(root, ["ls-files", "--others", "--exclude-standard", ...args, "-z"])
+      .split("\0")
+      .filter(Boolean);
   // --directory keeps an ignored tree such as node_modules/ to one entry.
   return list([])[0] ?? list(["--ignored", "--directory"])[0];
 }
@@ -106,7 +109,18 @@ function generated(tmpDir: string): DemoSource {
   writeFileSync(join(root, "README.md"), "# Sample project\n\nMaterialized on the remote host by paseo-ssh-runtime demo.\n");
   writeFileSync(join(root, "hello.sh"), "#!/bin/sh\necho hello from the workspace\n", { mode: 0o755 });
   git(root, ["add", "README.md", "hello.sh"]);
-  git(root, ["-c", "user.name=Paseo Demo", "-c", "user.email=demo@paseo.invalid", "-c", "commit.gpgsign=false", "commit", "-q", "-m", "Sample project"]);
+  git(root, [
+    "-c",
+    "user.name=Paseo Demo",
+    "-c",
+    "user.email=demo@paseo.invalid",
+    "-c",
+    "commit.gpgsign=false",
+    "commit",
+    "-q",
+    "-m",
+    "Sample project",
+  ]);
   writeFileSync(join(root, ".env"), "must-not-enter-runtime\n");
   return { ...fromRepository(root), generated: true };
 }

@@ -118,7 +118,10 @@ export async function runTour(target: TourTarget, out: Writable): Promise<TourTo
       async run() {
         const script = 'test -f "$1" && test ! -e "$2"';
         const result = await run(["/bin/sh", "-c", script, "sh", source.committedFile, source.untrackedFile], {});
-        check(result.code === 0, `expected ${source.committedFile} present and ${source.untrackedFile} absent (exit ${result.code ?? result.signal})`);
+        check(
+          result.code === 0,
+          `expected ${source.committedFile} present and ${source.untrackedFile} absent (exit ${result.code ?? result.signal})`,
+        );
         return pass(`${source.committedFile} present, untracked ${source.untrackedFile} absent`);
       },
     },
@@ -143,17 +146,31 @@ export async function runTour(target: TourTarget, out: Writable): Promise<TourTo
     {
       name: "pty",
       async run() {
-        if (!target.ptyAvailable) return { status: "skip", detail: "this machine cannot allocate PTYs for the embedded server (util-linux script missing)" };
+        if (!target.ptyAvailable)
+          return { status: "skip", detail: "this machine cannot allocate PTYs for the embedded server (util-linux script missing)" };
         const handle = execWorkload(
           cmd,
           workspaceId,
-          envelope(["/bin/sh", "-c", "stty size; test -t 0 && echo is-a-tty; read line; stty size; exit 7"], { PATH }, {
-            stdio: { kind: "pty", rows: 24, cols: 80 },
-          }),
+          envelope(
+            ["/bin/sh", "-c", "stty size; test -t 0 && echo is-a-tty; read line; stty size; exit 7"],
+            { PATH },
+            {
+              stdio: { kind: "pty", rows: 24, cols: 80 },
+            },
+          ),
         );
         // Bounded, and a failed exec surfaces its own message rather than a timeout.
         await Promise.race([handle.started, handle.exited, sleep(PTY_WAIT_MS)]);
-        await until(() => /24 80/.test(handle.stdout().toString()), PTY_WAIT_MS, `no initial size from the PTY (events: ${handle.events().map((e) => e.type).join(",") || "none"})`);
+        await until(
+          () => /24 80/.test(handle.stdout().toString()),
+          PTY_WAIT_MS,
+          `no initial size from the PTY (events: ${
+            handle
+              .events()
+              .map((e) => e.type)
+              .join(",") || "none"
+          })`,
+        );
         await handle.resize(30, 100);
         handle.stdin.write("go\n");
         const exit = await handle.exited;
@@ -171,7 +188,10 @@ export async function runTour(target: TourTarget, out: Writable): Promise<TourTo
         const info = JSON.parse(stat.stdout.toString()) as { status: string; size: number };
         check(info.status === "ready" && info.size === source.committedBytes.length, `fs-stat said ${show(stat.stdout, 120)}`);
         const read = await helper(["fs-read", "--path", source.committedFile]);
-        check(read.code === 0 && read.stdout.equals(source.committedBytes), `fs-read returned ${read.stdout.length} bytes that differ from HEAD`);
+        check(
+          read.code === 0 && read.stdout.equals(source.committedBytes),
+          `fs-read returned ${read.stdout.length} bytes that differ from HEAD`,
+        );
         return pass(`fs-stat ${source.committedFile}: ready, ${info.size} bytes; fs-read: identical to HEAD (env {})`);
       },
     },

@@ -5,12 +5,7 @@
 import type { Readable } from "node:stream";
 import * as z from "zod";
 import { RuntimeError } from "../errors.js";
-import {
-  ControlFrameSchema,
-  FrameDecoder,
-  SpawnControlSchema,
-  validateMessage,
-} from "../contract/index.js";
+import { ControlFrameSchema, FrameDecoder, SpawnControlSchema, validateMessage } from "../contract/index.js";
 
 export type SpawnEnvelope = z.output<typeof SpawnControlSchema>;
 export type ControlFrame = z.output<typeof ControlFrameSchema>;
@@ -68,7 +63,8 @@ export function readControls(stream: Readable): ControlReader {
   const emit = (c: { frame?: ControlFrame; error?: RuntimeError; end?: true }) => (listener ? listener(c) : queue.push(c));
   const fail = (err: unknown) => {
     stopped = true;
-    const e = err instanceof RuntimeError ? err : new RuntimeError("input", err instanceof Error ? `${err.name}: ${err.message}` : String(err));
+    const e =
+      err instanceof RuntimeError ? err : new RuntimeError("input", err instanceof Error ? `${err.name}: ${err.message}` : String(err));
     if (!gotEnvelope) {
       clearTimeout(timer);
       rejectEnv(e);

@@ -234,7 +234,11 @@ class Conversation {
     const stdio = this.envelope.stdio;
     if (stdio.kind !== "pty") return;
     try {
-      const pty = await this.host.openPty(["pty-attach", token], { rows: stdio.rows, cols: stdio.cols, ...(stdio.term ? { term: stdio.term } : {}) });
+      const pty = await this.host.openPty(["pty-attach", token], {
+        rows: stdio.rows,
+        cols: stdio.cols,
+        ...(stdio.term ? { term: stdio.term } : {}),
+      });
       this.pty = pty;
       if (this.events.started) this.forwardPtyOutput();
       pty.stdin.on("error", () => undefined);

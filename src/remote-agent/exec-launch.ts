@@ -2,7 +2,18 @@
 // (never outside the workspace root, symlinks included), the program file (looked up on the
 // envelope's own PATH, never through a shell), and the stdio layout that carries the process tag.
 // Shared by the pipes path (control agent) and the PTY path (pty-attach spawns what this decides).
-import { accessSync, closeSync, constants, existsSync, mkdirSync, openSync, realpathSync, renameSync, statSync, writeFileSync } from "node:fs";
+import {
+  accessSync,
+  closeSync,
+  constants,
+  existsSync,
+  mkdirSync,
+  openSync,
+  realpathSync,
+  renameSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { isAbsolute, join, relative, resolve } from "node:path";
 import { randomBytes } from "node:crypto";
 import type { StdioOptions } from "node:child_process";

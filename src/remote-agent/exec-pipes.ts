@@ -25,7 +25,13 @@ export const OUTPUT_WINDOW = 4 * 1024 * 1024;
 
 type Child = ChildProcessByStdio<Writable, Readable, Readable>;
 
-export async function runPipes(ctx: AgentContext, sup: ExecSupervisor, launch: Launch | null, env: Record<string, string>, argv0: string): Promise<void> {
+export async function runPipes(
+  ctx: AgentContext,
+  sup: ExecSupervisor,
+  launch: Launch | null,
+  env: Record<string, string>,
+  argv0: string,
+): Promise<void> {
   let child: Child | null = null;
   const stdinQueue: Buffer[] = [];
   let stdinEnded = false;

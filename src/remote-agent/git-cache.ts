@@ -125,7 +125,12 @@ export async function fetchGitSource(cache: string, url: string, revision: strin
     let sha = await revParse(cache, revision);
     // A commit no branch or tag reaches: servers that allow it can serve it by id.
     if (!sha && SHA_RE.test(revision)) {
-      await git(["fetch", "--quiet", "--no-tags", url, revision], { cwd: cache, timeoutMs: TRANSFER_TIMEOUT_MS, errorClass: "remote-dependency", okCodes: [1, 128] });
+      await git(["fetch", "--quiet", "--no-tags", url, revision], {
+        cwd: cache,
+        timeoutMs: TRANSFER_TIMEOUT_MS,
+        errorClass: "remote-dependency",
+        okCodes: [1, 128],
+      });
       sha = await revParse(cache, revision);
     }
     if (sha) return { commit: sha, branch: "" };

@@ -37,7 +37,8 @@ async function resume(ctx: AgentContext): Promise<WorkspaceView> {
   await thawWorkspaceProcesses(w.layout);
   if (w.manifest.phase !== "ready") replaceManifest(w.layout, { ...w.manifest, phase: "ready" });
   const after = loadWorkspace(ctx.root, workspaceId, owner);
-  if (after.state !== "present" || after.manifest.phase !== "ready") throw new RuntimeError("remote", `SSH workspace did not resume: ${workspaceId}`);
+  if (after.state !== "present" || after.manifest.phase !== "ready")
+    throw new RuntimeError("remote", `SSH workspace did not resume: ${workspaceId}`);
   return view(after.manifest);
 }
 

@@ -326,10 +326,7 @@ export async function killMembers(list: () => Member[], what: string): Promise<v
     }
     await sleep(i === 0 ? 0 : POLL_MS);
   }
-  const gone = await waitUntil(
-    () => [...killed].every(([pid, start]) => isGone(pid, start)),
-    Math.max(0, deadline - Date.now()),
-  );
+  const gone = await waitUntil(() => [...killed].every(([pid, start]) => isGone(pid, start)), Math.max(0, deadline - Date.now()));
   const left = list();
   if (!gone || left.length > 0) {
     const pids = left.length > 0 ? left.map((m) => m.pid) : [...killed.keys()].filter((p) => !isGone(p));

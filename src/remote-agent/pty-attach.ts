@@ -97,7 +97,11 @@ export function ptyAttachMain(token: string): void {
       const st = c.pid !== undefined ? readProcStat(c.pid) : null;
       c.once("error", (err: NodeJS.ErrnoException) => {
         if (c.pid === undefined) {
-          sendLine(sock, { type: "spawn-failed", code: err.code === "ENOENT" ? 127 : 126, message: `paseo-ssh-runtime: ${String(msg.argv0)}: ${err.message}\r\n` });
+          sendLine(sock, {
+            type: "spawn-failed",
+            code: err.code === "ENOENT" ? 127 : 126,
+            message: `paseo-ssh-runtime: ${String(msg.argv0)}: ${err.message}\r\n`,
+          });
         }
       });
       if (c.pid !== undefined) {

@@ -12,7 +12,14 @@ import { CWD_ESCAPE_MESSAGE } from "../workspace/relative-path.js";
  * Git recreates missing parent directories while writing, so building in place could resurrect a
  * workspace directory that a concurrent destroy just removed; a final rename cannot (it fails).
  */
-export async function materializeCheckout(staging: string, checkout: string, cache: string, commit: string, branch: string, beforeRename: () => void): Promise<void> {
+export async function materializeCheckout(
+  staging: string,
+  checkout: string,
+  cache: string,
+  commit: string,
+  branch: string,
+  beforeRename: () => void,
+): Promise<void> {
   mkdirSync(dirname(staging), { recursive: true, mode: 0o700 });
   try {
     await buildCheckout(staging, cache, commit, branch);
@@ -33,7 +40,10 @@ async function buildCheckout(checkout: string, cache: string, commit: string, br
   if (branch) {
     await git([...PARALLEL_CHECKOUT, "checkout", "--quiet", "-B", branch, commit], { cwd: checkout });
     // Git sources: track the fetched branch so status/pull behave as in a normal clone.
-    const upstream = await gitResult(["rev-parse", "--verify", "--quiet", `refs/remotes/origin/${branch}`], { cwd: checkout, okCodes: [1] });
+    const upstream = await gitResult(["rev-parse", "--verify", "--quiet", `refs/remotes/origin/${branch}`], {
+      cwd: checkout,
+      okCodes: [1],
+    });
     if (upstream.code === 0) await git(["branch", "--quiet", `--set-upstream-to=origin/${branch}`, branch], { cwd: checkout });
   } else {
     await git([...PARALLEL_CHECKOUT, "checkout", "--quiet", "--detach", commit], { cwd: checkout });

@@ -45,7 +45,8 @@ export function claimWorkspace(root: string, layout: WorkspaceLayout, manifest: 
     if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
     const existing = loadWorkspace(root, manifest.workspaceId, manifest.owner);
     // Ours but created by a concurrent create of the same owner: not ours to take over mid-flight.
-    if (existing.state === "present") throw new RuntimeError("remote", `SSH workspace is being created concurrently: ${manifest.workspaceId}`);
+    if (existing.state === "present")
+      throw new RuntimeError("remote", `SSH workspace is being created concurrently: ${manifest.workspaceId}`);
     throw ownershipMismatch(layout.dir);
   }
   createManifestExclusive(layout, manifest);

@@ -13,7 +13,8 @@ import { killWorkspaceProcesses } from "./process-set.js";
 
 export function str(req: Record<string, unknown>, name: string, nonEmpty = true): string {
   const v = req[name];
-  if (typeof v !== "string" || (nonEmpty && v === "")) throw new RuntimeError("input", `agent request field ${name} must be a${nonEmpty ? " non-empty" : ""} string`);
+  if (typeof v !== "string" || (nonEmpty && v === ""))
+    throw new RuntimeError("input", `agent request field ${name} must be a${nonEmpty ? " non-empty" : ""} string`);
   return v;
 }
 

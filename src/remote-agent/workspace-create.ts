@@ -33,7 +33,8 @@ function parseSource(v: unknown): SourceSpec {
     if (!HEX_KEY.test(projectKey) || !SHA_RE.test(commit)) throw new RuntimeError("input", "malformed directory source in agent request");
     return { kind: "directory", projectKey, commit, branch: str(s, "branch", false), subdirectory };
   }
-  if (s.kind === "git") return { kind: "git", url: str(s, "url"), revision: str(s, "revision", false), newBranch: str(s, "newBranch", false), subdirectory };
+  if (s.kind === "git")
+    return { kind: "git", url: str(s, "url"), revision: str(s, "revision", false), newBranch: str(s, "newBranch", false), subdirectory };
   throw new RuntimeError("input", "agent request has an unknown source kind");
 }
 
@@ -48,7 +49,8 @@ function parseIntegration(v: unknown): IntegrationTarget | null {
   const i = v as Record<string, unknown>;
   const localPath = str(i, "localPath");
   const baseBranch = str(i, "baseBranch");
-  if (!localPath.startsWith("/") || baseBranch.startsWith("-")) throw new RuntimeError("input", "malformed integration target in agent request");
+  if (!localPath.startsWith("/") || baseBranch.startsWith("-"))
+    throw new RuntimeError("input", "malformed integration target in agent request");
   return { localPath, baseBranch };
 }
 
@@ -64,7 +66,12 @@ function hookMs(v: unknown): number {
 }
 
 /** Brings objects for `source` into its cache and returns the commit/branch to check out. */
-async function fillCache(ctx: AgentContext, inbox: FrameInbox, cache: string, source: SourceSpec): Promise<{ commit: string; branch: string }> {
+async function fillCache(
+  ctx: AgentContext,
+  inbox: FrameInbox,
+  cache: string,
+  source: SourceSpec,
+): Promise<{ commit: string; branch: string }> {
   if (source.kind === "git") {
     const resolved = await fetchGitSource(cache, source.url, source.revision);
     return source.newBranch ? { commit: resolved.commit, branch: source.newBranch } : resolved;
@@ -119,7 +126,16 @@ export async function create(ctx: AgentContext): Promise<CreateResult> {
     await materializeCheckout(staging, layout.checkout, cache, commit, branch, () => verifyOwned(ctx.root, workspaceId, owner));
     const workspaceRoot = resolveWorkspaceRoot(layout.checkout, source.subdirectory, relativeCwd);
     const current = verifyOwned(ctx.root, workspaceId, owner);
-    const done = replaceManifest(layout, { ...current, phase: "ready", commit, branch, workspaceRoot, lifecycleEnvironment: lifecycleEnvironment(branch), integration, purpose });
+    const done = replaceManifest(layout, {
+      ...current,
+      phase: "ready",
+      commit,
+      branch,
+      workspaceRoot,
+      lifecycleEnvironment: lifecycleEnvironment(branch),
+      integration,
+      purpose,
+    });
     release();
     return { view: view(done), materializedFreshContent: true };
   } catch (err) {
@@ -130,7 +146,14 @@ export async function create(ctx: AgentContext): Promise<CreateResult> {
 }
 
 /** Removes what a failed create made, but only while the directory is still provably ours. */
-async function rollback(root: string, layout: WorkspaceLayout, workspaceId: string, owner: string, projectKey: string, cause: unknown): Promise<void> {
+async function rollback(
+  root: string,
+  layout: WorkspaceLayout,
+  workspaceId: string,
+  owner: string,
+  projectKey: string,
+  cause: unknown,
+): Promise<void> {
   if (cause instanceof RuntimeError && cause.errorClass === "ownership") return;
   let still: ReturnType<typeof loadWorkspace>;
   try {

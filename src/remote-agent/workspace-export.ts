@@ -17,7 +17,10 @@ export async function checkoutHead(checkout: string): Promise<string> {
 export async function streamPack(ctx: AgentContext, checkout: string, offered: string[]): Promise<{ head: string; bytes: number }> {
   const head = await checkoutHead(checkout);
   const haves = await knownCommits(checkout, offered);
-  const pack = gitStream(["pack-objects", "--revs", "--thin", "--stdout", "--delta-base-offset", "--quiet"], { cwd: checkout, timeoutMs: EXPORT_TIMEOUT_MS });
+  const pack = gitStream(["pack-objects", "--revs", "--thin", "--stdout", "--delta-base-offset", "--quiet"], {
+    cwd: checkout,
+    timeoutMs: EXPORT_TIMEOUT_MS,
+  });
   pack.stdin.end([head, ...haves.map((h) => `^${h}`)].join("\n") + "\n");
   let bytes = 0;
   for await (const chunk of pack.stdout as AsyncIterable<Buffer>) {

@@ -45,7 +45,8 @@ function readDirRecord(dir: string): DirRecord {
 export async function reconcile(ctx: AgentContext): Promise<ReconcileResult> {
   const owner = str(ctx.request, "owner");
   const keepRaw = ctx.request.workspaceIds;
-  if (!Array.isArray(keepRaw) || !keepRaw.every((x) => typeof x === "string")) throw new RuntimeError("input", "reconcile requires workspaceIds");
+  if (!Array.isArray(keepRaw) || !keepRaw.every((x) => typeof x === "string"))
+    throw new RuntimeError("input", "reconcile requires workspaceIds");
   const keep = new Set(keepRaw as string[]);
   const l = rootLayout(ctx.root);
   const removed: ReconcileResult["removed"] = [];
@@ -95,7 +96,9 @@ function pruneTrash(root: string): void {
   const base = rootLayout(root).tmpBase;
   if (!existsSync(base)) return;
   for (const name of readdirSync(base)) {
-    const stale = (name.startsWith("trash-") && olderThan(join(base, name), 60_000)) || (name.startsWith(STAGING_PREFIX) && olderThan(join(base, name), STAGING_MAX_AGE_MS));
+    const stale =
+      (name.startsWith("trash-") && olderThan(join(base, name), 60_000)) ||
+      (name.startsWith(STAGING_PREFIX) && olderThan(join(base, name), STAGING_MAX_AGE_MS));
     if (stale) rmSync(join(base, name), { recursive: true, force: true });
   }
 }

@@ -1,7 +1,19 @@
 // Reads, verifies and writes workspace manifests. Every agent operation on a workspace goes
 // through loadWorkspace() first, so ownership is checked before anything is read or changed
 // (scenarios.md §1 fixes the texts).
-import { readFileSync, writeFileSync, renameSync, lstatSync, mkdirSync, linkSync, rmSync, openSync, writeSync, fsyncSync, closeSync } from "node:fs";
+import {
+  readFileSync,
+  writeFileSync,
+  renameSync,
+  lstatSync,
+  mkdirSync,
+  linkSync,
+  rmSync,
+  openSync,
+  writeSync,
+  fsyncSync,
+  closeSync,
+} from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../errors.js";
@@ -9,8 +21,7 @@ import { MANIFEST_MARKER, type WorkspaceManifest } from "./manifest.js";
 import { WORKSPACE_PREFIX, workspaceKey, workspaceLayout, type WorkspaceLayout } from "./layout.js";
 
 export type LoadedWorkspace =
-  | { state: "missing"; layout: WorkspaceLayout }
-  | { state: "present"; layout: WorkspaceLayout; manifest: WorkspaceManifest };
+  { state: "missing"; layout: WorkspaceLayout } | { state: "present"; layout: WorkspaceLayout; manifest: WorkspaceManifest };
 
 const PHASES = new Set(["materializing", "ready", "paused"]);
 

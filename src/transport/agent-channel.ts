@@ -84,9 +84,7 @@ export class AgentChannel extends EventEmitter<AgentChannelEvents> {
     this.closedFlag = true;
     if (!this.scanner.found) {
       const detail = oneLine(this.stderrText || this.scanner.noise).slice(0, 500);
-      this.readyReject(
-        new RuntimeError("remote-dependency", `remote agent did not start${detail ? `: ${detail}` : ""}`),
-      );
+      this.readyReject(new RuntimeError("remote-dependency", `remote agent did not start${detail ? `: ${detail}` : ""}`));
     }
     this.emit("close");
   }

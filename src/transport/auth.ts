@@ -30,7 +30,9 @@ function loadIdentity(file: string): { key?: ParsedKey; problem?: string } {
   const parsed = ssh2.utils.parseKey(data);
   if (parsed instanceof Error) {
     if (/encrypted/i.test(parsed.message) || /passphrase/i.test(parsed.message)) {
-      return { problem: `identity file ${file} is encrypted and there is no passphrase prompt; load it into ssh-agent (ssh-add ${file}) and make SSH_AUTH_SOCK available to the runtime` };
+      return {
+        problem: `identity file ${file} is encrypted and there is no passphrase prompt; load it into ssh-agent (ssh-add ${file}) and make SSH_AUTH_SOCK available to the runtime`,
+      };
     }
     return { problem: `cannot parse identity file ${file} (${parsed.message})` };
   }

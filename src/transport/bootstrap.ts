@@ -29,12 +29,18 @@ export function agentBundle(path = bundledAgentPath()): AgentBundle {
   try {
     data = readFileSync(path);
   } catch (err) {
-    throw new RuntimeError("remote", `remote agent bundle missing at ${path} (reinstall paseo-ssh-runtime or run npm run build): ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw new RuntimeError(
+      "remote",
+      `remote agent bundle missing at ${path} (reinstall paseo-ssh-runtime or run npm run build): ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+    );
   }
   const injected = typeof __AGENT_HASH__ === "string" ? __AGENT_HASH__ : undefined;
   const hash = createHash("sha256").update(data).digest("hex").slice(0, 16);
   if (injected !== undefined && injected !== hash) {
-    throw new RuntimeError("remote", `remote agent bundle at ${path} does not match this build (hash ${hash}, expected ${injected}); reinstall paseo-ssh-runtime or rebuild`);
+    throw new RuntimeError(
+      "remote",
+      `remote agent bundle at ${path} does not match this build (hash ${hash}, expected ${injected}); reinstall paseo-ssh-runtime or rebuild`,
+    );
   }
   return { path, hash, size: data.length };
 }

@@ -39,7 +39,11 @@ export interface RemoteHost {
 }
 
 /** One request/response conversation on a fresh agent channel: the body of every `call`. */
-export async function callAgent<T>(host: Pick<RemoteHost, "root" | "openAgent">, req: Record<string, unknown>, timeoutMs?: number): Promise<T> {
+export async function callAgent<T>(
+  host: Pick<RemoteHost, "root" | "openAgent">,
+  req: Record<string, unknown>,
+  timeoutMs?: number,
+): Promise<T> {
   const ch = await host.openAgent();
   try {
     return await ch.request<T>({ root: host.root, ...req }, timeoutMs);

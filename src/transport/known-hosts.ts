@@ -56,7 +56,10 @@ export function hostLookupName(host: string, port: number): string {
 }
 
 function globToRegExp(pattern: string): RegExp {
-  const body = pattern.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".");
+  const body = pattern
+    .replace(/[.+^${}()|[\]\\]/g, "\\$&")
+    .replace(/\*/g, ".*")
+    .replace(/\?/g, ".");
   return new RegExp(`^${body}$`, "i");
 }
 
@@ -116,7 +119,9 @@ export function verifyHostKey(kh: KnownHosts, host: string, port: number, offere
   // A revoked key is refused whatever host pattern it was listed under.
   const revoked = kh.entries.find((e) => e.marker === "@revoked" && e.key.equals(offered));
   if (revoked) {
-    return fail(`Host key for ${name} is REVOKED: the server offered ${offeredDesc}, marked @revoked in ${kh.file} line ${revoked.line}; refusing to connect`);
+    return fail(
+      `Host key for ${name} is REVOKED: the server offered ${offeredDesc}, marked @revoked in ${kh.file} line ${revoked.line}; refusing to connect`,
+    );
   }
   const forHost = kh.entries.filter((e) => e.marker !== "@revoked" && hostsFieldMatches(e.hosts, name));
   const plain = forHost.filter((e) => e.marker === "");
@@ -132,7 +137,9 @@ export function verifyHostKey(kh: KnownHosts, host: string, port: number, offere
   }
   if (plain.length > 0) {
     const types = [...new Set(plain.map((e) => e.keyType))].join(", ");
-    return fail(`Host key for ${name} is not known for type ${keyType}: the server offered ${offeredDesc}; ${kh.file} only has ${types} keys for it; ${addHint}`);
+    return fail(
+      `Host key for ${name} is not known for type ${keyType}: the server offered ${offeredDesc}; ${kh.file} only has ${types} keys for it; ${addHint}`,
+    );
   }
   if (forHost.some((e) => e.marker === "@cert-authority")) {
     return fail(

@@ -14,7 +14,10 @@ export function bundledAgentPath(): string {
 }
 
 export class LocalHost implements RemoteHost {
-  constructor(readonly root: string, private readonly agentPath = bundledAgentPath()) {}
+  constructor(
+    readonly root: string,
+    private readonly agentPath = bundledAgentPath(),
+  ) {}
 
   async openAgent(): Promise<AgentChannel> {
     const child = spawn(process.execPath, [this.agentPath], { stdio: ["pipe", "pipe", "pipe"] });

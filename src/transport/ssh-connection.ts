@@ -72,7 +72,9 @@ export class SshConnection {
       let settled = false;
       const timer = setTimeout(() => {
         settled = true;
-        reject(new RuntimeError("network", `SSH server ${this.target} did not open a session channel within ${CHANNEL_OPEN_TIMEOUT_MS} ms`));
+        reject(
+          new RuntimeError("network", `SSH server ${this.target} did not open a session channel within ${CHANNEL_OPEN_TIMEOUT_MS} ms`),
+        );
       }, CHANNEL_OPEN_TIMEOUT_MS);
       const done = (err: Error | undefined, ch: ClientChannel) => {
         clearTimeout(timer);
@@ -153,7 +155,9 @@ export async function connectSsh(options: RuntimeOptions, hooks: ConnectHooks = 
       }
       fail(classifySshError(`${host}:${port}`, err));
     });
-    client.on("close", () => fail(hostKeyError ?? new RuntimeError("network", `SSH server ${host}:${port} closed the connection during the handshake`)));
+    client.on("close", () =>
+      fail(hostKeyError ?? new RuntimeError("network", `SSH server ${host}:${port} closed the connection during the handshake`)),
+    );
     // Constructed before connect so its error/close listeners exist for the client's lifetime.
     const conn = new SshConnection(client, target);
     client.connect({

@@ -79,7 +79,13 @@ export class SshHost implements RemoteHost {
 
   async openPty(args: string[], pty: PtyRequest): Promise<PtyChannel> {
     for (let attempt = 0; ; attempt++) {
-      const ch = await this.conn.exec(this.command(args), { rows: pty.rows, cols: pty.cols, width: 0, height: 0, term: pty.term ?? DEFAULT_TERM });
+      const ch = await this.conn.exec(this.command(args), {
+        rows: pty.rows,
+        cols: pty.cols,
+        width: 0,
+        height: 0,
+        term: pty.term ?? DEFAULT_TERM,
+      });
       const started = await this.awaitPtyMarker(ch);
       if ("channel" in started) return started.channel;
       if (started.report?.status === "need-install" && attempt === 0) {
@@ -100,7 +106,9 @@ export class SshHost implements RemoteHost {
       const timer = setTimeout(() => {
         cleanup();
         ch.destroy();
-        resolve({ error: new RuntimeError("network", `remote agent PTY on ${this.target} did not start within ${AGENT_READY_TIMEOUT_MS} ms`) });
+        resolve({
+          error: new RuntimeError("network", `remote agent PTY on ${this.target} did not start within ${AGENT_READY_TIMEOUT_MS} ms`),
+        });
       }, AGENT_READY_TIMEOUT_MS);
       const onData = (d: Buffer) => {
         boot.push(d);
@@ -123,7 +131,10 @@ export class SshHost implements RemoteHost {
       const onClose = () => {
         cleanup();
         const detail = oneLine(marker.noise).slice(-300);
-        resolve({ report: boot.report, error: new RuntimeError("remote-dependency", `remote agent PTY did not start${detail ? `: ${detail}` : ""}`) });
+        resolve({
+          report: boot.report,
+          error: new RuntimeError("remote-dependency", `remote agent PTY did not start${detail ? `: ${detail}` : ""}`),
+        });
       };
       const cleanup = () => {
         clearTimeout(timer);
@@ -137,7 +148,9 @@ export class SshHost implements RemoteHost {
 
   private bootError(report: BootReport | undefined, cause: unknown): RuntimeError {
     const t = this.target;
-    const nodeHint = this.options.remoteNode ? `the "remoteNode" option points at ${this.options.remoteNode}` : `or set the "remoteNode" option to its absolute path`;
+    const nodeHint = this.options.remoteNode
+      ? `the "remoteNode" option points at ${this.options.remoteNode}`
+      : `or set the "remoteNode" option to its absolute path`;
     switch (report?.status) {
       case "no-node":
         return new RuntimeError(
@@ -145,18 +158,29 @@ export class SshHost implements RemoteHost {
           `node was not found on ${t} (searched the login shell's PATH, /usr/local/bin, /usr/bin, /opt/homebrew/bin, ~/.nvm): install Node.js >= 18 ${nodeHint}`,
         );
       case "bad-node":
-        return new RuntimeError("remote-dependency", `the "remoteNode" option points at ${report.detail}, which is not an executable file on ${t}`);
+        return new RuntimeError(
+          "remote-dependency",
+          `the "remoteNode" option points at ${report.detail}, which is not an executable file on ${t}`,
+        );
       case "old-node": {
         const [version, path] = [report.detail.split(":")[0], report.detail.split(":").slice(1).join(":")];
         const what = version ? `is version ${version}` : "did not report its version";
         return new RuntimeError("remote-dependency", `node at ${path} on ${t} ${what}; Node.js >= 18 is required: install it, ${nodeHint}`);
       }
       case "no-git":
-        return new RuntimeError("remote-dependency", `git was not found on ${t} (login shell's PATH; node found at ${report.detail}): install git`);
+        return new RuntimeError(
+          "remote-dependency",
+          `git was not found on ${t} (login shell's PATH; node found at ${report.detail}): install git`,
+        );
       case "need-install":
-        return new RuntimeError("remote", `remote agent is still missing on ${t} after installing it into ${this.root}/agent/${this.bundle.hash}`);
+        return new RuntimeError(
+          "remote",
+          `remote agent is still missing on ${t} after installing it into ${this.root}/agent/${this.bundle.hash}`,
+        );
       default:
-        return cause instanceof RuntimeError ? cause : new RuntimeError("remote", `remote agent on ${t} did not start: ${oneLine(String(cause))}`);
+        return cause instanceof RuntimeError
+          ? cause
+          : new RuntimeError("remote", `remote agent on ${t} did not start: ${oneLine(String(cause))}`);
     }
   }
 
@@ -172,7 +196,8 @@ export class SshHost implements RemoteHost {
   private async upload(): Promise<void> {
     const data = readFileSync(this.bundle.path);
     const hash = createHash("sha256").update(data).digest("hex").slice(0, 16);
-    if (hash !== this.bundle.hash) throw new RuntimeError("remote", `remote agent bundle ${this.bundle.path} changed while running; rerun the operation`);
+    if (hash !== this.bundle.hash)
+      throw new RuntimeError("remote", `remote agent bundle ${this.bundle.path} changed while running; rerun the operation`);
     const ch = await this.conn.exec(installCommand(this.root, hash, data.length));
     const boot = new BootStatusScanner();
     let stderr = "";
@@ -191,7 +216,10 @@ export class SshHost implements RemoteHost {
     if (boot.report?.status !== "installed") {
       const why = boot.report ? `${boot.report.status} ${boot.report.detail}`.trim() : `exit ${String(code)}`;
       const err = oneLine(stderr).slice(-300);
-      throw new RuntimeError("remote", `installing the remote agent into ${this.root}/agent/${hash} on ${this.target} failed (${why})${err ? `: ${err}` : ""}`);
+      throw new RuntimeError(
+        "remote",
+        `installing the remote agent into ${this.root}/agent/${hash} on ${this.target} failed (${why})${err ? `: ${err}` : ""}`,
+      );
     }
     this.installs++;
   }

@@ -80,9 +80,7 @@ export interface CreateResult {
 }
 
 export type InspectResult =
-  | { status: "missing" }
-  | { status: "error"; message: string }
-  | ({ status: "ready" | "paused" } & { view: WorkspaceView });
+  { status: "missing" } | { status: "error"; message: string } | ({ status: "ready" | "paused" } & { view: WorkspaceView });
 
 /** What merge-to-base needs to know about a ready workspace. */
 export interface MergeInfo {

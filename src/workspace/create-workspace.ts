@@ -61,13 +61,22 @@ export async function prepareCreate(input: CreateInput, owner: string, hooks: Te
     const local = await resolveLocalSource(src.path, input.placement);
     repo = local.topLevel;
     if (local.baseBranch) integration = { localPath: local.topLevel, baseBranch: local.baseBranch };
-    source = { kind: "directory", projectKey: projectKey(input.project.projectId, local.topLevel), commit: local.commit, branch: local.branch, subdirectory: local.prefix };
+    source = {
+      kind: "directory",
+      projectKey: projectKey(input.project.projectId, local.topLevel),
+      commit: local.commit,
+      branch: local.branch,
+      subdirectory: local.prefix,
+    };
   } else {
     const subdirectory = normaliseRelativePath(src.subdirectory);
     const { revision, newBranch } = gitPlacement(src.revision, input.placement);
     source = { kind: "git", url: src.url, revision, newBranch, subdirectory };
   }
-  return { request: { workspaceId: input.workspaceId, owner, source, relativeCwd, purpose: input.purpose ?? null, integration, hooks }, repo };
+  return {
+    request: { workspaceId: input.workspaceId, owner, source, relativeCwd, purpose: input.purpose ?? null, integration, hooks },
+    repo,
+  };
 }
 
 export async function runCreate(host: RemoteHost, prepared: PreparedCreate, progress: Progress): Promise<CreateResult> {

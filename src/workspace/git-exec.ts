@@ -6,7 +6,8 @@ import type { Readable, Writable } from "node:stream";
 import { RuntimeError, oneLine, type ErrorClass } from "../errors.js";
 
 /** Variables that would point git at another repository or change its output format. */
-const DROPPED = /^GIT_(DIR|WORK_TREE|INDEX_FILE|OBJECT_DIRECTORY|ALTERNATE_OBJECT_DIRECTORIES|NAMESPACE|COMMON_DIR|PREFIX|CEILING_DIRECTORIES)$/;
+const DROPPED =
+  /^GIT_(DIR|WORK_TREE|INDEX_FILE|OBJECT_DIRECTORY|ALTERNATE_OBJECT_DIRECTORIES|NAMESPACE|COMMON_DIR|PREFIX|CEILING_DIRECTORIES)$/;
 
 export function gitEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
@@ -62,7 +63,13 @@ export function gitResult(args: string[], opts: GitOptions = {}): Promise<GitRes
   });
 }
 
-export function gitFailure(args: string[], code: number | null, signal: string | null, stderr: string, errorClass: ErrorClass = "remote"): RuntimeError {
+export function gitFailure(
+  args: string[],
+  code: number | null,
+  signal: string | null,
+  stderr: string,
+  errorClass: ErrorClass = "remote",
+): RuntimeError {
   const why = signal ? `killed by ${signal}` : `exit ${code}`;
   const detail = oneLine(stderr).slice(0, 400);
   return new RuntimeError(errorClass, `git ${args[0] ?? ""} failed (${why})${detail ? `: ${detail}` : ""}`);
@@ -107,7 +114,11 @@ export const SHA_RE = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
 export async function knownCommits(repo: string, offered: string[], errorClass: ErrorClass = "remote"): Promise<string[]> {
   const shas = offered.filter((s) => SHA_RE.test(s));
   if (shas.length === 0) return [];
-  const r = await gitResult(["cat-file", "--batch-check=%(objectname) %(objecttype)"], { cwd: repo, input: shas.join("\n") + "\n", errorClass });
+  const r = await gitResult(["cat-file", "--batch-check=%(objectname) %(objecttype)"], {
+    cwd: repo,
+    input: shas.join("\n") + "\n",
+    errorClass,
+  });
   return r.stdout
     .split("\n")
     .map((l) => l.split(" "))

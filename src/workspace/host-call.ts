@@ -14,6 +14,12 @@ export async function withHost<T>(options: RuntimeOptions, fn: (host: RemoteHost
 }
 
 /** One request/response agent op (`workspace.*`) on the host. */
-export function callWorkspaceOp<T>(host: RemoteHost, op: string, owner: string, workspaceId: string | null, extra: Record<string, unknown> = {}): Promise<T> {
+export function callWorkspaceOp<T>(
+  host: RemoteHost,
+  op: string,
+  owner: string,
+  workspaceId: string | null,
+  extra: Record<string, unknown> = {},
+): Promise<T> {
   return host.call<T>({ op, root: host.root, ...(workspaceId === null ? {} : { workspaceId }), owner, ...extra });
 }

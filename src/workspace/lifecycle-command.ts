@@ -16,13 +16,22 @@ export interface LifecycleContext {
   options: RuntimeOptions;
 }
 
-export async function readWorkspaceRequest(stdin: Readable, operation: string, extra: Omit<LifecycleInputOptions, "operation">): Promise<LifecycleContext> {
+export async function readWorkspaceRequest(
+  stdin: Readable,
+  operation: string,
+  extra: Omit<LifecycleInputOptions, "operation">,
+): Promise<LifecycleContext> {
   const request = await readLifecycleRequest(stdin, { operation, ...extra });
   return { request, options: parseRuntimeOptions(request.options) };
 }
 
 /** Connects, runs one `workspace.*` agent op as this request's runtime instance, closes. */
-export function callWorkspaceOp<T>(ctx: LifecycleContext, op: string, workspaceId: string | null, extra: Record<string, unknown> = {}): Promise<T> {
+export function callWorkspaceOp<T>(
+  ctx: LifecycleContext,
+  op: string,
+  workspaceId: string | null,
+  extra: Record<string, unknown> = {},
+): Promise<T> {
   return withHost(ctx.options, (host) => callOnHost<T>(host, op, ctx.request.runtimeInstanceId, workspaceId, extra));
 }
 

@@ -70,7 +70,11 @@ async function resolveWorktreeSource(repo: string, source: ResolvedWorktreeSourc
   switch (source.kind) {
     case "branch-off": {
       const base = stripHeads(source.baseBranch);
-      return { commit: await requireCommit(repo, source.baseBranch, "base branch"), branch: await validBranchName(repo, source.branchName), base };
+      return {
+        commit: await requireCommit(repo, source.baseBranch, "base branch"),
+        branch: await validBranchName(repo, source.branchName),
+        base,
+      };
     }
     case "checkout-branch": {
       const name = stripHeads(source.branchName);
@@ -89,7 +93,11 @@ async function resolveWorktreeSource(repo: string, source: ResolvedWorktreeSourc
       }
       candidates.push(`refs/remotes/origin/${head}`);
       const commit = await firstCommit(repo, candidates);
-      if (!commit) throw new RuntimeError("input", `Cannot resolve change request head "${source.headRef}" from local refs of ${repo}; fetch it first`);
+      if (!commit)
+        throw new RuntimeError(
+          "input",
+          `Cannot resolve change request head "${source.headRef}" from local refs of ${repo}; fetch it first`,
+        );
       return { commit, branch: await validBranchName(repo, local), base: stripHeads(source.baseRefName) };
     }
   }

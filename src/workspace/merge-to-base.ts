@@ -44,14 +44,18 @@ export async function mergeToBase(host: RemoteHost, owner: string, workspaceId: 
   const baseRef = `refs/heads/${baseBranch}`;
   const tip = await localGit(repo, ["rev-parse", "--verify", "--quiet", `${baseRef}^{commit}`], [1]);
   const baseTip = tip.stdout.trim();
-  if (tip.code !== 0 || !SHA_RE.test(baseTip)) throw new RuntimeError("input", `merge-to-base: branch ${baseBranch} no longer exists in ${repo}`);
+  if (tip.code !== 0 || !SHA_RE.test(baseTip))
+    throw new RuntimeError("input", `merge-to-base: branch ${baseBranch} no longer exists in ${repo}`);
   if ((await knownCommits(repo, [info.head], "input")).length === 0) {
     await importObjects(host, owner, workspaceId, repo, [info.createdFrom, baseTip]);
   }
   if (baseTip === info.head) return repo;
   const ff = await localGit(repo, ["merge-base", "--is-ancestor", baseTip, info.head], [1]);
   if (ff.code !== 0) {
-    throw new RuntimeError("input", `merge-to-base needs a fast-forward: ${baseBranch} in ${repo} has commits the workspace lacks; merge or rebase them in the workspace first`);
+    throw new RuntimeError(
+      "input",
+      `merge-to-base needs a fast-forward: ${baseBranch} in ${repo} has commits the workspace lacks; merge or rebase them in the workspace first`,
+    );
   }
   const current = await localGit(repo, ["symbolic-ref", "--quiet", "HEAD"], [1]);
   if (current.code === 0 && current.stdout.trim() === baseRef) {

@@ -20,7 +20,11 @@ export async function sendObjects(channel: AgentChannel, repo: string, commit: s
   // in the repository's packs are still reused. Later, small transfers keep the search, where a
   // delta against the host's copy of a large file is what keeps them small.
   const search = haves.length === 0 ? ["--window=0"] : [];
-  const pack = gitStream(["pack-objects", "--revs", "--thin", "--stdout", "--delta-base-offset", "--quiet", ...search], { cwd: repo, timeoutMs: PACK_TIMEOUT_MS, errorClass: "input" });
+  const pack = gitStream(["pack-objects", "--revs", "--thin", "--stdout", "--delta-base-offset", "--quiet", ...search], {
+    cwd: repo,
+    timeoutMs: PACK_TIMEOUT_MS,
+    errorClass: "input",
+  });
   pack.stdin.end(revs);
   let bytes = 0;
   const onClose = () => pack.kill();

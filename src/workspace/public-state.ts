@@ -18,6 +18,7 @@ export function inspectionResponse(workspaceId: string, result: InspectResult): 
     const s = stateResponse(workspaceId, result.view);
     return { type: "inspection", protocolVersion: 1, inspection: { status: result.status, state: s.state, placement: s.placement } };
   }
-  if (result.status === "error") return { type: "inspection", protocolVersion: 1, inspection: { status: "error", message: result.message } };
+  if (result.status === "error")
+    return { type: "inspection", protocolVersion: 1, inspection: { status: "error", message: result.message } };
   return { type: "inspection", protocolVersion: 1, inspection: { status: "missing" } };
 }

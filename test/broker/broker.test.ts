@@ -115,7 +115,10 @@ describe("broker", () => {
     const dir = mkdtempSync(join(tmpdir(), "paseo-broker-kh-"));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
     const knownHostsFile = join(dir, "known_hosts");
-    writeFileSync(knownHostsFile, r.hostPublicKeys.map((k) => `[127.0.0.1]:${proxy.port} ${k.split(" ").slice(0, 2).join(" ")}\n`).join(""));
+    writeFileSync(
+      knownHostsFile,
+      r.hostPublicKeys.map((k) => `[127.0.0.1]:${proxy.port} ${k.split(" ").slice(0, 2).join(" ")}\n`).join(""),
+    );
     const options = track(brokerOptions({ host: "127.0.0.1", port: proxy.port, knownHostsFile }));
     expect(await ping(options)).toEqual({ pong: true });
     expect((await brokerStats(options))?.handshakes).toBe(1);
@@ -132,7 +135,10 @@ describe("broker", () => {
     const dir = mkdtempSync(join(tmpdir(), "paseo-broker-kh-"));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
     const knownHostsFile = join(dir, "known_hosts");
-    writeFileSync(knownHostsFile, r.hostPublicKeys.map((k) => `[127.0.0.1]:${proxy.port} ${k.split(" ").slice(0, 2).join(" ")}\n`).join(""));
+    writeFileSync(
+      knownHostsFile,
+      r.hostPublicKeys.map((k) => `[127.0.0.1]:${proxy.port} ${k.split(" ").slice(0, 2).join(" ")}\n`).join(""),
+    );
     // connectTimeoutMs 1000 gives a 5 s reconnect window.
     const options = track(brokerOptions({ host: "127.0.0.1", port: proxy.port, knownHostsFile, connectTimeoutMs: 1000 }));
     expect(await ping(options)).toEqual({ pong: true });

@@ -66,7 +66,11 @@ describe("describe", () => {
 describe("argv errors: one stderr line, exit 2, no stack trace", () => {
   const cases: [string, string[], string | RegExp][] = [
     ["unknown operation", ["frobnicate"], "Unknown operation: frobnicate"],
-    ["unknown operation after leading args", ["/tmp/argv.json", "--modes", "pipes", "frob", "--workspace-id", "w"], /^Unknown operation: frob\n$/],
+    [
+      "unknown operation after leading args",
+      ["/tmp/argv.json", "--modes", "pipes", "frob", "--workspace-id", "w"],
+      /^Unknown operation: frob\n$/,
+    ],
     ["no operation", [], "Missing operation; expected one of: describe, create, inspect"],
     ["unknown flag", ["inspect", "--workspace-id", "w", "--colour", "red"], "Unknown flag --colour for operation inspect"],
     ["repeated flag", ["inspect", "--workspace-id", "a", "--workspace-id", "b"], "Repeated flag --workspace-id"],
@@ -109,11 +113,17 @@ describe("lifecycle request validation happens first, before any network use", (
   const valid = () => JSON.parse(lifecycleRequest(options())) as Record<string, unknown>;
 
   it("protocolVersion 2", async () => {
-    expectOneLineFailure(await inspect(JSON.stringify({ ...valid(), protocolVersion: 2 }) + "\n"), "unsupported protocol version 2; expected 1");
+    expectOneLineFailure(
+      await inspect(JSON.stringify({ ...valid(), protocolVersion: 2 }) + "\n"),
+      "unsupported protocol version 2; expected 1",
+    );
   });
 
   it("an unknown key", async () => {
-    expectOneLineFailure(await inspect(JSON.stringify({ ...valid(), root: "/private" }) + "\n"), 'Invalid lifecycle request: Unrecognized key: "root"');
+    expectOneLineFailure(
+      await inspect(JSON.stringify({ ...valid(), root: "/private" }) + "\n"),
+      'Invalid lifecycle request: Unrecognized key: "root"',
+    );
   });
 
   it("a runtimeInstanceId that is not a SHA-256 identity", async () => {
@@ -129,7 +139,10 @@ describe("lifecycle request validation happens first, before any network use", (
   });
 
   it("create without input, and reconcile without workspaceIds", async () => {
-    expectOneLineFailure(await runCli(["create", "--workspace-id", "w"], { stdin: lifecycleRequest(options()) }), "create input is required");
+    expectOneLineFailure(
+      await runCli(["create", "--workspace-id", "w"], { stdin: lifecycleRequest(options()) }),
+      "create input is required",
+    );
     expectOneLineFailure(await runCli(["reconcile"], { stdin: lifecycleRequest(options()) }), /^reconcile needs workspaceIds/);
   });
 

@@ -50,7 +50,11 @@ describe("readLifecycleRequest", () => {
     ["version 2", JSON.stringify({ ...base(), protocolVersion: 2 }), "unsupported protocol version 2; expected 1"],
     ["missing version", JSON.stringify({ ...base(), protocolVersion: undefined }), "unsupported protocol version undefined; expected 1"],
     ["string version", JSON.stringify({ ...base(), protocolVersion: "1" }), 'unsupported protocol version "1"; expected 1'],
-    ["unknown key", JSON.stringify({ ...base(), unknownV1Field: "/private" }), 'Invalid lifecycle request: Unrecognized key: "unknownV1Field"'],
+    [
+      "unknown key",
+      JSON.stringify({ ...base(), unknownV1Field: "/private" }),
+      'Invalid lifecycle request: Unrecognized key: "unknownV1Field"',
+    ],
     ["missing options", JSON.stringify({ ...base(), options: undefined }), "Invalid lifecycle request: options: "],
     ["empty runtimeGeneration", JSON.stringify({ ...base(), runtimeGeneration: "" }), "Invalid lifecycle request: runtimeGeneration: "],
     ["array", "[1]", "Invalid lifecycle request: Invalid input: expected object, received array"],
@@ -65,7 +69,9 @@ describe("readLifecycleRequest", () => {
   }
 
   it("names the nested path of an unknown key", async () => {
-    const { lifecycleRequest: example } = v1Examples() as unknown as { lifecycleRequest: { input: { placement: Record<string, unknown> } } };
+    const { lifecycleRequest: example } = v1Examples() as unknown as {
+      lifecycleRequest: { input: { placement: Record<string, unknown> } };
+    };
     example.input.placement.root = "/private";
     const err = await refusal(read(JSON.stringify(example), { operation: "create", requireInput: true }));
     expect(err.message).toBe('Invalid lifecycle request: input.placement: Unrecognized key: "root"');

@@ -80,10 +80,17 @@ describe("compose sshd rig assets", () => {
       const hostKey = join(tmp, "host_key");
       execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", hostKey]);
       const file = join(tmp, "sshd_config");
-      writeFileSync(file, sshdConfigText({
-        port: 2222, listenAddress: "127.0.0.1", hostKeys: [hostKey], pidFile: join(tmp, "pid"),
-        authorizedKeysFile: join(tmp, "authorized_keys"), allowUsers: [TEST_USER],
-      }));
+      writeFileSync(
+        file,
+        sshdConfigText({
+          port: 2222,
+          listenAddress: "127.0.0.1",
+          hostKeys: [hostKey],
+          pidFile: join(tmp, "pid"),
+          authorizedKeysFile: join(tmp, "authorized_keys"),
+          allowUsers: [TEST_USER],
+        }),
+      );
       expect(() => execFileSync("/usr/sbin/sshd", ["-t", "-f", file], { stdio: "pipe" })).not.toThrow();
     } finally {
       rmSync(tmp, { recursive: true, force: true });
@@ -149,7 +156,11 @@ describe("compose sshd rig assets", () => {
     expect(runs).toMatch(/apt-get install[^\n]*\bopenssh-server\b/);
     expect(runs).toMatch(/apt-get install[^\n]*\bgit\b/);
     expect(args("COPY")).toEqual(
-      expect.arrayContaining([`sshd_config ${CONTAINER.sshdConfigPath}`, "setup-users.sh /usr/local/sbin/paseo-setup-users.sh", "entrypoint.sh /usr/local/sbin/paseo-sshd-entrypoint"]),
+      expect.arrayContaining([
+        `sshd_config ${CONTAINER.sshdConfigPath}`,
+        "setup-users.sh /usr/local/sbin/paseo-setup-users.sh",
+        "entrypoint.sh /usr/local/sbin/paseo-sshd-entrypoint",
+      ]),
     );
     expect(runs).toContain("sh /usr/local/sbin/paseo-setup-users.sh");
     for (const key of CONTAINER.hostKeys) expect(runs).toContain(`-f ${key}`);
@@ -186,7 +197,13 @@ describe("compose sshd rig assets", () => {
     const rig = read(join(root, "test", "rig", "global-setup.ts"));
     const rigVariables = new Set(rig.match(/PASEO_TEST_SSH_[A-Z_]+/g));
     const runnerVariables = new Set(runner.match(/PASEO_TEST_SSH_[A-Z_]+/g));
-    expect([...runnerVariables].sort()).toEqual(["PASEO_TEST_SSH_HOST", "PASEO_TEST_SSH_IDENTITY", "PASEO_TEST_SSH_KNOWN_HOSTS", "PASEO_TEST_SSH_PORT", "PASEO_TEST_SSH_USER"]);
+    expect([...runnerVariables].sort()).toEqual([
+      "PASEO_TEST_SSH_HOST",
+      "PASEO_TEST_SSH_IDENTITY",
+      "PASEO_TEST_SSH_KNOWN_HOSTS",
+      "PASEO_TEST_SSH_PORT",
+      "PASEO_TEST_SSH_USER",
+    ]);
     for (const name of runnerVariables) expect(rigVariables.has(name)).toBe(true);
   });
 });

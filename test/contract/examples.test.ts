@@ -47,7 +47,11 @@ const LENGTHS: Record<string, number> = {
 function reverseKeys(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(reverseKeys);
   if (value && typeof value === "object") {
-    return Object.fromEntries(Object.entries(value).reverse().map(([k, v]) => [k, reverseKeys(v)]));
+    return Object.fromEntries(
+      Object.entries(value)
+        .reverse()
+        .map(([k, v]) => [k, reverseKeys(v)]),
+    );
   }
   return value;
 }
@@ -61,7 +65,11 @@ describe("examples/v1.json", () => {
   const examples = v1Examples();
   it("covers every example that has bytes", () => {
     expect(Object.keys(examples.bytes).sort()).toEqual(Object.keys(SCHEMA_OF).sort());
-    expect(Object.keys(examples).filter((k) => k !== "bytes").sort()).toEqual(Object.keys(SCHEMA_OF).sort());
+    expect(
+      Object.keys(examples)
+        .filter((k) => k !== "bytes")
+        .sort(),
+    ).toEqual(Object.keys(SCHEMA_OF).sort());
   });
 
   for (const [name, schema] of Object.entries(SCHEMA_OF)) {
@@ -120,7 +128,12 @@ describe("canonical encoder", () => {
   });
 
   it("places runtimeGeneration right after runtimeInstanceId", () => {
-    const bytes = encodeCanonical(LifecycleRequestSchema, { options: {}, runtimeGeneration: "gen-1", protocolVersion: 1, runtimeInstanceId: "r" });
+    const bytes = encodeCanonical(LifecycleRequestSchema, {
+      options: {},
+      runtimeGeneration: "gen-1",
+      protocolVersion: 1,
+      runtimeInstanceId: "r",
+    });
     expect(bytes).toBe('{"protocolVersion":1,"runtimeInstanceId":"r","runtimeGeneration":"gen-1","options":{}}\n');
   });
 

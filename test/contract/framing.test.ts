@@ -168,7 +168,9 @@ describe("Fd4PhaseMachine", () => {
     expect(() => run("pipes", ["started", "eof"], true)).toThrow(
       "pipes wrapper ended without a valid fd4 exit event: incomplete started -> eof -> exit sequence",
     );
-    expect(() => run("pty", [], true)).toThrow("pty wrapper ended without a valid fd4 exit event: incomplete started -> eof -> exit sequence");
+    expect(() => run("pty", [], true)).toThrow(
+      "pty wrapper ended without a valid fd4 exit event: incomplete started -> eof -> exit sequence",
+    );
   });
 
   it("judges a decoded PTY conversation ending with the SIGTERM exit vector", () => {

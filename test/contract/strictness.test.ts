@@ -106,7 +106,12 @@ const cases: Case[] = [
     message: createWith({ placement: { ...resolvedPlacement, source } }),
     at: ["input", "placement", "source"],
   })),
-  { name: "checkoutRefs[0]", schema: LifecycleRequestSchema, message: createWith({ placement: resolvedPlacement }), at: ["input", "placement", "source", "checkoutRefs", 0] },
+  {
+    name: "checkoutRefs[0]",
+    schema: LifecycleRequestSchema,
+    message: createWith({ placement: resolvedPlacement }),
+    at: ["input", "placement", "source", "checkoutRefs", 0],
+  },
   { name: "state", schema: CommandRuntimeStateSchema, message: state, at: [] },
   { name: "placement", schema: PlacementSchema, message: placement, at: [] },
   ...[[], ["state"], ["placement"]].map((at) => ({
@@ -254,7 +259,11 @@ describe("discriminated unions", () => {
   });
 
   it("stdio pty needs positive integer rows/cols", () => {
-    for (const bad of [{ rows: 0, cols: 80 }, { rows: 24, cols: 1.5 }, { rows: -1, cols: 80 }]) {
+    for (const bad of [
+      { rows: 0, cols: 80 },
+      { rows: 24, cols: 1.5 },
+      { rows: -1, cols: 80 },
+    ]) {
       expect(StdioSchema.safeParse({ kind: "pty", ...bad }).success).toBe(false);
     }
   });

@@ -42,8 +42,16 @@ async function config(args: string[]) {
 describe("config", () => {
   it("prints a strict workspaceRuntimes entry pointing at this installation", async () => {
     const result = await config([
-      "--host", "deploy@build-box.example:2222", "--identity-file", identityFile, "--known-hosts-file", knownHostsFile,
-      "--root", "~/.paseo-builds", "--label", "Build box",
+      "--host",
+      "deploy@build-box.example:2222",
+      "--identity-file",
+      identityFile,
+      "--known-hosts-file",
+      knownHostsFile,
+      "--root",
+      "~/.paseo-builds",
+      "--label",
+      "Build box",
     ]);
     expect(result.stderr).toBe("");
     expect(result.code).toBe(0);
@@ -103,7 +111,16 @@ describe("config", () => {
 
   it("--doctor true checks the host first and reports on stderr only", async () => {
     const r = rig();
-    const args = ["--host", `${r.user}@${r.host}:${r.port}`, "--identity-file", r.identityFile, "--known-hosts-file", r.knownHostsFile, "--root", testRoot()];
+    const args = [
+      "--host",
+      `${r.user}@${r.host}:${r.port}`,
+      "--identity-file",
+      r.identityFile,
+      "--known-hosts-file",
+      r.knownHostsFile,
+      "--root",
+      testRoot(),
+    ];
     const ok = await config([...args, "--doctor", "true"]);
     expect(ok.code, ok.stderr).toBe(0);
     expect(ok.stderr).toMatch(/host key verified/);

@@ -13,7 +13,19 @@ import { rig, uniqueTestRoot } from "../rig/rig.js";
 
 const repoRoot = join(import.meta.dirname, "..", "..");
 const utilLinuxScript = /util-linux/.test(spawnSync("script", ["--version"], { encoding: "utf8" }).stdout ?? "");
-const STEPS = ["describe", "create", "committed files only", "git log -1", "exact env", "pty", "workspace helper", "pause", "resume", "destroy", "local cleanup"];
+const STEPS = [
+  "describe",
+  "create",
+  "committed files only",
+  "git log -1",
+  "exact env",
+  "pty",
+  "workspace helper",
+  "pause",
+  "resume",
+  "destroy",
+  "local cleanup",
+];
 
 interface DemoRun {
   code: number | null;
@@ -127,104 +139,158 @@ const REMOTE_LEFTOVERS = [
 const DEMO_TEST_MS = 90_000;
 
 describe("demo", () => {
-  it("passes every step against the embedded server from this repository and leaves nothing behind", async () => {
-    const run = await runDemo([], repoRoot);
-    expectAllPassed(run, utilLinuxScript);
-    // A CI checkout may have a detached HEAD: the demo then says so and uses its sample repository.
-    const onBranch = spawnSync("git", ["symbolic-ref", "-q", "HEAD"], { cwd: repoRoot }).status === 0;
-    if (onBranch) expect(run.stdout).toContain(`from ${repoRoot} (`);
-    else expect(run.stdout).toMatch(/^note: .*checked out on a branch; using a generated sample repository/m);
-    await expectNoLocalLeftovers(run);
-    // The untracked file it checked is either one that was already there or its own, now removed.
-    const untracked = /untracked (\S+) absent/.exec(run.stdout)![1]!;
-    const ownMarker = untracked.startsWith(".paseo-demo-untracked-");
-    expect(existsSync(join(repoRoot, untracked))).toBe(!ownMarker);
-    expect(readdirSync(repoRoot).filter((f) => f.startsWith(".paseo-demo-untracked-"))).toEqual([]);
-  }, DEMO_TEST_MS);
-
-  it("generates a sample repository when run outside a git repository", async () => {
-    const outside = mkdtempSync(join(tmpdir(), "paseo-demo-cwd-"));
-    try {
-      const run = await runDemo([], outside);
+  it(
+    "passes every step against the embedded server from this repository and leaves nothing behind",
+    async () => {
+      const run = await runDemo([], repoRoot);
       expectAllPassed(run, utilLinuxScript);
-      expect(run.stdout).toContain("from generated sample repo (main@");
-      expect(run.stdout).toContain("untracked .env absent");
+      // A CI checkout may have a detached HEAD: the demo then says so and uses its sample repository.
+      const onBranch = spawnSync("git", ["symbolic-ref", "-q", "HEAD"], { cwd: repoRoot }).status === 0;
+      if (onBranch) expect(run.stdout).toContain(`from ${repoRoot} (`);
+      else expect(run.stdout).toMatch(/^note: .*checked out on a branch; using a generated sample repository/m);
       await expectNoLocalLeftovers(run);
-      expect(readdirSync(outside)).toEqual([]);
-    } finally {
-      rmSync(outside, { recursive: true, force: true });
-    }
-  }, DEMO_TEST_MS);
+      // The untracked file it checked is either one that was already there or its own, now removed.
+      const untracked = /untracked (\S+) absent/.exec(run.stdout)![1]!;
+      const ownMarker = untracked.startsWith(".paseo-demo-untracked-");
+      expect(existsSync(join(repoRoot, untracked))).toBe(!ownMarker);
+      expect(readdirSync(repoRoot).filter((f) => f.startsWith(".paseo-demo-untracked-"))).toEqual([]);
+    },
+    DEMO_TEST_MS,
+  );
 
-  it("runs the same tour against a real sshd with --host and removes its remote workspace", async () => {
-    const r = rig();
-    const root = uniqueTestRoot("demo");
-    const run = await runDemo(
-      ["--host", `${r.user}@${r.host}:${r.port}`, "--identity-file", r.identityFile, "--known-hosts-file", r.knownHostsFile, "--root", root],
-      repoRoot,
-    );
-    expectAllPassed(run, true);
-    await expectNoLocalLeftovers(run);
-    // Over plain ssh: no workspace directory and no process left under the demo's root. The root
-    // arrives on stdin so that no command line (ssh's, the remote shell's) contains it. The
-    // broker's parked agents end when sshd notices the closed connection: allow a short grace.
-    const leftovers = () =>
-      execFileSync(
-        "ssh",
-        ["-p", String(r.port), "-i", r.identityFile, "-o", `UserKnownHostsFile=${r.knownHostsFile}`, "-o", "StrictHostKeyChecking=yes",
-          "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", `${r.user}@${r.host}`, `node -e '${REMOTE_LEFTOVERS}'`],
-        { encoding: "utf8", timeout: 20_000, input: `${root.replace(/^~\//, "")}\n` },
-      ).split("\n").filter(Boolean);
-    let remote = leftovers();
-    for (const deadline = Date.now() + 3_000; remote.length > 1 && Date.now() < deadline; remote = leftovers()) {
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
-    expect(remote).toEqual(["--"]);
-  }, DEMO_TEST_MS);
+  it(
+    "generates a sample repository when run outside a git repository",
+    async () => {
+      const outside = mkdtempSync(join(tmpdir(), "paseo-demo-cwd-"));
+      try {
+        const run = await runDemo([], outside);
+        expectAllPassed(run, utilLinuxScript);
+        expect(run.stdout).toContain("from generated sample repo (main@");
+        expect(run.stdout).toContain("untracked .env absent");
+        await expectNoLocalLeftovers(run);
+        expect(readdirSync(outside)).toEqual([]);
+      } finally {
+        rmSync(outside, { recursive: true, force: true });
+      }
+    },
+    DEMO_TEST_MS,
+  );
 
-  it("fails with the cause, skips what depends on it, still cleans up, when the host key is unknown", async () => {
-    const r = rig();
-    const strangers = mkdtempSync(join(tmpdir(), "paseo-demo-kh-"));
-    try {
-      writeFileSync(join(strangers, "known_hosts"), "");
+  it(
+    "runs the same tour against a real sshd with --host and removes its remote workspace",
+    async () => {
+      const r = rig();
+      const root = uniqueTestRoot("demo");
       const run = await runDemo(
-        ["--host", `${r.user}@${r.host}:${r.port}`, "--identity-file", r.identityFile, "--known-hosts-file", join(strangers, "known_hosts"), "--root", uniqueTestRoot("demo")],
+        [
+          "--host",
+          `${r.user}@${r.host}:${r.port}`,
+          "--identity-file",
+          r.identityFile,
+          "--known-hosts-file",
+          r.knownHostsFile,
+          "--root",
+          root,
+        ],
         repoRoot,
       );
-      const marks = stepLines(run.stdout);
-      expect(marks.get("describe"), run.stdout).toBe("✓");
-      expect(marks.get("create"), run.stdout).toBe("✗");
-      expect(run.stdout).toMatch(/✗ create .*host key/i);
-      for (const step of ["committed files only", "git log -1", "pty", "pause", "resume"]) expect(marks.get(step)).toBe("-");
-      // destroy is still attempted (it cannot reach the host either), then the local cleanup runs.
-      expect(marks.get("destroy")).toBe("✗");
-      expect(marks.get("local cleanup")).toBe("✓");
-      expect(run.stdout).toMatch(/^demo: 2 passed, 2 failed, 7 skipped in /m);
-      expect(run.code).toBe(1);
-      await expectNoLocalLeftovers(run, false);
-    } finally {
-      rmSync(strangers, { recursive: true, force: true });
-    }
-  }, DEMO_TEST_MS);
-
-  it("on SIGINT finishes the running step, skips the rest, destroys the workspace and cleans up", async () => {
-    let sent = false;
-    const run = await runDemo([], repoRoot, (stdout, kill) => {
-      if (!sent && /✓ create /.test(stdout)) {
-        sent = true;
-        kill("SIGINT");
+      expectAllPassed(run, true);
+      await expectNoLocalLeftovers(run);
+      // Over plain ssh: no workspace directory and no process left under the demo's root. The root
+      // arrives on stdin so that no command line (ssh's, the remote shell's) contains it. The
+      // broker's parked agents end when sshd notices the closed connection: allow a short grace.
+      const leftovers = () =>
+        execFileSync(
+          "ssh",
+          [
+            "-p",
+            String(r.port),
+            "-i",
+            r.identityFile,
+            "-o",
+            `UserKnownHostsFile=${r.knownHostsFile}`,
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "IdentitiesOnly=yes",
+            `${r.user}@${r.host}`,
+            `node -e '${REMOTE_LEFTOVERS}'`,
+          ],
+          { encoding: "utf8", timeout: 20_000, input: `${root.replace(/^~\//, "")}\n` },
+        )
+          .split("\n")
+          .filter(Boolean);
+      let remote = leftovers();
+      for (const deadline = Date.now() + 3_000; remote.length > 1 && Date.now() < deadline; remote = leftovers()) {
+        await new Promise((resolve) => setTimeout(resolve, 200));
       }
-    });
-    const marks = stepLines(run.stdout);
-    expect(marks.get("create"), run.stdout).toBe("✓");
-    expect(run.stdout).toContain("skipped: interrupted");
-    expect(marks.get("resume"), run.stdout).toBe("-");
-    expect(marks.get("destroy"), run.stdout).toBe("✓");
-    expect(marks.get("local cleanup"), run.stdout).toBe("✓");
-    expect(run.stderr).toMatch(/SIGINT received; cleaning up/);
-    expect(run.code).toBe(130);
-    await expectNoLocalLeftovers(run);
-  }, DEMO_TEST_MS);
+      expect(remote).toEqual(["--"]);
+    },
+    DEMO_TEST_MS,
+  );
+
+  it(
+    "fails with the cause, skips what depends on it, still cleans up, when the host key is unknown",
+    async () => {
+      const r = rig();
+      const strangers = mkdtempSync(join(tmpdir(), "paseo-demo-kh-"));
+      try {
+        writeFileSync(join(strangers, "known_hosts"), "");
+        const run = await runDemo(
+          [
+            "--host",
+            `${r.user}@${r.host}:${r.port}`,
+            "--identity-file",
+            r.identityFile,
+            "--known-hosts-file",
+            join(strangers, "known_hosts"),
+            "--root",
+            uniqueTestRoot("demo"),
+          ],
+          repoRoot,
+        );
+        const marks = stepLines(run.stdout);
+        expect(marks.get("describe"), run.stdout).toBe("✓");
+        expect(marks.get("create"), run.stdout).toBe("✗");
+        expect(run.stdout).toMatch(/✗ create .*host key/i);
+        for (const step of ["committed files only", "git log -1", "pty", "pause", "resume"]) expect(marks.get(step)).toBe("-");
+        // destroy is still attempted (it cannot reach the host either), then the local cleanup runs.
+        expect(marks.get("destroy")).toBe("✗");
+        expect(marks.get("local cleanup")).toBe("✓");
+        expect(run.stdout).toMatch(/^demo: 2 passed, 2 failed, 7 skipped in /m);
+        expect(run.code).toBe(1);
+        await expectNoLocalLeftovers(run, false);
+      } finally {
+        rmSync(strangers, { recursive: true, force: true });
+      }
+    },
+    DEMO_TEST_MS,
+  );
+
+  it(
+    "on SIGINT finishes the running step, skips the rest, destroys the workspace and cleans up",
+    async () => {
+      let sent = false;
+      const run = await runDemo([], repoRoot, (stdout, kill) => {
+        if (!sent && /✓ create /.test(stdout)) {
+          sent = true;
+          kill("SIGINT");
+        }
+      });
+      const marks = stepLines(run.stdout);
+      expect(marks.get("create"), run.stdout).toBe("✓");
+      expect(run.stdout).toContain("skipped: interrupted");
+      expect(marks.get("resume"), run.stdout).toBe("-");
+      expect(marks.get("destroy"), run.stdout).toBe("✓");
+      expect(marks.get("local cleanup"), run.stdout).toBe("✓");
+      expect(run.stderr).toMatch(/SIGINT received; cleaning up/);
+      expect(run.code).toBe(130);
+      await expectNoLocalLeftovers(run);
+    },
+    DEMO_TEST_MS,
+  );
 
   it("refuses host options without --host", async () => {
     const run = await runDemo(["--root", "~/.x"], repoRoot);

@@ -97,7 +97,12 @@ describe("embedded SSH server", () => {
     const client = await connect();
     try {
       const result = await run(client, "env", { env: { INJECTED_BY_CLIENT: "nope" } });
-      const keys = result.stdout.toString().trim().split("\n").map((l) => l.split("=")[0]).sort();
+      const keys = result.stdout
+        .toString()
+        .trim()
+        .split("\n")
+        .map((l) => l.split("=")[0])
+        .sort();
       expect(keys).toEqual(["HOME", "LOGNAME", "PATH", "PWD", "SHELL", "USER"]);
       expect(result.code).toBe(0);
     } finally {
@@ -115,9 +120,24 @@ describe("embedded SSH server", () => {
   it("is accepted by OpenSSH's client with strict host-key checking against its known_hosts", async () => {
     const { stdout } = await execFileAsync(
       "ssh",
-      ["-p", String(server.port), "-i", server.identityFile, "-o", `UserKnownHostsFile=${server.knownHostsFile}`,
-        "-o", "GlobalKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
-        "-o", "IdentitiesOnly=yes", `${server.user}@${server.host}`, "printf ok"],
+      [
+        "-p",
+        String(server.port),
+        "-i",
+        server.identityFile,
+        "-o",
+        `UserKnownHostsFile=${server.knownHostsFile}`,
+        "-o",
+        "GlobalKnownHostsFile=/dev/null",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "IdentitiesOnly=yes",
+        `${server.user}@${server.host}`,
+        "printf ok",
+      ],
       { timeout: 20_000 },
     );
     expect(stdout).toBe("ok");

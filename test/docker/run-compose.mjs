@@ -95,7 +95,10 @@ async function main() {
       PASEO_TEST_SSH_KNOWN_HOSTS: knownHostsFile,
     });
   } finally {
-    if (up) await docker(["down", "--volumes", "--remove-orphans", "--timeout", "5"], env).catch((err) => process.stderr.write(`test:compose: ${err.message}\n`));
+    if (up)
+      await docker(["down", "--volumes", "--remove-orphans", "--timeout", "5"], env).catch((err) =>
+        process.stderr.write(`test:compose: ${err.message}\n`),
+      );
     rmSync(tmp, { recursive: true, force: true });
   }
 }

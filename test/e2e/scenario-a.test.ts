@@ -37,7 +37,14 @@ async function lifecycle(op: string, extra: object = {}): Promise<Record<string,
 const inspection = async () => (await lifecycle("inspect")).inspection as Record<string, any>;
 
 // Paseo's envelope defaults for a terminal run; each step overrides what it needs.
-const spawnDefaults = { type: "spawn", protocolVersion: 1, runtimeInstanceId, options, purpose: { kind: "terminal" }, stdio: { kind: "pipes" } } as const;
+const spawnDefaults = {
+  type: "spawn",
+  protocolVersion: 1,
+  runtimeInstanceId,
+  options,
+  purpose: { kind: "terminal" },
+  stdio: { kind: "pipes" },
+} as const;
 const envelope = (argv: string[], env: Record<string, string>, extra: Partial<SpawnEnvelope> = {}): SpawnEnvelope => ({
   ...spawnDefaults,
   argv,
@@ -49,7 +56,8 @@ const run = (argv: string[], env: Record<string, string> = {}, extra: Partial<Sp
   runWorkload(cmd, workspaceId, envelope(argv, env, extra), input);
 const git = (args: string[]) => run(["git", ...args], { PATH }, { purpose: { kind: "git" } });
 // Paseo launches the helper by its bare name with env {} (contract §12).
-const helper = (args: string[], input = "") => run(["paseo-workspace-helper", ...args], {}, { purpose: { kind: "workspace-helper" } }, input);
+const helper = (args: string[], input = "") =>
+  run(["paseo-workspace-helper", ...args], {}, { purpose: { kind: "workspace-helper" } }, input);
 const text = (b: Buffer) => b.toString("utf8");
 const ok = { code: 0, signal: null };
 
@@ -85,10 +93,19 @@ describe.skipIf(rig().external)("scenario A: materialization, pipes, files, git,
   }, 30_000);
 
   it("A1 create materializes fresh content at a predictable root; A2 inspect is ready", async () => {
-    const { stdout } = await spawnOp(cmd, "create", { "workspace-id": workspaceId }, {
-      ...request,
-      input: { workspaceId, project: { projectId: "scenario-a", source: { kind: "directory", path: repo.path } }, placement: { kind: "existing" } },
-    });
+    const { stdout } = await spawnOp(
+      cmd,
+      "create",
+      { "workspace-id": workspaceId },
+      {
+        ...request,
+        input: {
+          workspaceId,
+          project: { projectId: "scenario-a", source: { kind: "directory", path: repo.path } },
+          placement: { kind: "existing" },
+        },
+      },
+    );
     expect(stdout).toContain('"materializedFreshContent":true');
     const response = JSON.parse(stdout) as Record<string, any>;
     expect(response.type).toBe("state");
@@ -110,16 +127,28 @@ describe.skipIf(rig().external)("scenario A: materialization, pipes, files, git,
   it("A4 a setup run sees exactly Paseo's merged env, nothing from sshd or a login shell", async () => {
     // Paseo merges the published lifecycleEnvironment and the setup port into the envelope env (contract §11.4).
     const published = (await inspection()).state.lifecycleEnvironment as Record<string, string>;
-    expect(Object.keys(published).sort()).toEqual(["PASEO_BRANCH_NAME", "PASEO_ROOT_PATH", "PASEO_SOURCE_CHECKOUT_PATH", "PASEO_WORKTREE_PATH"]);
+    expect(Object.keys(published).sort()).toEqual([
+      "PASEO_BRANCH_NAME",
+      "PASEO_ROOT_PATH",
+      "PASEO_SOURCE_CHECKOUT_PATH",
+      "PASEO_WORKTREE_PATH",
+    ]);
     const env = { ...published, PASEO_WORKTREE_PORT: "41234" };
     const r = await run(["/usr/bin/env"], env, { purpose: { kind: "setup" } });
     expect({ code: r.code, signal: r.signal }).toEqual(ok);
     const printed = text(r.stdout).split("\n").filter(Boolean).sort();
-    expect(printed).toEqual(Object.entries(env).map(([k, v]) => `${k}=${v}`).sort());
+    expect(printed).toEqual(
+      Object.entries(env)
+        .map(([k, v]) => `${k}=${v}`)
+        .sort(),
+    );
   });
 
   it("A5 git config runs succeed", async () => {
-    for (const args of [["config", "user.email", "test@example.com"], ["config", "user.name", "Paseo Test"]]) {
+    for (const args of [
+      ["config", "user.email", "test@example.com"],
+      ["config", "user.name", "Paseo Test"],
+    ]) {
       const r = await git(args);
       expect({ code: r.code, signal: r.signal, stderr: text(r.stderr) }).toEqual({ ...ok, stderr: "" });
     }
@@ -148,7 +177,13 @@ describe.skipIf(rig().external)("scenario A: materialization, pipes, files, git,
     expect(text(branch.stdout)).toBe("main\n");
     expect(text((await git(["status", "--porcelain"])).stdout)).toBe(" M committed.txt\n");
     expect(text((await git(["diff"])).stdout)).toContain("+container-change");
-    for (const args of [["add", "-A"], ["commit", "-q", "-m", "container change"], ["branch", "container-branch", "main"], ["switch", "-q", "main"], ["fetch"]]) {
+    for (const args of [
+      ["add", "-A"],
+      ["commit", "-q", "-m", "container change"],
+      ["branch", "container-branch", "main"],
+      ["switch", "-q", "main"],
+      ["fetch"],
+    ]) {
       const r = await git(args);
       expect({ args, code: r.code, signal: r.signal, stderr: text(r.stderr) }).toMatchObject({ args, ...ok });
     }
@@ -179,7 +214,7 @@ describe.skipIf(rig().external)("scenario A: materialization, pipes, files, git,
     expect({ code: big.code, signal: big.signal }).toEqual(ok);
     expect(big.stdout.length).toBe(LARGE_BIN_SIZE);
     expect(big.stdout.equals(Buffer.alloc(LARGE_BIN_SIZE, 0xa5))).toBe(true);
-    const link = await run(["/bin/sh", "-c", 'test -L outside-link && readlink outside-link && test -x fixture-agent.mjs']);
+    const link = await run(["/bin/sh", "-c", "test -L outside-link && readlink outside-link && test -x fixture-agent.mjs"]);
     expect({ code: link.code, out: text(link.stdout) }).toEqual({ code: 0, out: "/etc/passwd\n" });
     const outside = await helper(["fs-read", "--path", "outside-link"]);
     expect({ code: outside.code, signal: outside.signal }).toEqual({ code: 1, signal: null });
@@ -189,7 +224,12 @@ describe.skipIf(rig().external)("scenario A: materialization, pipes, files, git,
 
   it("A15 pipes carry stdin, stderr and the exit code", async () => {
     const r = await run(["/bin/sh", "-c", "cat > runtime-owned.txt; printf runtime-stderr >&2; exit 19"], {}, {}, "docker-state");
-    expect({ code: r.code, signal: r.signal, stderr: text(r.stderr), stdout: text(r.stdout) }).toEqual({ code: 19, signal: null, stderr: "runtime-stderr", stdout: "" });
+    expect({ code: r.code, signal: r.signal, stderr: text(r.stderr), stdout: text(r.stdout) }).toEqual({
+      code: 19,
+      signal: null,
+      stderr: "runtime-stderr",
+      stdout: "",
+    });
   });
 
   it("A16 the workload env is exactly the envelope env", async () => {
@@ -232,7 +272,11 @@ describe.skipIf(rig().external)("scenario A: materialization, pipes, files, git,
   describe.skipIf(rig().ptySkipReason !== null)("PTY", () => {
     it("A21 the size probe sees the initial size, a resize and raw UTF-8", async () => {
       const node = execFileSync("which", ["node"], { encoding: "utf8" }).trim();
-      const handle = execWorkload(cmd, workspaceId, envelope([node, "-e", SIZE_PROBE], { PATH }, { stdio: { kind: "pty", rows: 24, cols: 80 } }));
+      const handle = execWorkload(
+        cmd,
+        workspaceId,
+        envelope([node, "-e", SIZE_PROBE], { PATH }, { stdio: { kind: "pty", rows: 24, cols: 80 } }),
+      );
       await waitFor(() => text(handle.stdout()).includes(`${cwd}|true|80x24|λ`), 10_000);
       await handle.resize(39, 103);
       handle.stdin.write("héllo\n");
@@ -242,7 +286,11 @@ describe.skipIf(rig().external)("scenario A: materialization, pipes, files, git,
 
     for (const signal of ["SIGTERM", "SIGKILL"] as const) {
       it(`A22/A23 a PTY sleep ends by ${signal} and leaves no process`, async () => {
-        const handle = execWorkload(cmd, workspaceId, envelope(["/bin/sleep", "30"], { PATH: "/usr/bin:/bin" }, { stdio: { kind: "pty", rows: 24, cols: 80 } }));
+        const handle = execWorkload(
+          cmd,
+          workspaceId,
+          envelope(["/bin/sleep", "30"], { PATH: "/usr/bin:/bin" }, { stdio: { kind: "pty", rows: 24, cols: 80 } }),
+        );
         await Promise.race([handle.started, handle.exited]);
         await waitFor(() => sleepers(dir()).length > 0, 5_000);
         handle.kill(signal);

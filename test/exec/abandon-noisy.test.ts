@@ -19,10 +19,18 @@ describe("PTY wrapper death", () => {
     await h.waitOutput("ready");
     expect((await ws.processes()).some((p) => p.command.includes("sleep 33"))).toBe(true);
     process.kill(-h.child.pid!, "SIGKILL");
-    const left = await eventually(() => ws.processes(), (p) => p.length === 0, 6000);
+    const left = await eventually(
+      () => ws.processes(),
+      (p) => p.length === 0,
+      6000,
+    );
     expect(left).toEqual([]);
     const path = execRecordPath(workspaceLayout(ws.configuredRoot, ws.workspaceId), h.execId);
-    const rec = await eventually(() => readRecordFile(path), (r) => r?.state === "abandoned" && r.reaped === true, 5000);
+    const rec = await eventually(
+      () => readRecordFile(path),
+      (r) => r?.state === "abandoned" && r.reaped === true,
+      5000,
+    );
     expect(rec).toMatchObject({ state: "abandoned", reaped: true });
     expect((await ws.signal(h.execId, "SIGKILL")).code).toBe(0);
   });
@@ -53,7 +61,10 @@ describe("descendants that close the tag descriptor", () => {
 
   it("stay in the process set through their recorded session: paused, then killed by destroy", async () => {
     // The shell drops descriptor 47 before starting the child, then exits: no tagged process is left.
-    const r = await ws.run({ argv: ["/bin/bash", "-c", "exec 47>&-; sleep 38 </dev/null >/dev/null 2>&1 &"], env: { PATH: "/usr/bin:/bin" } });
+    const r = await ws.run({
+      argv: ["/bin/bash", "-c", "exec 47>&-; sleep 38 </dev/null >/dev/null 2>&1 &"],
+      env: { PATH: "/usr/bin:/bin" },
+    });
     expect(exitOf(r)).toEqual({ code: 0, signal: null });
     const procs = await ws.processes();
     expect(procs.filter((p) => p.command.includes("sleep 38")).length).toBe(1);

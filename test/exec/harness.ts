@@ -141,7 +141,15 @@ export class ExecWorkspace {
     const fd4Text = () => Buffer.concat(fd4).toString("utf8");
     const waitFor = (ok: () => boolean, what: string, ms: number) =>
       new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}; stdout=${JSON.stringify(Buffer.concat(out).toString())} fd4=${fd4Text()} stderr=${Buffer.concat(err).toString()}`)), ms);
+        const timer = setTimeout(
+          () =>
+            reject(
+              new Error(
+                `timed out waiting for ${what}; stdout=${JSON.stringify(Buffer.concat(out).toString())} fd4=${fd4Text()} stderr=${Buffer.concat(err).toString()}`,
+              ),
+            ),
+          ms,
+        );
         const check = () => {
           if (ok()) {
             clearTimeout(timer);
@@ -160,7 +168,16 @@ export class ExecWorkspace {
         } catch (e) {
           fd4Error = (e as Error).message;
         }
-        resolve({ code, signal, stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString("utf8"), fd4: text, events, fd4Error, ms: performance.now() - t0 });
+        resolve({
+          code,
+          signal,
+          stdout: Buffer.concat(out),
+          stderr: Buffer.concat(err).toString("utf8"),
+          fd4: text,
+          events,
+          fd4Error,
+          ms: performance.now() - t0,
+        });
       });
     });
     return {
@@ -168,7 +185,8 @@ export class ExecWorkspace {
       execId,
       stdin,
       control,
-      waitOutput: (text, ms = 15_000) => waitFor(() => Buffer.concat(out).toString("utf8").includes(text), `output ${JSON.stringify(text)}`, ms),
+      waitOutput: (text, ms = 15_000) =>
+        waitFor(() => Buffer.concat(out).toString("utf8").includes(text), `output ${JSON.stringify(text)}`, ms),
       waitEvent: (type, ms = 15_000, count = 1) =>
         waitFor(() => fd4Text().split(`"type":"${type}"`).length > count, `${count} event(s) ${type}`, ms),
       sendControl: (frame) => control.write(`${JSON.stringify(frame)}\n`),

@@ -12,7 +12,11 @@ describe("helper launch and exec cost over SSH", () => {
   it("bare paseo-workspace-helper with env {} runs our helper at the workspace root", async () => {
     const r = await ws.run({ argv: ["paseo-workspace-helper", "describe"], env: {}, purpose: "workspace-helper" });
     expect(exitOf(r)).toEqual({ code: 0, signal: null });
-    expect(JSON.parse(r.stdout.toString("utf8"))).toEqual({ protocolVersion: 1, version: 1, capabilities: ["files", "watch", "resolve-command"] });
+    expect(JSON.parse(r.stdout.toString("utf8"))).toEqual({
+      protocolVersion: 1,
+      version: 1,
+      capabilities: ["files", "watch", "resolve-command"],
+    });
   });
 
   it("A7: a helper watch session through the runtime sees a workload rewrite committed.txt", async () => {
@@ -36,7 +40,9 @@ describe("helper launch and exec cost over SSH", () => {
     }
     const p50 = [...times].sort((a, b) => a - b)[3]!;
     const load = loadavg()[0]! / cpus().length;
-    console.log(`exec /bin/true wall times (ms): ${times.map((t) => t.toFixed(0)).join(", ")}; p50 ${p50.toFixed(0)}; load/cpu ${load.toFixed(1)}`);
+    console.log(
+      `exec /bin/true wall times (ms): ${times.map((t) => t.toFixed(0)).join(", ")}; p50 ${p50.toFixed(0)}; load/cpu ${load.toFixed(1)}`,
+    );
     expect(p50).toBeLessThan(load < 1 ? 1000 : 3000);
   });
 });

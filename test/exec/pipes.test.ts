@@ -33,7 +33,8 @@ describe("exec, pipes mode, over SSH", () => {
   });
 
   it("raw bytes: NUL, invalid UTF-8 and stdin EOF pass unchanged", async () => {
-    const script = "process.stdin.on('data',d=>process.stdout.write(d));process.stdin.on('end',()=>{process.stdout.write(Buffer.from([0,0x6f,0x75,0x74,0xff]));process.stderr.write(Buffer.from([0x65,0x72,0x72,0]));})";
+    const script =
+      "process.stdin.on('data',d=>process.stdout.write(d));process.stdin.on('end',()=>{process.stdout.write(Buffer.from([0,0x6f,0x75,0x74,0xff]));process.stderr.write(Buffer.from([0x65,0x72,0x72,0]));})";
     const r = await ws.run({ argv: [process.execPath, "-e", script] }, { stdin: Buffer.from("raw\0stdin\n") });
     expect(exitOf(r)).toEqual({ code: 0, signal: null });
     expect(r.stdout).toEqual(Buffer.concat([Buffer.from("raw\0stdin\n"), Buffer.from([0, 0x6f, 0x75, 0x74, 0xff])]));
@@ -50,7 +51,10 @@ describe("exec, pipes mode, over SSH", () => {
 
   it("a reader that stops reading fd1 holds the workload back (end-to-end backpressure), nothing is lost", async () => {
     const total = 40 * 1024 * 1024;
-    const h = ws.start({ argv: ["/bin/sh", "-c", `head -c ${total} /dev/zero; echo finished-writing >&2`], env: { PATH: "/usr/bin:/bin" } }, { pauseStdout: true });
+    const h = ws.start(
+      { argv: ["/bin/sh", "-c", `head -c ${total} /dev/zero; echo finished-writing >&2`], env: { PATH: "/usr/bin:/bin" } },
+      { pauseStdout: true },
+    );
     await sleep(2500);
     expect(h.stderrText()).not.toContain("finished-writing");
     h.resumeStdout();
@@ -86,13 +90,19 @@ describe("exec, pipes mode, over SSH", () => {
     const r = await h.done;
     expect(Date.now() - t0).toBeLessThan(5000);
     expect(exitOf(r)).toEqual({ code: null, signal: "SIGTERM" });
-    const left = await eventually(() => ws.processes(), (p) => !p.some((x) => x.command.includes("sleep 30")));
+    const left = await eventually(
+      () => ws.processes(),
+      (p) => !p.some((x) => x.command.includes("sleep 30")),
+    );
     expect(left.filter((x) => x.command.includes("sleep 30"))).toEqual([]);
   });
 
   it("a descendant holding stdout open does not hold up eof/exit, and no output is cut", async () => {
     const t0 = Date.now();
-    const r = await ws.run({ argv: ["/bin/sh", "-c", "sleep 35 & head -c 300000 /dev/zero; echo main-done"], env: { PATH: "/usr/bin:/bin" } });
+    const r = await ws.run({
+      argv: ["/bin/sh", "-c", "sleep 35 & head -c 300000 /dev/zero; echo main-done"],
+      env: { PATH: "/usr/bin:/bin" },
+    });
     expect(exitOf(r)).toEqual({ code: 0, signal: null });
     expect(r.stdout.length).toBe(300000 + "main-done\n".length);
     expect(r.stdout.subarray(300000).toString()).toBe("main-done\n");
@@ -169,7 +179,9 @@ describe("exec, pipes mode, over SSH", () => {
   });
 
   it("an exec for another runtime instance is refused with the owner mismatch text, nothing launched", async () => {
-    const foreign = ws.envelope({ argv: ["/bin/sh", "-c", "touch foreign-marker"] }, newExecId()).replace(/"runtimeInstanceId":"[0-9a-f]{64}"/, `"runtimeInstanceId":"${"f".repeat(64)}"`);
+    const foreign = ws
+      .envelope({ argv: ["/bin/sh", "-c", "touch foreign-marker"] }, newExecId())
+      .replace(/"runtimeInstanceId":"[0-9a-f]{64}"/, `"runtimeInstanceId":"${"f".repeat(64)}"`);
     const r = await ws.run({ argv: ["/bin/true"] }, { rawEnvelope: foreign });
     expect(r.code).not.toBe(0);
     expect(r.fd4).toBe("");
@@ -199,17 +211,19 @@ describe("exec, pipes mode, over SSH", () => {
     expect(r.stderr).toMatch(/unrecognized key/i);
   });
 
-  it.each([["pipes"], ["pty"]])("S3 (%s): a secret env value appears in no argv, no other environment, no file under the root", async (mode) => {
-    const secret = `s3cr3t-${randomBytes(12).toString("hex")}`;
-    const stdio = mode === "pty" ? { kind: "pty" as const, rows: 24, cols: 80 } : { kind: "pipes" as const };
-    const h = ws.start({ argv: ["/bin/sh", "-c", "echo ready; sleep 5"], env: { SECRET_TOKEN: secret, PATH: "/usr/bin:/bin" }, stdio });
-    await h.waitOutput("ready");
-    const workload = new Set((await ws.processes()).map((p) => p.pid));
-    expect(workload.size).toBeGreaterThan(0);
-    expect(secretLeaks(secret, ws.configuredRoot, workload)).toEqual({ argv: [], environ: [], files: [] });
-    h.sendControl({ type: "signal", protocolVersion: 1, signal: "SIGTERM" });
-    h.child.kill("SIGTERM");
-    await h.done;
-  });
-
+  it.each([["pipes"], ["pty"]])(
+    "S3 (%s): a secret env value appears in no argv, no other environment, no file under the root",
+    async (mode) => {
+      const secret = `s3cr3t-${randomBytes(12).toString("hex")}`;
+      const stdio = mode === "pty" ? { kind: "pty" as const, rows: 24, cols: 80 } : { kind: "pipes" as const };
+      const h = ws.start({ argv: ["/bin/sh", "-c", "echo ready; sleep 5"], env: { SECRET_TOKEN: secret, PATH: "/usr/bin:/bin" }, stdio });
+      await h.waitOutput("ready");
+      const workload = new Set((await ws.processes()).map((p) => p.pid));
+      expect(workload.size).toBeGreaterThan(0);
+      expect(secretLeaks(secret, ws.configuredRoot, workload)).toEqual({ argv: [], environ: [], files: [] });
+      h.sendControl({ type: "signal", protocolVersion: 1, signal: "SIGTERM" });
+      h.child.kill("SIGTERM");
+      await h.done;
+    },
+  );
 });

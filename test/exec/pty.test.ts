@@ -22,7 +22,11 @@ describe("exec, PTY mode, over SSH", () => {
     h.sendControl({ type: "resize", protocolVersion: 1, id: 1, rows: 39, cols: 103 });
     await h.waitEvent("resized", 1000);
     h.stdin.write("héllo\n");
-    const r = await eventually(() => h.output().toString("utf8"), (t) => t.includes("|héllo|103x39"), 10_000);
+    const r = await eventually(
+      () => h.output().toString("utf8"),
+      (t) => t.includes("|héllo|103x39"),
+      10_000,
+    );
     expect(r).toContain("|héllo|103x39");
     const done = await h.done;
     expect(done.events.map((e) => e.type)).toEqual(["started", "resized", "eof", "exit"]);
@@ -47,7 +51,8 @@ describe("exec, PTY mode, over SSH", () => {
   });
 
   it("back-to-back resizes are acknowledged in order, each once applied; the program sees the last", async () => {
-    const script = "process.stdin.setEncoding('utf8');process.stdout.write('go');process.stdin.once('data',()=>{process.stdout.write(`alive|${process.stdout.columns}x${process.stdout.rows}`);process.exit(0)})";
+    const script =
+      "process.stdin.setEncoding('utf8');process.stdout.write('go');process.stdin.once('data',()=>{process.stdout.write(`alive|${process.stdout.columns}x${process.stdout.rows}`);process.exit(0)})";
     const h = ws.start({ argv: [process.execPath, "-e", script], stdio: pty });
     await h.waitOutput("go");
     h.sendControl({ type: "resize", protocolVersion: 1, id: 1, rows: 41, cols: 99 });
@@ -95,7 +100,10 @@ describe("exec, PTY mode, over SSH", () => {
     h.sendControl({ type: "signal", protocolVersion: 1, signal: sig });
     const r = await h.done;
     expect(exitOf(r)).toEqual({ code: null, signal: sig });
-    const left = await eventually(() => ws.processes(), (p) => !p.some((x) => x.command.includes("sleep 30")));
+    const left = await eventually(
+      () => ws.processes(),
+      (p) => !p.some((x) => x.command.includes("sleep 30")),
+    );
     expect(left.filter((x) => x.command.includes("sleep 30"))).toEqual([]);
   });
 

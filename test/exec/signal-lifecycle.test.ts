@@ -41,7 +41,9 @@ describe("signal operation and process set over SSH", () => {
       expect(exitOf(done)).toEqual({ code: null, signal: "SIGKILL" });
     }
     const load = loadavg()[0]! / cpus().length;
-    console.log(`signal SIGKILL wall times (ms): ${times.map((t) => t.toFixed(0)).join(", ")}; p50 ${median(times).toFixed(0)}; load/cpu ${load.toFixed(1)}`);
+    console.log(
+      `signal SIGKILL wall times (ms): ${times.map((t) => t.toFixed(0)).join(", ")}; p50 ${median(times).toFixed(0)}; load/cpu ${load.toFixed(1)}`,
+    );
     // Paseo's budget is 750 ms; on a CPU-starved test host (other suites running) node start-up
     // alone can take several hundred ms, so only an idle host is held to the real budget.
     expect(median(times)).toBeLessThan(load < 1 ? 750 : 2000);
@@ -57,7 +59,12 @@ describe("signal operation and process set over SSH", () => {
     expect((await ws.signal(refused.execId, "SIGKILL")).code).toBe(0);
 
     const slow = ws.start({ argv: ["/bin/sleep", "5"] }, { env: { ...process.env, [TEST_DELAY_IDENTITY_ENV]: "3000" } });
-    await eventually(() => recordOf(slow.execId)?.state, (s) => s === "starting", 10_000, 20);
+    await eventually(
+      () => recordOf(slow.execId)?.state,
+      (s) => s === "starting",
+      10_000,
+      20,
+    );
     const early = await ws.signal(slow.execId, "SIGKILL");
     expect(early.code).toBe(75);
     expect(early.stderr.trim()).toBe("execution identity is not ready");
@@ -96,7 +103,12 @@ describe("signal operation and process set over SSH", () => {
   it("C1: SIGTERM right after launch, before the identity is published, ends the workload within 1.5 s (six times)", async () => {
     for (let i = 0; i < 6; i++) {
       const h = ws.start({ argv: ["/bin/sleep", "3"] }, { env: { ...process.env, [TEST_DELAY_IDENTITY_ENV]: "300" } });
-      await eventually(() => recordOf(h.execId)?.state, (s) => s === "starting", 10_000, 10);
+      await eventually(
+        () => recordOf(h.execId)?.state,
+        (s) => s === "starting",
+        10_000,
+        10,
+      );
       const t0 = Date.now();
       h.child.kill("SIGTERM");
       const r = await h.done;
@@ -112,7 +124,12 @@ describe("signal operation and process set over SSH", () => {
       const h = ws.start({ argv: ["/bin/sleep", "3"] }, { env: { ...process.env, [TEST_DELAY_IDENTITY_ENV]: "300" } });
       // kill() while the identity is not yet published: Paseo stores it and signals the wrapper
       // once `started` arrives.
-      await eventually(() => recordOf(h.execId)?.state, (s) => s === "starting", 10_000, 10);
+      await eventually(
+        () => recordOf(h.execId)?.state,
+        (s) => s === "starting",
+        10_000,
+        10,
+      );
       const t0 = Date.now();
       await h.waitEvent("started");
       h.child.kill("SIGTERM");
@@ -128,10 +145,18 @@ describe("signal operation and process set over SSH", () => {
     await h.waitOutput("ready");
     expect((await ws.processes()).some((p) => p.command.includes("sleep 31"))).toBe(true);
     process.kill(-h.child.pid!, "SIGKILL");
-    const left = await eventually(() => ws.processes(), (p) => p.length === 0, 6000);
+    const left = await eventually(
+      () => ws.processes(),
+      (p) => p.length === 0,
+      6000,
+    );
     expect(left).toEqual([]);
     // The record says reaped right after the kill completes.
-    const rec = await eventually(() => recordOf(h.execId), (r) => r?.state === "abandoned" && r.reaped === true, 3000);
+    const rec = await eventually(
+      () => recordOf(h.execId),
+      (r) => r?.state === "abandoned" && r.reaped === true,
+      3000,
+    );
     expect(rec).toMatchObject({ state: "abandoned", reaped: true });
     expect((await ws.signal(h.execId, "SIGKILL")).code).toBe(0);
     expect(exitOf(await ws.run({ argv: ["/bin/true"] }))).toEqual({ code: 0, signal: null });
@@ -182,7 +207,11 @@ describe("signal operation and process set over SSH", () => {
     const pidOf = async (cmd: string) => (await ws.processes()).find((p) => p.command === cmd)!;
     const suspended = await pidOf("sleep 42");
     process.kill(suspended.pid, "SIGSTOP");
-    await eventually(() => pidOf("sleep 42"), (p) => p.state === "T", 2000);
+    await eventually(
+      () => pidOf("sleep 42"),
+      (p) => p.state === "T",
+      2000,
+    );
     expect((await ws.lifecycle("pause")).code).toBe(0);
     expect((await pidOf("sleep 43")).state).toBe("T");
     expect((await ws.lifecycle("pause")).code).toBe(0); // a repeated pause changes nothing
@@ -212,7 +241,11 @@ describe("signal operation and process set over SSH", () => {
     const loop = "setsid sh -c 'while :; do date +%s%N >> tick.txt; sleep 0.1; done' </dev/null >/dev/null 2>&1 &";
     expect(exitOf(await ws.run({ argv: ["/bin/sh", "-c", loop], env: { PATH: "/usr/bin:/bin" } }))).toEqual({ code: 0, signal: null });
     const tick = join(ws.root, "tick.txt");
-    await eventually(() => statSync(tick, { throwIfNoEntry: false })?.size ?? 0, (n) => n > 0, 3000);
+    await eventually(
+      () => statSync(tick, { throwIfNoEntry: false })?.size ?? 0,
+      (n) => n > 0,
+      3000,
+    );
     const t0 = Date.now();
     const paused = await ws.lifecycle("pause");
     expect(paused.stderr).toBe("");

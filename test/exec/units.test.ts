@@ -58,7 +58,13 @@ describe("fd3 control validation", () => {
   it("names a bad resize size before any schema detail", () => {
     expect(() => validateControl({ type: "resize", protocolVersion: 1, id: 1, rows: 0, cols: 40 })).toThrow("Invalid PTY size");
     expect(() => validateControl({ type: "resize", protocolVersion: 1, id: 1, rows: 2.5, cols: 40 })).toThrow("Invalid PTY size");
-    expect(validateControl({ type: "resize", protocolVersion: 1, id: 3, rows: 41, cols: 99 })).toEqual({ type: "resize", protocolVersion: 1, id: 3, rows: 41, cols: 99 });
+    expect(validateControl({ type: "resize", protocolVersion: 1, id: 3, rows: 41, cols: 99 })).toEqual({
+      type: "resize",
+      protocolVersion: 1,
+      id: 3,
+      rows: 41,
+      cols: 99,
+    });
   });
   it("is strict about unknown keys and versions", () => {
     expect(() => validateControl({ type: "signal", protocolVersion: 1, signal: "SIGTERM", root: "/private" })).toThrow(/unrecognized key/i);
@@ -67,8 +73,15 @@ describe("fd3 control validation", () => {
   it("wants the spawn envelope first, with a SHA-256 runtime instance id", () => {
     expect(() => validateEnvelope({ type: "signal", protocolVersion: 1, signal: "SIGTERM" })).toThrow(/spawn envelope/);
     const env = {
-      type: "spawn", protocolVersion: 1, runtimeInstanceId: "abc", argv: ["/bin/true"], env: { root: "kept" },
-      purpose: { kind: "terminal" }, options: { root: "x" }, execId: "any id", stdio: { kind: "pipes" },
+      type: "spawn",
+      protocolVersion: 1,
+      runtimeInstanceId: "abc",
+      argv: ["/bin/true"],
+      env: { root: "kept" },
+      purpose: { kind: "terminal" },
+      options: { root: "x" },
+      execId: "any id",
+      stdio: { kind: "pipes" },
     };
     expect(() => validateEnvelope(env)).toThrow("Runtime instance id must be a SHA-256 identity");
     expect(validateEnvelope({ ...env, runtimeInstanceId: "a".repeat(64) }).env).toEqual({ root: "kept" });

@@ -17,9 +17,7 @@ describe("describe", () => {
   it("prints exactly the protocol v1 description and exits 0", async () => {
     const result = await runHelper(["describe"], { cwd: fx.workspace });
     expect({ code: result.code, signal: result.signal }).toEqual({ code: 0, signal: null });
-    expect(result.stdout.toString("utf8")).toBe(
-      '{"protocolVersion":1,"version":1,"capabilities":["files","watch","resolve-command"]}\n',
-    );
+    expect(result.stdout.toString("utf8")).toBe('{"protocolVersion":1,"version":1,"capabilities":["files","watch","resolve-command"]}\n');
     expect(result.stderr).toBe("");
   });
 });

@@ -58,9 +58,15 @@ describe("fs-create-entry", () => {
     expect(await run(["fs-create-entry", "--name", "taken.txt", "--kind", "file"])).toEqual(error('"taken.txt" already exists'));
     expect(await run(["fs-create-entry", "--name", "taken.txt", "--kind", "directory"])).toEqual(error('"taken.txt" already exists'));
     expect(readFileSync(fx.path("taken.txt"), "utf8")).toBe("keep");
-    expect(await run(["fs-create-entry", "--parent-path", "taken.txt", "--name", "x", "--kind", "file"])).toEqual(error("Parent path is not a directory"));
-    expect(await run(["fs-create-entry", "--parent-path", "gone", "--name", "x", "--kind", "file"])).toEqual(error("File or folder no longer exists"));
-    expect(await run(["fs-create-entry", "--parent-path", "../", "--name", "x", "--kind", "file"])).toEqual(error("Access outside of workspace is not allowed"));
+    expect(await run(["fs-create-entry", "--parent-path", "taken.txt", "--name", "x", "--kind", "file"])).toEqual(
+      error("Parent path is not a directory"),
+    );
+    expect(await run(["fs-create-entry", "--parent-path", "gone", "--name", "x", "--kind", "file"])).toEqual(
+      error("File or folder no longer exists"),
+    );
+    expect(await run(["fs-create-entry", "--parent-path", "../", "--name", "x", "--kind", "file"])).toEqual(
+      error("Access outside of workspace is not allowed"),
+    );
   });
 });
 

@@ -60,7 +60,15 @@ describe("fs-stat", () => {
   it("reports a 10-byte committed.txt as ready text with exact keys in order", async () => {
     const result = await runJson(["fs-stat", "--path", "committed.txt"], cwd);
     expect(Object.keys(result)).toEqual([
-      "protocolVersion", "status", "path", "kind", "encoding", "mimeType", "size", "modifiedAt", "revision",
+      "protocolVersion",
+      "status",
+      "path",
+      "kind",
+      "encoding",
+      "mimeType",
+      "size",
+      "modifiedAt",
+      "revision",
     ]);
     expect(result).toEqual({ protocolVersion: 1, ...readyText("committed.txt", 10) });
   });
@@ -68,9 +76,21 @@ describe("fs-stat", () => {
   it("normalises the path of a ready file and echoes raw paths otherwise", async () => {
     mkdirSync(fx.path("a"));
     expect((await runJson(["fs-stat", "--path", "./a/../notes.txt"], cwd)).path).toBe("notes.txt");
-    expect(await runJson(["fs-stat", "--path", "./missing.txt"], cwd)).toEqual({ protocolVersion: 1, status: "missing", path: "./missing.txt" });
-    expect(await runJson(["fs-stat", "--path", "nodir/x.txt"], cwd)).toEqual({ protocolVersion: 1, status: "missing", path: "nodir/x.txt" });
-    expect(await runJson(["fs-stat", "--path", "notes.txt/x"], cwd)).toEqual({ protocolVersion: 1, status: "missing", path: "notes.txt/x" });
+    expect(await runJson(["fs-stat", "--path", "./missing.txt"], cwd)).toEqual({
+      protocolVersion: 1,
+      status: "missing",
+      path: "./missing.txt",
+    });
+    expect(await runJson(["fs-stat", "--path", "nodir/x.txt"], cwd)).toEqual({
+      protocolVersion: 1,
+      status: "missing",
+      path: "nodir/x.txt",
+    });
+    expect(await runJson(["fs-stat", "--path", "notes.txt/x"], cwd)).toEqual({
+      protocolVersion: 1,
+      status: "missing",
+      path: "notes.txt/x",
+    });
   });
 
   it("refuses absolute, lexical and symlink escapes with the exact message", async () => {
@@ -80,7 +100,12 @@ describe("fs-stat", () => {
   });
 
   it("reports directories as not a file, with the normalised path", async () => {
-    expect(await runJson(["fs-stat"], cwd)).toEqual({ protocolVersion: 1, status: "error", path: ".", error: "Requested path is not a file" });
+    expect(await runJson(["fs-stat"], cwd)).toEqual({
+      protocolVersion: 1,
+      status: "error",
+      path: ".",
+      error: "Requested path is not a file",
+    });
     mkdirSync(fx.path("dir"));
     expect(await runJson(["fs-stat", "--path", "./dir/"], cwd)).toMatchObject({ status: "error", path: "dir" });
   });
@@ -137,7 +162,11 @@ describe("fs-list", () => {
     expect(entries.map((e) => e.name)).toEqual(["inner-link", "notes.txt", ".hidden", "a.txt", "b.txt", "sub", "committed.txt"]);
     expect(Object.keys(entries[0] as object)).toEqual(["name", "path", "kind", "size", "modifiedAt"]);
     expect(entries.find((e) => e.name === "sub")).toEqual({
-      name: "sub", path: "sub", kind: "directory", size: statSync(fx.path("sub")).size, modifiedAt: t(2).toISOString(),
+      name: "sub",
+      path: "sub",
+      kind: "directory",
+      size: statSync(fx.path("sub")).size,
+      modifiedAt: t(2).toISOString(),
     });
     expect(entries.find((e) => e.name === "inner-link")).toMatchObject({ kind: "file", size: 7, modifiedAt: t(5).toISOString() });
   });
@@ -191,7 +220,9 @@ describe("fs-read", () => {
     mkdirSync(fx.path("dir"));
     execFileSync("mkfifo", [fx.path("fifo")]);
     expect(await runHardError(["fs-read", "--path", "nope"], cwd)).toBe(`ENOENT: no such file or directory, open '${fx.path("nope")}'`);
-    expect(await runHardError(["fs-read", "--path", "dangling"], cwd)).toBe(`ELOOP: too many symbolic links encountered, open '${fx.path("dangling")}'`);
+    expect(await runHardError(["fs-read", "--path", "dangling"], cwd)).toBe(
+      `ELOOP: too many symbolic links encountered, open '${fx.path("dangling")}'`,
+    );
     expect(await runHardError(["fs-read", "--path", "dir"], cwd)).toBe("Requested path is not a file");
     expect(await runHardError(["fs-read"], cwd)).toBe("Requested path is not a file");
     expect(await runHardError(["fs-read", "--path", "fifo"], { ...cwd, timeoutMs: 5000 })).toBe("Requested path is not a file");
@@ -245,7 +276,10 @@ describe("fs-write", () => {
       version: { status: "ready", path: "notes.txt", size: 7 },
     });
     const revision = revisionOf(fx.path("notes.txt"));
-    expect(await write(["--path", "notes.txt", "--expected-revision", revision, "--expected-modified-at", "bogus"], "y")).toMatchObject({ status: "written", size: 1 });
+    expect(await write(["--path", "notes.txt", "--expected-revision", revision, "--expected-modified-at", "bogus"], "y")).toMatchObject({
+      status: "written",
+      size: 1,
+    });
     const current = mtimeIso(fx.path("notes.txt"));
     expect(await write(["--path", "notes.txt", "--expected-modified-at", current], "zz")).toMatchObject({ status: "written", size: 2 });
   });
@@ -266,7 +300,11 @@ describe("fs-write", () => {
   });
 
   it("never creates a missing file", async () => {
-    expect(await write(["--path", "new.txt"], "data")).toEqual({ protocolVersion: 1, status: "conflict", version: { status: "missing", path: "new.txt" } });
+    expect(await write(["--path", "new.txt"], "data")).toEqual({
+      protocolVersion: 1,
+      status: "conflict",
+      version: { status: "missing", path: "new.txt" },
+    });
     expect(readdirSync(fx.workspace)).not.toContain("new.txt");
   });
 

@@ -40,7 +40,8 @@ export function ensureHelperBuilt(): void {
     } catch {
       if (helperIsFresh()) return;
       // A lock left by a killed run (builds take seconds) must not block later runs.
-      if (Date.now() - (statSync(lock, { throwIfNoEntry: false })?.mtimeMs ?? Date.now()) > 120_000) rmSync(lock, { recursive: true, force: true });
+      if (Date.now() - (statSync(lock, { throwIfNoEntry: false })?.mtimeMs ?? Date.now()) > 120_000)
+        rmSync(lock, { recursive: true, force: true });
       if (Date.now() > deadline) throw new Error(`helper build lock still held: ${lock}`);
       execFileSync("sleep", ["0.2"]);
     }
@@ -128,7 +129,8 @@ export async function runJson(args: string[], options: RunOptions): Promise<Reco
   const result = await runHelper(args, options);
   if (result.code !== 0) throw new Error(`helper ${args.join(" ")} exited ${result.code ?? result.signal}: ${result.stderr}`);
   const text = result.stdout.toString("utf8");
-  if (!text.endsWith("\n") || text.indexOf("\n") !== text.length - 1) throw new Error(`expected one JSON line, got ${JSON.stringify(text)}`);
+  if (!text.endsWith("\n") || text.indexOf("\n") !== text.length - 1)
+    throw new Error(`expected one JSON line, got ${JSON.stringify(text)}`);
   return JSON.parse(text) as Record<string, unknown>;
 }
 

@@ -28,7 +28,8 @@ describe("single-file bundle", () => {
 
   it("uses no API newer than Node 18", () => {
     // Runtime APIs that esbuild's node18 target cannot down-level.
-    const newer = /\.(toSorted|toReversed|toSpliced|fromAsync|withResolvers|groupBy|isWellFormed|toWellFormed|openAsBlob|getBuiltinModule|styleText|loadEnvFile|globSync|isUtf8)\b|Symbol\.(asyncD|d)ispose/g;
+    const newer =
+      /\.(toSorted|toReversed|toSpliced|fromAsync|withResolvers|groupBy|isWellFormed|toWellFormed|openAsBlob|getBuiltinModule|styleText|loadEnvFile|globSync|isUtf8)\b|Symbol\.(asyncD|d)ispose/g;
     expect(bundle.match(newer)).toBeNull();
   });
 

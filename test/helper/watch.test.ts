@@ -64,7 +64,9 @@ describe("watch framing and fatal input", () => {
     mkdirSync(fx.path("..", "untrusted"));
     writeFileSync(fx.path("..", "untrusted", "outside.txt"), "x");
     const client = watch();
-    client.write(`${JSON.stringify({ protocolVersion: 1, type: "subscribe", id: "s", root: fx.path("..", "untrusted"), paths: ["outside.txt"], recursive: false, ignoredPaths: [] })}\n`);
+    client.write(
+      `${JSON.stringify({ protocolVersion: 1, type: "subscribe", id: "s", root: fx.path("..", "untrusted"), paths: ["outside.txt"], recursive: false, ignoredPaths: [] })}\n`,
+    );
     client.end('{"protocolVersion":1,"type":"close"}\n');
     const result = await client.exited;
     expect({ code: result.code, signal: result.signal }).toEqual({ code: 1, signal: null });
@@ -78,9 +80,21 @@ describe("watch framing and fatal input", () => {
     ["a string protocolVersion", '{"protocolVersion":"1","type":"close"}\n', /^Unsupported workspace-helper protocol\n$/],
     ["a root key on close", '{"protocolVersion":1,"type":"close","root":null}\n', /^Watch subscriptions cannot supply a root\n$/],
     ["non-array paths", '{"protocolVersion":1,"type":"subscribe","id":"x","paths":"notes.txt"}\n', /is not iterable/],
-    ["an escaping path", '{"protocolVersion":1,"type":"subscribe","id":"x","paths":["../outside.txt"]}\n', /^Access outside of workspace is not allowed\n$/],
-    ["an absolute path", '{"protocolVersion":1,"type":"subscribe","id":"x","paths":["/etc"]}\n', /^Access outside of workspace is not allowed\n$/],
-    ["a missing parent", '{"protocolVersion":1,"type":"subscribe","id":"x","paths":["no/such/file"]}\n', /^ENOENT: no such file or directory, realpath '.*\/workspace\/no\/such'\n$/],
+    [
+      "an escaping path",
+      '{"protocolVersion":1,"type":"subscribe","id":"x","paths":["../outside.txt"]}\n',
+      /^Access outside of workspace is not allowed\n$/,
+    ],
+    [
+      "an absolute path",
+      '{"protocolVersion":1,"type":"subscribe","id":"x","paths":["/etc"]}\n',
+      /^Access outside of workspace is not allowed\n$/,
+    ],
+    [
+      "a missing parent",
+      '{"protocolVersion":1,"type":"subscribe","id":"x","paths":["no/such/file"]}\n',
+      /^ENOENT: no such file or directory, realpath '.*\/workspace\/no\/such'\n$/,
+    ],
   ];
   it.each(fatal)("exits 1 on %s", async (_name, input, stderr) => {
     const client = watch();
@@ -122,7 +136,9 @@ describe("watch change reporting", () => {
   it("sees a rewrite done by the helper's own fs-write (atomic rename)", async () => {
     const client = watch();
     await client.subscribe("w", ["notes.txt"]);
-    expect(await runJson(["fs-write", "--path", "notes.txt"], { cwd: fx.workspace, input: "after\n" })).toMatchObject({ status: "written" });
+    expect(await runJson(["fs-write", "--path", "notes.txt"], { cwd: fx.workspace, input: "after\n" })).toMatchObject({
+      status: "written",
+    });
     expect(await client.waitFor((l) => l.type === "changed")).toMatchObject({ subscriptionId: "w", paths: ["notes.txt"] });
   });
 
@@ -165,7 +181,10 @@ describe("watch change reporting", () => {
     expect(second.changes("subscription-1")).toEqual([]);
     writeFileSync(fx.path("later.txt"), "now\n");
     expect(await second.waitFor((l) => l.type === "changed")).toEqual({
-      protocolVersion: 1, type: "changed", subscriptionId: "subscription-1", paths: ["later.txt"],
+      protocolVersion: 1,
+      type: "changed",
+      subscriptionId: "subscription-1",
+      paths: ["later.txt"],
     });
   });
 
@@ -204,7 +223,14 @@ describe("watch change reporting", () => {
     writeFileSync(fx.path("sub", "inner.txt"), "i");
     mkdirSync(fx.path("docs"));
     const client = watch();
-    client.send({ protocolVersion: 1, type: "subscribe", id: "a", paths: ["notes.txt", "sub/inner.txt", "later.txt"], recursive: false, ignoredPaths: [] });
+    client.send({
+      protocolVersion: 1,
+      type: "subscribe",
+      id: "a",
+      paths: ["notes.txt", "sub/inner.txt", "later.txt"],
+      recursive: false,
+      ignoredPaths: [],
+    });
     client.send({ protocolVersion: 1, type: "subscribe", id: "r", paths: ["."], recursive: true, ignoredPaths: ["docs"] });
     await client.waitFor((l) => l.type === "subscribed" && l.subscriptionId === "r");
     expect(client.lines.slice(0, 3)).toEqual([
@@ -221,8 +247,20 @@ describe("watch change reporting", () => {
       }
       return from;
     };
-    await step(() => writeFileSync(fx.path("notes.txt"), "after\n"), [["a", "notes.txt"], ["r", "notes.txt"]]);
-    await step(() => writeFileSync(fx.path("later.txt"), "l"), [["a", "later.txt"], ["r", "later.txt"]]);
+    await step(
+      () => writeFileSync(fx.path("notes.txt"), "after\n"),
+      [
+        ["a", "notes.txt"],
+        ["r", "notes.txt"],
+      ],
+    );
+    await step(
+      () => writeFileSync(fx.path("later.txt"), "l"),
+      [
+        ["a", "later.txt"],
+        ["r", "later.txt"],
+      ],
+    );
     await step(() => mkdirSync(fx.path("newdir")), [["r", "newdir"]]);
     await step(() => writeFileSync(fx.path("newdir", "deep.txt"), "d"), [["r", "newdir/deep.txt"]]);
     const from = client.lines.length;
@@ -268,7 +306,12 @@ describe("watch change reporting", () => {
     writeFileSync(fx.path("build", "out.js"), "o");
     await client.waitFor((l) => l.type === "changed" && (l.paths as string[])[0] === "build/out.js", 5000, from);
     // libuv names self events after the directory; they must not become `build/build`.
-    expect(client.changes("t").flat().filter((p) => p.endsWith("build/build") || p.endsWith("sub/sub"))).toEqual([]);
+    expect(
+      client
+        .changes("t")
+        .flat()
+        .filter((p) => p.endsWith("build/build") || p.endsWith("sub/sub")),
+    ).toEqual([]);
   });
 
   it("keeps watching a directory whose same-named child was deleted", async () => {

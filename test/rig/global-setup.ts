@@ -5,13 +5,32 @@
 // PASEO_TEST_SSH_HOST (+ _PORT, _USER, _IDENTITY, _KNOWN_HOSTS) targets an external host instead.
 // The description reaches test workers as JSON in PASEO_TEST_RIG (see rig.ts).
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { chmodSync, copyFileSync, existsSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+  mkdirSync,
+} from "node:fs";
 import { createServer, connect } from "node:net";
 import { tmpdir, userInfo } from "node:os";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import type { RigInfo } from "./rig.js";
-import { NOISY_USER, TEST_USER, createUserSteps, noisyRcSteps, prepareUserSteps, sshdConfigText, type UserSetupStep } from "./sshd-config.js";
+import {
+  NOISY_USER,
+  TEST_USER,
+  createUserSteps,
+  noisyRcSteps,
+  prepareUserSteps,
+  sshdConfigText,
+  type UserSetupStep,
+} from "./sshd-config.js";
 
 const SSHD = "/usr/sbin/sshd";
 export const ENCRYPTED_KEY_PASSPHRASE = "rig-passphrase";
@@ -52,7 +71,9 @@ function canConnect(port: number): Promise<boolean> {
 }
 
 function homeOf(user: string): string {
-  const line = readFileSync("/etc/passwd", "utf8").split("\n").find((l) => l.startsWith(`${user}:`));
+  const line = readFileSync("/etc/passwd", "utf8")
+    .split("\n")
+    .find((l) => l.startsWith(`${user}:`));
   if (!line) throw new Error(`no passwd entry for ${user}`);
   return line.split(":")[5]!;
 }
@@ -185,7 +206,9 @@ export default async function setup(): Promise<() => Promise<void>> {
   while (!(await canConnect(port))) {
     if (sshd.exitCode !== null || Date.now() > deadline) {
       sshd.kill("SIGKILL");
-      throw new Error(`sshd did not start on port ${port}: ${readFileSync(sshdLog, "utf8")}${readFileSync(join(tmpDir, "sshd.stderr"), "utf8")}`);
+      throw new Error(
+        `sshd did not start on port ${port}: ${readFileSync(sshdLog, "utf8")}${readFileSync(join(tmpDir, "sshd.stderr"), "utf8")}`,
+      );
     }
     await new Promise((r) => setTimeout(r, 50));
   }

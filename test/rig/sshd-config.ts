@@ -77,9 +77,7 @@ export function parseSshdConfig(text: string): Map<string, string[][]> {
 }
 
 /** One step of preparing a login user, as root. */
-export type UserSetupStep =
-  | { run: string[] }
-  | { write: string; content: string; owner: string };
+export type UserSetupStep = { run: string[] } | { write: string; content: string; owner: string };
 
 /** Steps that create `user` (only when it does not exist yet: the caller checks `id -u`). */
 export function createUserSteps(user: string): UserSetupStep[] {
@@ -141,7 +139,13 @@ export function userStepsScript(steps: UserSetupStep[]): string {
       ? step.run.map(shellWord).join(" ")
       : `printf '%s' ${shellWord(step.content)} > ${shellWord(step.write)} && chown ${shellWord(`${step.owner}:`)} ${shellWord(step.write)}`,
   );
-  return ["#!/bin/sh", "# Generated from test/rig/sshd-config.ts; do not edit (see test/compose/assets.test.ts).", "set -eu", ...lines, ""].join("\n");
+  return [
+    "#!/bin/sh",
+    "# Generated from test/rig/sshd-config.ts; do not edit (see test/compose/assets.test.ts).",
+    "set -eu",
+    ...lines,
+    "",
+  ].join("\n");
 }
 
 function shellWord(value: string): string {

@@ -45,13 +45,17 @@ describe.skipIf(r.encryptedIdentityFile === null)("authentication", () => {
     execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", join(scratch, "stranger")]);
     const err = await failure({ identityFile: join(scratch, "stranger") });
     expect(err.errorClass).toBe("auth");
-    expect(err.message).toBe(`SSH authentication failed for ${r.user}@${r.host}:${r.port} (tried: publickey via ${join(scratch, "stranger")})`);
+    expect(err.message).toBe(
+      `SSH authentication failed for ${r.user}@${r.host}:${r.port} (tried: publickey via ${join(scratch, "stranger")})`,
+    );
   });
 
   it("a missing identity file is an auth error after the host key was verified", async () => {
     const steps: string[] = [];
     const missing = join(r.tmpDir, "no-such-key");
-    const err = await openHost(parseRuntimeOptions(rigOptions({ identityFile: missing })), { onStep: (s) => steps.push(s) }).catch((e: unknown) => e);
+    const err = await openHost(parseRuntimeOptions(rigOptions({ identityFile: missing })), { onStep: (s) => steps.push(s) }).catch(
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(RuntimeError);
     expect((err as RuntimeError).errorClass).toBe("auth");
     expect((err as RuntimeError).message).toContain(`cannot read identity file ${missing} (ENOENT)`);

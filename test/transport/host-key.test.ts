@@ -65,7 +65,9 @@ async function connectRefused(extra: Record<string, unknown>): Promise<{ err: Ru
 async function sshdLinesFor(offset: number, localPort: number): Promise<string[]> {
   const deadline = Date.now() + 5000;
   for (;;) {
-    const lines = sshdLogSince(offset).split("\n").filter((l) => l.includes(`port ${localPort} `) || l.endsWith(`port ${localPort}`) || l.includes(`port ${localPort}:`));
+    const lines = sshdLogSince(offset)
+      .split("\n")
+      .filter((l) => l.includes(`port ${localPort} `) || l.endsWith(`port ${localPort}`) || l.includes(`port ${localPort}:`));
     if (lines.some((l) => /^(Disconnected from|Connection closed by)/.test(l)) || Date.now() > deadline) return lines;
     await new Promise((res) => setTimeout(res, 50));
   }
@@ -101,7 +103,10 @@ describe("host key verification", () => {
     const lines = await sshdLinesFor(offset, localPort);
     expect(lines.some((l) => l.startsWith(`Connection from 127.0.0.1 port ${localPort} `))).toBe(true);
     // "[preauth]": sshd saw this connection end before any user was authenticated.
-    expect(lines.some((l) => /^(Disconnected from|Connection closed by) 127\.0\.0\.1 port \d+ \[preauth\]$/.test(l)), lines.join("\n")).toBe(true);
+    expect(
+      lines.some((l) => /^(Disconnected from|Connection closed by) 127\.0\.0\.1 port \d+ \[preauth\]$/.test(l)),
+      lines.join("\n"),
+    ).toBe(true);
     expect(lines.filter((l) => /Accepted|Failed|Postponed|userauth|Invalid user|publickey/i.test(l))).toEqual([]);
   });
 

@@ -43,7 +43,9 @@ describe("known_hosts matching", () => {
   });
 
   it("skips comments, blank lines and unknown markers", () => {
-    const entries = parseKnownHosts(["# c", "", "@weird h ssh-ed25519 AAAA", line("h", keyA), "  ", line("h", keyB, "@revoked")].join("\n"));
+    const entries = parseKnownHosts(
+      ["# c", "", "@weird h ssh-ed25519 AAAA", line("h", keyA), "  ", line("h", keyB, "@revoked")].join("\n"),
+    );
     expect(entries.map((e) => [e.marker, e.line])).toEqual([
       ["", 4],
       ["@revoked", 6],

@@ -56,17 +56,21 @@ describe("install command", () => {
     const home = mkdtempSync(join(tmpdir(), "paseo-race-"));
     const data = readFileSync(bundle.path);
     const outputs = await Promise.all(
-      Array.from({ length: 6 }, () =>
-        new Promise<Buffer>((resolve, reject) => {
-          const child = spawn("/bin/sh", ["-c", installCommand("~/r", bundle.hash, bundle.size)], { env: { HOME: home, PATH: "/usr/bin:/bin" } });
-          const out: Buffer[] = [];
-          child.stdout.on("data", (d: Buffer) => out.push(d));
-          child.on("error", reject);
-          child.on("close", () => resolve(Buffer.concat(out)));
-          // Write in two halves so the installers really overlap.
-          child.stdin.write(data.subarray(0, data.length >> 1));
-          setTimeout(() => child.stdin.end(data.subarray(data.length >> 1)), 50);
-        }),
+      Array.from(
+        { length: 6 },
+        () =>
+          new Promise<Buffer>((resolve, reject) => {
+            const child = spawn("/bin/sh", ["-c", installCommand("~/r", bundle.hash, bundle.size)], {
+              env: { HOME: home, PATH: "/usr/bin:/bin" },
+            });
+            const out: Buffer[] = [];
+            child.stdout.on("data", (d: Buffer) => out.push(d));
+            child.on("error", reject);
+            child.on("close", () => resolve(Buffer.concat(out)));
+            // Write in two halves so the installers really overlap.
+            child.stdin.write(data.subarray(0, data.length >> 1));
+            setTimeout(() => child.stdin.end(data.subarray(data.length >> 1)), 50);
+          }),
       ),
     );
     expect(outputs.map(statusOf)).toEqual(Array(6).fill("installed"));
@@ -87,7 +91,9 @@ describe("install command", () => {
 
 /** The node the bootstrap finds with PATH=/usr/bin:/bin. */
 function statusNode(): string {
-  return spawnSync("/bin/sh", ["-c", "command -v node"], { env: { PATH: "/usr/bin:/bin" } }).stdout.toString().trim();
+  return spawnSync("/bin/sh", ["-c", "command -v node"], { env: { PATH: "/usr/bin:/bin" } })
+    .stdout.toString()
+    .trim();
 }
 
 describe("bootstrap dependency statuses", () => {
@@ -101,14 +107,18 @@ describe("bootstrap dependency statuses", () => {
   });
 
   it("reports a remoteNode that is not executable", () => {
-    expect(statusOf(run("/bin/sh", bootstrapCommand("~/r", "/nonexistent/node", bundle.hash), home).stdout)).toBe("bad-node:/nonexistent/node");
+    expect(statusOf(run("/bin/sh", bootstrapCommand("~/r", "/nonexistent/node", bundle.hash), home).stdout)).toBe(
+      "bad-node:/nonexistent/node",
+    );
   });
 
   it("reports missing git (node found) and missing node", () => {
     const empty = mkdtempSync(join(tmpdir(), "paseo-path-"));
     const node = process.execPath;
     // /bin/sh itself needs no PATH; `command -v git` finds nothing in an empty directory.
-    expect(statusOf(spawnSync("/bin/sh", ["-c", bootstrapCommand("~/r", node, bundle.hash)], { env: { HOME: home, PATH: empty } }).stdout)).toBe(`no-git:${node}`);
+    expect(
+      statusOf(spawnSync("/bin/sh", ["-c", bootstrapCommand("~/r", node, bundle.hash)], { env: { HOME: home, PATH: empty } }).stdout),
+    ).toBe(`no-git:${node}`);
   });
 });
 

@@ -31,7 +31,13 @@ describe("parseRuntimeOptions", () => {
   });
 
   it("expands ~ in local paths and keeps remote ones as configured", () => {
-    const o = parseRuntimeOptions({ host: "h", identityFile: "~/.ssh/id_x", knownHostsFile: "~/kh", root: "/srv/paseo", remoteNode: "/opt/node/bin/node" });
+    const o = parseRuntimeOptions({
+      host: "h",
+      identityFile: "~/.ssh/id_x",
+      knownHostsFile: "~/kh",
+      root: "/srv/paseo",
+      remoteNode: "/opt/node/bin/node",
+    });
     expect(o.identityFile).toBe(`${homedir()}/.ssh/id_x`);
     expect(o.knownHostsFile).toBe(`${homedir()}/kh`);
     expect(o.root).toBe("/srv/paseo");
@@ -46,11 +52,26 @@ describe("parseRuntimeOptions", () => {
     [{ host: "h", foo: 1 }, 'Unknown runtime option "foo"'],
     [{}, 'Missing runtime option "host": expected a non-empty host name or address without spaces'],
     [{ host: "" }, 'Invalid runtime option "host": expected a non-empty host name or address without spaces'],
-    [{ host: "h", root: "relative/dir" }, 'Invalid runtime option "root": expected an absolute path or one starting with "~/" (no newline, NUL, backslash or !)'],
-    [{ host: "h", root: "/a\nb" }, 'Invalid runtime option "root": expected an absolute path or one starting with "~/" (no newline, NUL, backslash or !)'],
-    [{ host: "h", root: "~/a\0b" }, 'Invalid runtime option "root": expected an absolute path or one starting with "~/" (no newline, NUL, backslash or !)'],
-    [{ host: "h", remoteNode: "node" }, 'Invalid runtime option "remoteNode": expected the absolute path of node on the remote host (no newline, NUL, backslash or !)'],
-    [{ host: "h", connectTimeoutMs: -1 }, 'Invalid runtime option "connectTimeoutMs": expected an integer number of milliseconds 100-600000'],
+    [
+      { host: "h", root: "relative/dir" },
+      'Invalid runtime option "root": expected an absolute path or one starting with "~/" (no newline, NUL, backslash or !)',
+    ],
+    [
+      { host: "h", root: "/a\nb" },
+      'Invalid runtime option "root": expected an absolute path or one starting with "~/" (no newline, NUL, backslash or !)',
+    ],
+    [
+      { host: "h", root: "~/a\0b" },
+      'Invalid runtime option "root": expected an absolute path or one starting with "~/" (no newline, NUL, backslash or !)',
+    ],
+    [
+      { host: "h", remoteNode: "node" },
+      'Invalid runtime option "remoteNode": expected the absolute path of node on the remote host (no newline, NUL, backslash or !)',
+    ],
+    [
+      { host: "h", connectTimeoutMs: -1 },
+      'Invalid runtime option "connectTimeoutMs": expected an integer number of milliseconds 100-600000',
+    ],
     [{ host: "h", user: 5 }, 'Invalid runtime option "user": expected a non-empty user name without spaces'],
   ])("rejects %j", (raw, expected) => {
     const msg = message(raw);

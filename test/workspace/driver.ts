@@ -64,7 +64,11 @@ export function cliDriver(label = "ws"): Driver {
   const options = rigOptions({ root: configured }) as Options;
   const run = async <T>(args: string[], extra: Partial<LifecycleRequest>, o?: CallOptions): Promise<Outcome<T>> => {
     const stdin = lifecycleRequest(options, { ...(o?.owner ? { runtimeInstanceId: o.owner } : {}), ...extra });
-    const r = await runCli([...(o?.verbose ? ["--verbose"] : []), ...args], { stdin, env: { ...process.env, ...o?.env }, timeoutMs: 120_000 });
+    const r = await runCli([...(o?.verbose ? ["--verbose"] : []), ...args], {
+      stdin,
+      env: { ...process.env, ...o?.env },
+      timeoutMs: 120_000,
+    });
     const lines = r.stderr.trim().split("\n");
     const ok = r.code === 0;
     return {
@@ -87,7 +91,12 @@ export function cliDriver(label = "ws"): Driver {
 }
 
 /** A directory-source create input (placement `existing` unless given). */
-export function dirInput(workspaceId: string, repo: string, placement: CreateInput["placement"] = { kind: "existing" }, extra: Partial<CreateInput> = {}): CreateInput {
+export function dirInput(
+  workspaceId: string,
+  repo: string,
+  placement: CreateInput["placement"] = { kind: "existing" },
+  extra: Partial<CreateInput> = {},
+): CreateInput {
   return { workspaceId, project: { projectId: "fixture-project", source: { kind: "directory", path: repo } }, placement, ...extra };
 }
 
@@ -110,7 +119,14 @@ export function gitAsRemoteUser(checkout: string, args: string[]): string {
   const st = statSync(checkout);
   return execFileSync("setpriv", [`--reuid=${st.uid}`, `--regid=${st.gid}`, "--init-groups", "git", ...args], {
     cwd: checkout,
-    env: { PATH: process.env.PATH, HOME: "/tmp", GIT_AUTHOR_NAME: "Remote", GIT_AUTHOR_EMAIL: "remote@example.com", GIT_COMMITTER_NAME: "Remote", GIT_COMMITTER_EMAIL: "remote@example.com" },
+    env: {
+      PATH: process.env.PATH,
+      HOME: "/tmp",
+      GIT_AUTHOR_NAME: "Remote",
+      GIT_AUTHOR_EMAIL: "remote@example.com",
+      GIT_COMMITTER_NAME: "Remote",
+      GIT_COMMITTER_EMAIL: "remote@example.com",
+    },
   }).toString();
 }
 

@@ -46,7 +46,9 @@ describe("git URL sources over SSH", () => {
     expect(gitIn(checkout, ["rev-parse", "--abbrev-ref", "main@{upstream}"]).trim()).toBe("origin/main");
     expect(r.value?.state.lifecycleEnvironment?.PASEO_BRANCH_NAME).toBe("main");
     expect(JSON.stringify(r.value)).not.toContain(src.url);
-    expect((await d.op("merge-to-base", "g-default")).message).toBe("merge-to-base needs a workspace created from a directory source on a local branch: g-default");
+    expect((await d.op("merge-to-base", "g-default")).message).toBe(
+      "merge-to-base needs a workspace created from a directory source on a local branch: g-default",
+    );
     expect((await d.op("destroy", "g-default")).ok).toBe(true);
   });
 
@@ -69,7 +71,10 @@ describe("git URL sources over SSH", () => {
   });
 
   it("placements apply to git sources: branch creates a branch at baseRef, checkout of a sha is detached", async () => {
-    const branch = await d.create({ ...gitInput("g-place-b", src.url, ""), placement: { kind: "branch", branchName: "feat", baseRef: src.pinned } });
+    const branch = await d.create({
+      ...gitInput("g-place-b", src.url, ""),
+      placement: { kind: "branch", branchName: "feat", baseRef: src.pinned },
+    });
     expect(branch.message).toBe("");
     const b = workspaceLayout(d.root, "g-place-b").checkout;
     expect(gitIn(b, ["symbolic-ref", "--short", "HEAD"]).trim()).toBe("feat");

@@ -43,7 +43,12 @@ describe("pause, resume and the extras over SSH", () => {
     const resumed = await d.op("resume", "life-a");
     expect(resumed.ok).toBe(true);
     expect(resumed.stdout).not.toContain("materializedFreshContent");
-    expect(JSON.parse(resumed.stdout)).toEqual({ type: "state", protocolVersion: 1, state: created.value!.state, placement: created.value!.placement });
+    expect(JSON.parse(resumed.stdout)).toEqual({
+      type: "state",
+      protocolVersion: 1,
+      state: created.value!.state,
+      placement: created.value!.placement,
+    });
     expect((await d.op("resume", "life-a")).ok).toBe(true);
     expect((await d.inspect("life-a")).value?.inspection.status).toBe("ready");
   });
@@ -91,7 +96,9 @@ describe("pause, resume and the extras over SSH", () => {
     gitAsRemoteUser(checkout, ["commit", "-q", "-am", "more workspace work"]);
     const refused = await d.op("merge-to-base", "life-m");
     expect(refused.ok).toBe(false);
-    expect(refused.message).toBe(`merge-to-base needs a fast-forward: main in ${fixture.path} has commits the workspace lacks; merge or rebase them in the workspace first`);
+    expect(refused.message).toBe(
+      `merge-to-base needs a fast-forward: main in ${fixture.path} has commits the workspace lacks; merge or rebase them in the workspace first`,
+    );
     expect(gitIn(fixture.path, ["rev-parse", "main"]).trim()).toBe(local);
 
     expect((await d.op("pause", "life-m")).ok).toBe(true);
@@ -102,7 +109,9 @@ describe("pause, resume and the extras over SSH", () => {
 
   it("a runtime killed mid-create: inspect says incomplete, destroy cleans; unattended, the agent rolls back", async () => {
     const killDuringClaim = async (id: string) => {
-      const run = startCli(["create", "--workspace-id", id], lifecycleRequest(d.options, { input: dirInput(id, fixture.path) }), { PASEO_SSH_TEST_HOOK_AFTER_CLAIM_MS: "2500" });
+      const run = startCli(["create", "--workspace-id", id], lifecycleRequest(d.options, { input: dirInput(id, fixture.path) }), {
+        PASEO_SSH_TEST_HOOK_AFTER_CLAIM_MS: "2500",
+      });
       const lock = join(workspaceLayout(d.root, id).dir, "create.lock");
       for (let i = 0; i < 500 && !existsSync(lock); i++) await sleep(20);
       expect(existsSync(lock)).toBe(true);

@@ -47,7 +47,12 @@ describe("directory source materialization over SSH", () => {
       state: {
         workspaceId: "mat-a",
         lifecycle: "ready",
-        lifecycleEnvironment: { PASEO_SOURCE_CHECKOUT_PATH: ".", PASEO_ROOT_PATH: ".", PASEO_WORKTREE_PATH: ".", PASEO_BRANCH_NAME: "main" },
+        lifecycleEnvironment: {
+          PASEO_SOURCE_CHECKOUT_PATH: ".",
+          PASEO_ROOT_PATH: ".",
+          PASEO_WORKTREE_PATH: ".",
+          PASEO_BRANCH_NAME: "main",
+        },
       },
       placement: { cwd: checkout },
       materializedFreshContent: true,
@@ -75,7 +80,11 @@ describe("directory source materialization over SSH", () => {
     console.log(`create of the fixture: ${ms} ms, ${bytesSent(r.stderr)} object bytes sent`);
 
     const i = await d.inspect("mat-a");
-    expect(i.value).toEqual({ type: "inspection", protocolVersion: 1, inspection: { status: "ready", state: r.value!.state, placement: { cwd: checkout } } });
+    expect(i.value).toEqual({
+      type: "inspection",
+      protocolVersion: 1,
+      inspection: { status: "ready", state: r.value!.state, placement: { cwd: checkout } },
+    });
   });
 
   it("A5/A9: the checkout behaves as a normal repository for the remote user (config, commit, branch, switch, fetch)", async () => {

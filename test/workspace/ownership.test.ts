@@ -16,7 +16,10 @@ import { lifecycleRequest, runCli } from "../support/run-cli.js";
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function snapshot(dir: string): string {
-  return execFileSync("find", [dir, "-printf", "%p %s %m\\n"]).toString().split("\n").sort().join("\n") + readFileSync(join(dir, "manifest.json"), "utf8");
+  return (
+    execFileSync("find", [dir, "-printf", "%p %s %m\\n"]).toString().split("\n").sort().join("\n") +
+    readFileSync(join(dir, "manifest.json"), "utf8")
+  );
 }
 
 function remoteUid(root: string): { uid: number; gid: number } {
@@ -37,7 +40,20 @@ function plant(root: string, workspaceId: string, manifest: string | null): stri
 
 function manifestFor(workspaceId: string, owner: string, phase = "ready", extra: Record<string, unknown> = {}): string {
   const now = new Date().toISOString();
-  return JSON.stringify({ marker: MANIFEST_MARKER, workspaceId, owner, phase, branch: "main", commit: "", workspaceRoot: "/nonexistent", projectKey: null, lifecycleEnvironment: {}, createdAt: now, updatedAt: now, ...extra });
+  return JSON.stringify({
+    marker: MANIFEST_MARKER,
+    workspaceId,
+    owner,
+    phase,
+    branch: "main",
+    commit: "",
+    workspaceRoot: "/nonexistent",
+    projectKey: null,
+    lifecycleEnvironment: {},
+    createdAt: now,
+    updatedAt: now,
+    ...extra,
+  });
 }
 
 describe("ownership, partial state and reconciliation over SSH", () => {
@@ -202,7 +218,10 @@ describe("ownership, partial state and reconciliation over SSH", () => {
     expect((await d.create(dirInput("own-adopt", fixture.path))).message).toBe("");
     const { dir } = workspaceLayout(d.root, "own-adopt");
     const adopt = (owner: string, flags: string[]) =>
-      runCli(["adopt", "--workspace-id", "own-adopt", ...flags], { stdin: lifecycleRequest(d.options, { runtimeInstanceId: owner }), timeoutMs: 60_000 });
+      runCli(["adopt", "--workspace-id", "own-adopt", ...flags], {
+        stdin: lifecycleRequest(d.options, { runtimeInstanceId: owner }),
+        timeoutMs: 60_000,
+      });
     const before = snapshot(dir);
     const wrong = await adopt(OTHER_OWNER, ["--from-runtime-instance-id", "e".repeat(64)]);
     expect(wrong.code).toBe(7);
@@ -244,7 +263,9 @@ describe("ownership, partial state and reconciliation over SSH", () => {
 
     expect((await d.create(dirInput("X2", fixture.path))).ok).toBe(true);
     const verbose = await d.reconcile(["own-keep", "own-real"], { verbose: true });
-    expect(verbose.stderr.trim().split("\n")).toEqual([`reconcile: removed orphaned workspace "X2" (${workspaceLayout(d.root, "X2").dir})`]);
+    expect(verbose.stderr.trim().split("\n")).toEqual([
+      `reconcile: removed orphaned workspace "X2" (${workspaceLayout(d.root, "X2").dir})`,
+    ]);
     // Caches: kept while any workspace uses them (even when old), pruned once unused and old.
     const cacheBase = join(d.root, "cache");
     const caches = () => readdirSync(cacheBase).sort();
@@ -256,7 +277,11 @@ describe("ownership, partial state and reconciliation over SSH", () => {
     for (const id of ["own-keep", "own-real"]) expect((await d.op("destroy", id)).ok).toBe(true);
     // A manifest we do not accept (another runtime version) but that names the cache still keeps it.
     const key = caches()[0]!.replace(/\.git$/, "");
-    const foreign = plant(d.root, "own-p1-version", manifestFor("own-p1-version", OWNER, "ready", { marker: "paseo-ssh-runtime/workspace-v2", projectKey: key }));
+    const foreign = plant(
+      d.root,
+      "own-p1-version",
+      manifestFor("own-p1-version", OWNER, "ready", { marker: "paseo-ssh-runtime/workspace-v2", projectKey: key }),
+    );
     age();
     expect((await d.reconcile([])).ok).toBe(true);
     expect(caches()).toEqual([`${key}.git`]);

@@ -56,20 +56,38 @@ describe("placements and relativeCwd over SSH", () => {
     return checkout;
   }
 
-  it("branch: a new branch at baseRef", () => expectCheckout("pl-branch", { kind: "branch", branchName: "feature/x", baseRef: "side" }, side, "feature/x"));
+  it("branch: a new branch at baseRef", () =>
+    expectCheckout("pl-branch", { kind: "branch", branchName: "feature/x", baseRef: "side" }, side, "feature/x"));
   it("checkout of a local branch stays on it", () => expectCheckout("pl-co-branch", { kind: "checkout", ref: "side" }, side, "side"));
   it("checkout of a commit is detached", () => expectCheckout("pl-co-sha", { kind: "checkout", ref: fixture.commit }, fixture.commit, ""));
   it("resolved-worktree branch-off", () =>
-    expectCheckout("pl-rw-off", { kind: "resolved-worktree", worktreeSlug: "s", source: { kind: "branch-off", baseBranch: "main", branchName: "off" } }, fixture.commit, "off"));
+    expectCheckout(
+      "pl-rw-off",
+      { kind: "resolved-worktree", worktreeSlug: "s", source: { kind: "branch-off", baseBranch: "main", branchName: "off" } },
+      fixture.commit,
+      "off",
+    ));
   it("resolved-worktree checkout-branch", () =>
-    expectCheckout("pl-rw-co", { kind: "resolved-worktree", worktreeSlug: "s", source: { kind: "checkout-branch", branchName: "side" } }, side, "side"));
+    expectCheckout(
+      "pl-rw-co",
+      { kind: "resolved-worktree", worktreeSlug: "s", source: { kind: "checkout-branch", branchName: "side" } },
+      side,
+      "side",
+    ));
   it("resolved-worktree change request from its remote-tracking ref", () =>
     expectCheckout(
       "pl-rw-pr",
       {
         kind: "resolved-worktree",
         worktreeSlug: "s",
-        source: { kind: "checkout-github-pr", githubPrNumber: 7, headRef: "pr-head", baseRefName: "main", checkoutRefs: [{ remoteName: "origin", remoteRef: "refs/heads/pr-head" }], localBranchName: "pr-7" },
+        source: {
+          kind: "checkout-github-pr",
+          githubPrNumber: 7,
+          headRef: "pr-head",
+          baseRefName: "main",
+          checkoutRefs: [{ remoteName: "origin", remoteRef: "refs/heads/pr-head" }],
+          localBranchName: "pr-7",
+        },
       },
       prHead,
       "pr-7",
@@ -87,7 +105,11 @@ describe("placements and relativeCwd over SSH", () => {
   it("an unresolvable change request fails clearly and creates nothing", async () => {
     const id = "pl-rw-missing";
     const r = await d.create(
-      dirInput(id, fixture.path, { kind: "resolved-worktree", worktreeSlug: "s", source: { kind: "checkout-change-request", headRef: "nowhere", baseRefName: "main" } }),
+      dirInput(id, fixture.path, {
+        kind: "resolved-worktree",
+        worktreeSlug: "s",
+        source: { kind: "checkout-change-request", headRef: "nowhere", baseRefName: "main" },
+      }),
     );
     expect(r.ok).toBe(false);
     expect(r.message).toMatch(/Cannot resolve change request head "nowhere".*fetch it first/);
@@ -101,13 +123,16 @@ describe("placements and relativeCwd over SSH", () => {
     expect((await d.op("destroy", "pl-cwd")).ok).toBe(true);
   });
 
-  it.each(["../escape", "/etc", "sub\\..\\..", "a\u0000b", "sub/../../x"])("H1: relativeCwd %j is refused before anything is created", async (rel) => {
-    const id = `pl-h1-${Buffer.from(rel).toString("hex")}`;
-    const r = await d.create(dirInput(id, fixture.path, { kind: "existing", relativeCwd: rel }));
-    expect(r.ok).toBe(false);
-    expect(r.message).toBe("Workspace cwd escapes its root");
-    expect(existsSync(workspaceLayout(d.root, id).dir)).toBe(false);
-  });
+  it.each(["../escape", "/etc", "sub\\..\\..", "a\u0000b", "sub/../../x"])(
+    "H1: relativeCwd %j is refused before anything is created",
+    async (rel) => {
+      const id = `pl-h1-${Buffer.from(rel).toString("hex")}`;
+      const r = await d.create(dirInput(id, fixture.path, { kind: "existing", relativeCwd: rel }));
+      expect(r.ok).toBe(false);
+      expect(r.message).toBe("Workspace cwd escapes its root");
+      expect(existsSync(workspaceLayout(d.root, id).dir)).toBe(false);
+    },
+  );
 
   it("a committed symlink leading out is refused after checkout and rolled back", async () => {
     const r = await d.create(dirInput("pl-symlink", fixture.path, { kind: "existing", relativeCwd: "escape-link" }));

@@ -21,7 +21,11 @@ async function startLoop(ws: ExecWorkspace): Promise<string> {
   const marker = `paseo-loop-${randomBytes(4).toString("hex")}`;
   const loop = `setsid sh -c 'while :; do echo ${marker} >> tick.txt; sleep 0.1; done' </dev/null >/dev/null 2>&1 &`;
   expect(exitOf(await ws.run({ argv: ["/bin/sh", "-c", loop], env: { PATH: "/usr/bin:/bin" } }))).toEqual({ code: 0, signal: null });
-  await eventually(() => pidsWith(marker).length, (n) => n > 0, 3000);
+  await eventually(
+    () => pidsWith(marker).length,
+    (n) => n > 0,
+    3000,
+  );
   expect(pidsWith(marker).length).toBeGreaterThan(0);
   return marker;
 }
@@ -41,7 +45,13 @@ describe("removal reaps the process set", () => {
     expect(r.code).toBe(0);
     expect(r.stderr).toBe("");
     expect(existsSync(ws.root)).toBe(false);
-    expect(await eventually(() => pidsWith(marker), (p) => p.length === 0, 3000)).toEqual([]);
+    expect(
+      await eventually(
+        () => pidsWith(marker),
+        (p) => p.length === 0,
+        3000,
+      ),
+    ).toEqual([]);
   });
 
   it("B1/B2 (user workspace): a paused workspace keeps its directory with nothing runnable; release-backing reaps it; destroy twice is ok", async () => {
@@ -59,7 +69,13 @@ describe("removal reaps the process set", () => {
     const released = await ws.lifecycle("release-backing");
     expect(released.code).toBe(0);
     expect(existsSync(ws.root)).toBe(false);
-    expect(await eventually(() => pidsWith(marker), (p) => p.length === 0, 3000)).toEqual([]);
+    expect(
+      await eventually(
+        () => pidsWith(marker),
+        (p) => p.length === 0,
+        3000,
+      ),
+    ).toEqual([]);
     for (let i = 0; i < 2; i++) expect((await ws.lifecycle("destroy")).code).toBe(0);
   });
 });

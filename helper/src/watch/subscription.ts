@@ -10,8 +10,7 @@ export const DEBOUNCE_MS = 50;
 const SCAN_CONCURRENCY = 32;
 
 export type WatchEvent =
-  | { type: "changed"; subscriptionId: unknown; paths: [string] }
-  | { type: "error"; subscriptionId: unknown; message: string };
+  { type: "changed"; subscriptionId: unknown; paths: [string] } | { type: "error"; subscriptionId: unknown; message: string };
 
 // fs-write's temp files (`.<name>.paseo-<uuid>.tmp`) are an implementation detail: no listing
 // or event may show them.
@@ -76,7 +75,12 @@ export class Subscription {
     const ignoredPaths = options.ignoredPaths ?? [];
     if (!Array.isArray(ignoredPaths)) throw new Error("command.ignoredPaths is not iterable");
     if (!Array.isArray(options.paths)) throw new Error("command.paths is not iterable");
-    const subscription = new Subscription(root, options.id, ignoredPaths.map((p) => normalizeIgnored(String(p))), emit);
+    const subscription = new Subscription(
+      root,
+      options.id,
+      ignoredPaths.map((p) => normalizeIgnored(String(p))),
+      emit,
+    );
     try {
       for (const path of options.paths as unknown[]) {
         if (typeof path !== "string") throw new Error("Watch paths must be strings");

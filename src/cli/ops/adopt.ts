@@ -14,7 +14,8 @@ const INSTANCE_ID = /^[a-f0-9]{64}$/;
 function previousOwner(flags: Record<string, string>): string {
   const home = flags["from-paseo-home"];
   const id = flags["from-runtime-instance-id"];
-  if ((home === undefined) === (id === undefined)) throw new RuntimeError("input", "adopt needs exactly one of --from-paseo-home or --from-runtime-instance-id");
+  if ((home === undefined) === (id === undefined))
+    throw new RuntimeError("input", "adopt needs exactly one of --from-paseo-home or --from-runtime-instance-id");
   if (home !== undefined) return createHash("sha256").update(resolve(home)).digest("hex");
   if (!INSTANCE_ID.test(id!)) throw new RuntimeError("input", "Runtime instance id must be a SHA-256 identity");
   return id!;

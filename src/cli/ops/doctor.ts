@@ -21,7 +21,10 @@ function readOptions(flags: Record<string, string>): RuntimeOptions {
     try {
       text = readFileSync(file, "utf8");
     } catch (err) {
-      throw new RuntimeError("input", `Cannot read --options-file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      throw new RuntimeError(
+        "input",
+        `Cannot read --options-file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+      );
     }
   }
   let raw: unknown;
@@ -80,7 +83,10 @@ const operation: CliOperation = {
       const where = `${options.root}/agent/${host.bundle.hash}`;
       pass("agent", `${host.installs > 0 ? "installed" : "found"} agent ${host.bundle.hash} in ${where}`);
       const f = await host.call<Facts>({ op: "facts" });
-      pass("facts", `${f.os} ${f.arch}; node ${f.node} (${f.nodePath}); ${f.git ?? "git missing"}; ${gib(f.freeBytes)} free under ${f.root}`);
+      pass(
+        "facts",
+        `${f.os} ${f.arch}; node ${f.node} (${f.nodePath}); ${f.git ?? "git missing"}; ${gib(f.freeBytes)} free under ${f.root}`,
+      );
       return 0;
     } catch (err) {
       const failed = ORDER.find((s) => !done.has(s)) ?? "facts";

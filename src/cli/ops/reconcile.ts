@@ -12,7 +12,8 @@ const operation: CliOperation = {
     const ctx = await readWorkspaceRequest(io.stdin, "reconcile", { requireWorkspaceIds: true });
     const result = await callWorkspaceOp<ReconcileResult>(ctx, "workspace.reconcile", null, { workspaceIds: ctx.request.workspaceIds });
     if (args.leading.includes("--verbose") || process.env.PASEO_SSH_VERBOSE === "1") {
-      for (const r of result.removed) io.stderr.write(`reconcile: removed orphaned workspace ${JSON.stringify(r.workspaceId)} (${r.dir})\n`);
+      for (const r of result.removed)
+        io.stderr.write(`reconcile: removed orphaned workspace ${JSON.stringify(r.workspaceId)} (${r.dir})\n`);
     }
     await writeResponse(io.stdout, { type: "ok", protocolVersion: 1 });
   },
