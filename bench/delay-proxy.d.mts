@@ -1,10 +1,15 @@
-// Types for delay-proxy.mjs, so TypeScript tests (test/broker) can put it between a client and sshd.
+// Types for delay-proxy.mjs, so TypeScript tests can put it between a client and sshd.
 export interface DelayProxy {
   port: number;
   /** Number of open sockets (both sides of every proxied connection). */
   readonly connections: number;
-  /** Destroys every proxied connection (a dropped link); the proxy keeps accepting new ones. */
-  cutAll(): void;
+  /** Closes every proxied connection (a dropped link; `reset` sends RST); the proxy keeps accepting new ones. */
+  cutAll(opts?: { reset?: boolean }): void;
+  /**
+   * Starts an outage: nothing crosses in either direction and new connections get no answer.
+   * Call the returned function to end it; held-back bytes and connections then proceed.
+   */
+  blackhole(): () => void;
   close(): Promise<void>;
 }
 

@@ -1,53 +1,101 @@
-// A TCP proxy that adds a fixed one-way delay in each direction, so the benchmark and the broker
-// tests can put a realistic round-trip time (and, with cutAll(), a dropped link) between an SSH
-// client and the local sshd. Only 127.0.0.1 targets; every run is bounded.
+// A TCP proxy for the benchmark and the fault tests: it adds a fixed one-way delay in each
+// direction (a realistic round-trip time between an SSH client and the local sshd) and can break
+// the link the ways networks do: cutAll() closes every connection (FIN, or RST with
+// { reset: true }), blackhole() stalls it — nothing crosses in either direction and new
+// connections get no answer — until the returned function ends the outage, when everything held
+// back flows again as TCP would deliver it after retransmission. Only 127.0.0.1 targets; every
+// run is bounded.
 //
-// As a module: `startDelayProxy({ targetPort, delayMs })` -> { port, cutAll(), close() }.
+// As a module: `startDelayProxy({ targetPort, delayMs })` -> { port, cutAll(), blackhole(), close() }.
 // As a program: `node bench/delay-proxy.mjs <targetPort> <delayMs> [maxSeconds]` prints the port.
 import { createServer, connect } from "node:net";
 import { fileURLToPath } from "node:url";
 
 /**
  * Forwards bytes from `from` to `to` `delayMs` later. Timers of equal duration fire in insertion
- * order, so the byte order is kept without a queue of our own.
+ * order, so the byte order is kept without a queue of our own. While `held()` is true the bytes
+ * wait in `parked` (and the source is paused, so the sender's TCP window fills like on a dead link).
  */
-function pipeDelayed(from, to, delayMs) {
-  from.on("data", (chunk) => {
+function pipeDelayed(from, to, delayMs, link) {
+  const parked = [];
+  const forward = (chunk) => {
     if (delayMs <= 0) to.write(chunk);
     else setTimeout(() => to.writable && to.write(chunk), delayMs);
+  };
+  from.on("data", (chunk) => {
+    if (link.held) {
+      parked.push(chunk);
+      from.pause();
+      return;
+    }
+    forward(chunk);
   });
-  from.on("end", () => setTimeout(() => to.writable && to.end(), delayMs));
+  link.onRelease.add(() => {
+    for (const chunk of parked.splice(0)) forward(chunk);
+    from.resume();
+  });
+  from.on("end", () => {
+    const finish = () => setTimeout(() => to.writable && to.end(), delayMs);
+    if (link.held) link.onRelease.add(finish);
+    else finish();
+  });
 }
 
 export function startDelayProxy({ targetPort, targetHost = "127.0.0.1", delayMs, listenPort = 0, maxLifetimeMs = 30 * 60_000 }) {
   if (targetHost !== "127.0.0.1") throw new Error("delay proxy only forwards to 127.0.0.1");
   const sockets = new Set();
+  const link = { held: false, onRelease: new Set() };
   const track = (s) => {
     sockets.add(s);
     s.on("close", () => sockets.delete(s));
   };
-  const server = createServer({ allowHalfOpen: true, noDelay: true }, (client) => {
-    const upstream = connect({ host: targetHost, port: targetPort, allowHalfOpen: true, noDelay: true });
+  const server = createServer({ allowHalfOpen: true, noDelay: true, pauseOnConnect: true }, (client) => {
     track(client);
-    track(upstream);
-    pipeDelayed(client, upstream, delayMs);
-    pipeDelayed(upstream, client, delayMs);
-    const kill = () => {
-      client.destroy();
-      upstream.destroy();
+    const open = () => {
+      if (client.destroyed) return;
+      const upstream = connect({ host: targetHost, port: targetPort, allowHalfOpen: true, noDelay: true });
+      track(upstream);
+      pipeDelayed(client, upstream, delayMs, link);
+      pipeDelayed(upstream, client, delayMs, link);
+      client.resume();
+      const kill = () => {
+        client.destroy();
+        upstream.destroy();
+      };
+      client.on("error", kill);
+      upstream.on("error", kill);
+      client.on("close", () => setTimeout(() => upstream.destroy(), delayMs + 1000).unref());
+      upstream.on("close", () => setTimeout(() => client.destroy(), delayMs + 1000).unref());
     };
-    client.on("error", kill);
-    upstream.on("error", kill);
-    client.on("close", () => setTimeout(() => upstream.destroy(), delayMs + 1000).unref());
-    upstream.on("close", () => setTimeout(() => client.destroy(), delayMs + 1000).unref());
+    client.on("error", () => client.destroy());
+    // During a blackhole a new connection gets no answer: its handshake waits like a dropped SYN.
+    if (link.held) link.onRelease.add(open);
+    else open();
   });
   const lifetime = setTimeout(() => close(), maxLifetimeMs);
   lifetime.unref();
-  function cutAll() {
-    for (const s of sockets) s.destroy();
+  function cutAll({ reset = false } = {}) {
+    for (const s of sockets) {
+      if (reset && typeof s.resetAndDestroy === "function") s.resetAndDestroy();
+      else s.destroy();
+    }
+  }
+  function blackhole() {
+    link.held = true;
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      link.held = false;
+      const waiting = [...link.onRelease];
+      link.onRelease.clear();
+      for (const f of waiting) f();
+    };
   }
   function close() {
     clearTimeout(lifetime);
+    link.held = false;
+    link.onRelease.clear();
     cutAll();
     return new Promise((resolve) => server.close(() => resolve()));
   }
@@ -57,6 +105,7 @@ export function startDelayProxy({ targetPort, targetHost = "127.0.0.1", delayMs,
       resolve({
         port: server.address().port,
         cutAll,
+        blackhole,
         close,
         get connections() {
           return sockets.size;
