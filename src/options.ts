@@ -30,6 +30,7 @@ const localPath = z
  * place; each key also needs a line in EXPECTED below.
  */
 export const runtimeOptionFields = {
+  /** A host name, address or ssh_config Host alias. */
   host: z
     .string()
     .trim()
@@ -51,11 +52,14 @@ export const runtimeOptionFields = {
   broker: z.boolean().default(true),
   brokerIdleMs: z.int().min(1000).max(86_400_000).default(60_000),
   maxSessions: z.int().min(1).max(1000).default(10),
+  // ssh_config (src/transport/ssh-config): a file, or false to ignore config files.
+  sshConfig: z.union([localPath, z.literal(false)]).optional(),
+  acceptNewHostKeys: z.boolean().default(false),
 };
 
 /** What each key must look like, phrased for the one-line error message. */
 const EXPECTED: Record<keyof typeof runtimeOptionFields, string> = {
-  host: "expected a non-empty host name or address without spaces",
+  host: "expected a non-empty host name, address or ssh_config alias without spaces",
   port: "expected an integer 1-65535",
   user: "expected a non-empty user name without spaces",
   identityFile: "expected a path to a private key file",
@@ -67,6 +71,8 @@ const EXPECTED: Record<keyof typeof runtimeOptionFields, string> = {
   broker: "expected true or false (false connects in-process, for debugging)",
   brokerIdleMs: "expected an integer number of milliseconds 1000-86400000",
   maxSessions: "expected the server's MaxSessions, an integer 1-1000",
+  sshConfig: "expected the path of an ssh_config file, or false to ignore ssh_config files",
+  acceptNewHostKeys: "expected true or false (true lets StrictHostKeyChecking accept-new record unknown host keys)",
 };
 
 const schema = z.strictObject(runtimeOptionFields);
@@ -90,6 +96,12 @@ export interface RuntimeOptions {
   brokerIdleMs?: number;
   /** Session channels one SSH connection may carry at once (OpenSSH MaxSessions, default 10). */
   maxSessions?: number;
+  /** ssh_config file (absolute), false to ignore config files; absent: ~/.ssh/config and the system file, as ssh reads them. */
+  sshConfig?: string | false;
+  /** Lets `StrictHostKeyChecking accept-new` in ssh_config record an unknown host key. */
+  acceptNewHostKeys?: boolean;
+  /** Keys the options object named; these win over ssh_config. Absent: every key set here counts. */
+  explicit?: string[];
 }
 
 export function parseRuntimeOptions(raw: unknown): RuntimeOptions {
@@ -120,5 +132,8 @@ export function parseRuntimeOptions(raw: unknown): RuntimeOptions {
     broker: o.broker,
     brokerIdleMs: o.brokerIdleMs,
     maxSessions: o.maxSessions,
+    ...(o.sshConfig !== undefined ? { sshConfig: o.sshConfig === false ? false : expandLocalPath(o.sshConfig) } : {}),
+    acceptNewHostKeys: o.acceptNewHostKeys,
+    explicit: Object.keys(raw),
   };
 }

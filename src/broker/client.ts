@@ -7,6 +7,7 @@ import { closeSync, existsSync, openSync, readFileSync, rmSync, statSync, trunca
 import type { Socket } from "node:net";
 import { RuntimeError, oneLine } from "../errors.js";
 import type { RuntimeOptions } from "../options.js";
+import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
 import { dial } from "./dial.js";
 import { withLock } from "./lock.js";
 import { brokerDir, brokerKey, brokerPaths, brokerScriptPath, brokerVersion, socketTrustworthy, type BrokerPaths } from "./paths.js";
@@ -19,6 +20,8 @@ const MAX_LOG_BYTES = 1024 * 1024;
 
 export interface BrokerTarget {
   paths: BrokerPaths;
+  /** The resolved hop chain the broker is keyed by and connects through. */
+  plan?: ConnectionPlan;
   version: string;
   script: string;
 }
@@ -30,14 +33,14 @@ const MAX_SOCKET_PATH = 100;
  * Null when no private directory is usable or its socket path would be too long to bind (the
  * caller then connects in-process).
  */
-export function brokerTarget(options: RuntimeOptions): BrokerTarget | null {
+export function brokerTarget(options: RuntimeOptions, plan?: ConnectionPlan): BrokerTarget | null {
   const dir = brokerDir();
   if (!dir) return null;
   const script = brokerScriptPath();
   const version = brokerVersion(script);
-  const paths = brokerPaths(dir, brokerKey(options, version));
+  const paths = brokerPaths(dir, brokerKey(options, version, plan));
   if (Buffer.byteLength(paths.socket) > MAX_SOCKET_PATH) return null;
-  return { paths, version, script };
+  return { paths, version, script, ...(plan ? { plan } : {}) };
 }
 
 /** The broker's last log line (its reason for failing to start), kept to one short line. */
@@ -64,7 +67,7 @@ function startBroker(options: RuntimeOptions, target: BrokerTarget, onFailed: ()
   try {
     // Only stdio 0-2 are passed: the broker must never hold Paseo's fd3/fd4 (or anything else) open.
     const child = spawn(process.execPath, [target.script], { detached: true, stdio: ["pipe", "ignore", logFd] });
-    const launch: BrokerLaunch = { options, paths };
+    const launch: BrokerLaunch = { options, paths, ...(target.plan ? { plan: target.plan } : {}) };
     child.stdin!.on("error", () => undefined);
     child.stdin!.end(JSON.stringify(launch));
     child.on("error", onFailed);
@@ -105,7 +108,7 @@ export async function connectBroker(options: RuntimeOptions, initial: BrokerTarg
     if (r.state === "mismatch") {
       // dist/ was rebuilt since we computed our version (the broker we started loaded the new
       // build): follow the new build's socket instead of waiting on the old one.
-      const now = brokerTarget(options);
+      const now = brokerTarget(options, target.plan);
       if (now && now.version !== target.version) {
         target = now;
         started = false;

@@ -1,14 +1,16 @@
 // Entry point of the per-host broker (bundled to dist/broker.js). Started detached by the first
 // runtime process of a host configuration; its command line is just `node dist/broker.js`: the
-// configuration (host, user, paths; no workspace id, no secret) arrives as one JSON document on
+// configuration (options, the resolved hop chain, paths; no workspace id, no secret) arrives as one JSON document on
 // stdin. Diagnostics go to stderr, which the starter points at a 0600 log file next to the socket.
 import { RuntimeError, oneLine } from "../errors.js";
 import type { RuntimeOptions } from "../options.js";
+import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
 import { brokerVersion, type BrokerPaths } from "./paths.js";
 import { BrokerServer } from "./server.js";
 
 export interface BrokerLaunch {
   options: RuntimeOptions;
+  plan?: ConnectionPlan;
   paths: BrokerPaths;
 }
 
@@ -40,10 +42,13 @@ async function main(): Promise<void> {
   process.umask(0o077);
   const launch = await readLaunch();
   const version = brokerVersion(process.argv[1]);
-  const server = await BrokerServer.start({ options: launch.options, paths: launch.paths, version, log }, () => {
-    // Let the last log line and socket closes flush.
-    setTimeout(() => process.exit(0), 50);
-  });
+  const server = await BrokerServer.start(
+    { options: launch.options, ...(launch.plan ? { plan: launch.plan } : {}), paths: launch.paths, version, log },
+    () => {
+      // Let the last log line and socket closes flush.
+      setTimeout(() => process.exit(0), 50);
+    },
+  );
   if (!server) {
     log(`broker ${process.pid}: another broker already serves this configuration`);
     process.exit(0);

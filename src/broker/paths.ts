@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { RuntimeOptions } from "../options.js";
+import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
 
 /** Bumped when the wire protocol (wire.ts) changes shape. */
 export const BROKER_PROTOCOL = 1;
@@ -32,15 +33,23 @@ export function brokerVersion(script = brokerScriptPath()): string {
   return `${BROKER_PROTOCOL}-${createHash("sha256").update(readFileSync(script)).digest("hex").slice(0, 16)}`;
 }
 
-/** What identifies one shared connection: everything that changes where or how we connect. */
-export function brokerKey(options: RuntimeOptions, version: string): string {
+/**
+ * What identifies one shared connection: everything that changes where or how we connect. With a
+ * resolved hop chain that is the chain itself (so an ssh_config edit, or a different jump host,
+ * means another broker), otherwise the options that name the host.
+ */
+export function brokerKey(options: RuntimeOptions, version: string, plan?: ConnectionPlan): string {
   const material = {
     version,
-    host: options.host,
-    port: options.port,
-    user: options.user,
-    identityFile: options.identityFile ?? null,
-    knownHostsFile: options.knownHostsFile,
+    ...(plan
+      ? { hops: plan.hops.map(({ sources: _sources, ...hop }) => hop) }
+      : {
+          host: options.host,
+          port: options.port,
+          user: options.user,
+          identityFile: options.identityFile ?? null,
+          knownHostsFile: options.knownHostsFile,
+        }),
     root: options.root,
     remoteNode: options.remoteNode ?? null,
     connectTimeoutMs: options.connectTimeoutMs,

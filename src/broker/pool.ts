@@ -8,6 +8,7 @@ import pRetry, { AbortError } from "p-retry";
 import type { ClientChannel, PseudoTtyOptions } from "ssh2";
 import { RuntimeError, oneLine } from "../errors.js";
 import type { RuntimeOptions } from "../options.js";
+import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
 import type { AgentChannel } from "../transport/agent-channel.js";
 import type { PtyChannel, PtyRequest } from "../transport/host.js";
 import { agentBundle } from "../transport/bootstrap.js";
@@ -33,7 +34,7 @@ class CountedConnection extends SshConnection {
     base: SshConnection,
     private readonly onChange: () => void,
   ) {
-    super(base.client, base.target);
+    super(base.client, base.target, base.outer);
   }
 
   override async exec(command: string, pty?: PseudoTtyOptions): Promise<ClientChannel> {
@@ -99,7 +100,10 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
   private readonly bundle = agentBundle();
   private readonly extraTimer: NodeJS.Timeout;
 
-  constructor(private readonly options: RuntimeOptions) {
+  constructor(
+    private readonly options: RuntimeOptions,
+    private readonly plan?: ConnectionPlan,
+  ) {
     super();
     // Every queued operation waits on "change"; dozens at once are normal, not a leak.
     this.setMaxListeners(0);
@@ -129,7 +133,7 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
   }
 
   private async connectOnce(): Promise<Conn> {
-    const base = await connectSsh(this.options);
+    const base = await connectSsh(this.options, {}, this.plan);
     this.handshakes++;
     const ssh = new CountedConnection(base, () => this.emit("change"));
     const conn: Conn = {

@@ -6,6 +6,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import { FrameDecoder, FrameKind, encodeFrame, AGENT_READY_MARKER, type Frame } from "../protocol/frames.js";
 import { RuntimeError, oneLine, toWireError } from "../errors.js";
 import type { RuntimeOptions } from "../options.js";
+import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
 import type { AgentChannel } from "../transport/agent-channel.js";
 import type { PtyChannel } from "../transport/host.js";
 import { dial } from "./dial.js";
@@ -20,6 +21,8 @@ const HEADER_TIMEOUT_MS = 10_000;
 
 export interface BrokerConfig {
   options: RuntimeOptions;
+  /** The hop chain the client resolved (and keyed the broker by); resolved here when absent. */
+  plan?: ConnectionPlan;
   paths: BrokerPaths;
   version: string;
   log(line: string): void;
@@ -109,7 +112,7 @@ export class BrokerServer {
   static async start(cfg: BrokerConfig, onExit: () => void): Promise<BrokerServer | null> {
     // Whatever can fail at start (e.g. an agent bundle from another build) fails before the socket
     // is claimed, so a broken broker never leaves a socket behind.
-    const pool = new ChannelPool(cfg.options);
+    const pool = new ChannelPool(cfg.options, cfg.plan);
     const server = await claimSocket(cfg);
     if (!server) {
       pool.close();

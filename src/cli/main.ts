@@ -4,6 +4,7 @@
 // failure into one stderr line plus a stable exit code. Never prints a stack trace.
 import { Command, CommanderError, Option } from "commander";
 import { EXIT_CODES, RuntimeError, oneLine } from "../errors.js";
+import { helpRequest } from "./help.js";
 import type { CliOperation, OperationArgs, OperationIO } from "./operation.js";
 import { OPERATIONS, isOperationName, loadOperation, type OperationName } from "./ops/registry.js";
 
@@ -101,6 +102,11 @@ function flagError(operation: string, err: unknown): unknown {
 }
 
 async function dispatch(argv: string[], io: OperationIO): Promise<number> {
+  const help = helpRequest(argv, isOperationName);
+  if (help !== null) {
+    io.stdout.write(help);
+    return 0;
+  }
   const { operation, leading, rest } = splitArgv(argv);
   const op = await loadOperation(operation);
   const args: OperationArgs = { flags: parseFlags(operation, op, rest), leading };

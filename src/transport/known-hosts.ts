@@ -4,10 +4,13 @@
 // comma-separated patterns with `*`/`?` wildcards and `!` negation, `[host]:port`, and the
 // @revoked marker; @cert-authority lines are recognised but not supported.
 import { createHash, createHmac } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { appendFileSync, mkdirSync, readFileSync } from "node:fs";
+import { dirname } from "node:path";
 import { RuntimeError } from "../errors.js";
 
 export interface KnownHostEntry {
+  /** The file it was read from, when several are consulted. */
+  file?: string;
   marker: "" | "@revoked" | "@cert-authority";
   hosts: string;
   keyType: string;
@@ -16,10 +19,31 @@ export interface KnownHostEntry {
 }
 
 export interface KnownHosts {
+  /** The first (user) file: where a new key would be added. */
   file: string;
-  /** False when the file does not exist (every host is then unknown). */
+  /** False when no file exists (every host is then unknown). */
   exists: boolean;
   entries: KnownHostEntry[];
+  /** Every file that exists, in lookup order (messages name them). */
+  existing?: string[];
+}
+
+/** User files then global ones, as ssh consults them; the first user file is where keys go. */
+export function loadKnownHostsFiles(files: string[]): KnownHosts {
+  const loaded = files.map(loadKnownHosts);
+  const present = loaded.filter((k) => k.exists);
+  return {
+    file: files[0] ?? "~/.ssh/known_hosts",
+    exists: present.length > 0,
+    entries: present.flatMap((k) => k.entries.map((e) => ({ ...e, file: k.file }))),
+    existing: present.map((k) => k.file),
+  };
+}
+
+/** Records a host key (StrictHostKeyChecking accept-new with the runtime's opt-in), as ssh adds it. */
+export function recordHostKey(file: string, name: string, offered: Buffer): void {
+  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+  appendFileSync(file, `${name} ${keyBlobType(offered)} ${offered.toString("base64")}\n`, { mode: 0o600 });
 }
 
 export function loadKnownHosts(file: string): KnownHosts {
@@ -101,6 +125,12 @@ export function fingerprint(blob: Buffer): string {
 
 export interface HostKeyVerdict {
   ok: boolean;
+  /** Set when !ok because the host has no key at all in the files (accept-new may add one). */
+  unknown?: boolean;
+  /** The name looked up (HostKeyAlias, `host` or `[host]:port`). */
+  name?: string;
+  /** The entry that matched, for doctor: `file line N`. */
+  matched?: string;
   /** Set when !ok: the error to report (class host-key). */
   error?: RuntimeError;
   keyType: string;
@@ -108,31 +138,35 @@ export interface HostKeyVerdict {
 }
 
 /** Checks the key the server offered; never throws, the caller decides when to report. */
-export function verifyHostKey(kh: KnownHosts, host: string, port: number, offered: Buffer): HostKeyVerdict {
-  const name = hostLookupName(host, port);
+export function verifyHostKey(kh: KnownHosts, host: string, port: number, offered: Buffer, hostKeyAlias?: string): HostKeyVerdict {
+  // With HostKeyAlias, ssh looks the alias up without a port.
+  const name = hostKeyAlias ?? hostLookupName(host, port);
+  const at = (e: KnownHostEntry) => `${e.file ?? kh.file} line ${e.line}`;
   const keyType = keyBlobType(offered);
   const fp = fingerprint(offered);
   const offeredDesc = `${keyType} key ${fp}`;
-  const addHint = `after verifying that fingerprint out of band, add the key with: ssh-keyscan -p ${port} ${host} >> ${kh.file}`;
+  const scan = hostKeyAlias ? `ssh-keyscan -p ${port} ${host} | sed 's/^[^ ]*/${hostKeyAlias}/'` : `ssh-keyscan -p ${port} ${host}`;
+  const addHint = `after verifying that fingerprint out of band, add the key with: ${scan} >> ${kh.file}`;
   const fail = (message: string): HostKeyVerdict => ({ ok: false, error: new RuntimeError("host-key", message), keyType, fingerprint: fp });
 
   // A revoked key is refused whatever host pattern it was listed under.
   const revoked = kh.entries.find((e) => e.marker === "@revoked" && e.key.equals(offered));
   if (revoked) {
     return fail(
-      `Host key for ${name} is REVOKED: the server offered ${offeredDesc}, marked @revoked in ${kh.file} line ${revoked.line}; refusing to connect`,
+      `Host key for ${name} is REVOKED: the server offered ${offeredDesc}, marked @revoked in ${at(revoked)}; refusing to connect`,
     );
   }
   const forHost = kh.entries.filter((e) => e.marker !== "@revoked" && hostsFieldMatches(e.hosts, name));
   const plain = forHost.filter((e) => e.marker === "");
-  if (plain.some((e) => e.key.equals(offered))) return { ok: true, keyType, fingerprint: fp };
+  const good = plain.find((e) => e.key.equals(offered));
+  if (good) return { ok: true, keyType, fingerprint: fp, name, matched: at(good) };
 
   const sameType = plain.filter((e) => e.keyType === keyType);
   if (sameType.length > 0) {
     return fail(
       `Host key for ${name} has CHANGED (possible man-in-the-middle): the server offered ${offeredDesc}, ` +
-        `but ${kh.file} line ${sameType[0]!.line} holds a different ${keyType} key; if the change is legitimate, ` +
-        `remove the old entry (ssh-keygen -R "${name}" -f ${kh.file}) and, ${addHint}`,
+        `but ${at(sameType[0]!)} holds a different ${keyType} key; if the change is legitimate, ` +
+        `remove the old entry (ssh-keygen -R "${name}" -f ${sameType[0]!.file ?? kh.file}) and, ${addHint}`,
     );
   }
   if (plain.length > 0) {
@@ -147,12 +181,12 @@ export function verifyHostKey(kh: KnownHosts, host: string, port: number, offere
         `which are not supported; ${addHint}`,
     );
   }
-  const where = kh.exists ? `which is not in ${kh.file}` : `and ${kh.file} does not exist`;
-  return fail(`Unknown host key for ${name}: the server offered ${offeredDesc}, ${where}; ${addHint}`);
+  const where = kh.exists ? `which is not in ${(kh.existing ?? [kh.file]).join(", ")}` : `and ${kh.file} does not exist`;
+  return { ...fail(`Unknown host key for ${name}: the server offered ${offeredDesc}, ${where}; ${addHint}`), unknown: true, name };
 }
 
 /** Key types known for a host, so the handshake can ask for one we can actually verify. */
-export function knownKeyTypes(kh: KnownHosts, host: string, port: number): string[] {
-  const name = hostLookupName(host, port);
+export function knownKeyTypes(kh: KnownHosts, host: string, port: number, hostKeyAlias?: string): string[] {
+  const name = hostKeyAlias ?? hostLookupName(host, port);
   return [...new Set(kh.entries.filter((e) => e.marker === "" && hostsFieldMatches(e.hosts, name)).map((e) => e.keyType))];
 }

@@ -5,11 +5,12 @@ import type { RuntimeOptions } from "../options.js";
 import { brokerTarget } from "../broker/client.js";
 import { BrokerHost } from "./broker-host.js";
 import type { RemoteHost } from "./host.js";
+import { resolvePlan, type ConnectionPlan } from "./ssh-config/resolve.js";
 
 // ssh2 and the rest of the in-process transport load only when used: a brokered operation's
 // process never needs them, and loading them costs tens of milliseconds of every start.
-async function openSshHost(options: RuntimeOptions): Promise<RemoteHost> {
-  return (await import("./ssh-host.js")).openHost(options);
+async function openSshHost(options: RuntimeOptions, plan: ConnectionPlan): Promise<RemoteHost> {
+  return (await import("./ssh-host.js")).openHost(options, undefined, plan);
 }
 
 export function brokerEnabled(options: RuntimeOptions): boolean {
@@ -17,8 +18,10 @@ export function brokerEnabled(options: RuntimeOptions): boolean {
 }
 
 export async function openHost(options: RuntimeOptions): Promise<RemoteHost> {
-  if (!brokerEnabled(options)) return openSshHost(options);
-  const target = brokerTarget(options);
-  if (!target) return openSshHost(options);
+  // The hop chain is resolved here (ssh_config) so the broker is keyed by where it really connects.
+  const plan = await resolvePlan(options);
+  if (!brokerEnabled(options)) return openSshHost(options, plan);
+  const target = brokerTarget(options, plan);
+  if (!target) return openSshHost(options, plan);
   return new BrokerHost(options, target).connect();
 }

@@ -1,8 +1,10 @@
-// One authenticated ssh2 connection: our own TCP socket (TCP_NODELAY before the handshake, so
-// small frames are not delayed by Nagle), strict known_hosts checking before any authentication,
-// public-key auth, bounded timeouts, and classified errors. Everything ssh2-specific lives here so
-// a later per-host broker can own connections without touching SshHost's bootstrap logic.
+// One authenticated ssh2 connection, possibly through jump hosts or a ProxyCommand: our own TCP
+// socket (TCP_NODELAY before the handshake, so small frames are not delayed by Nagle), strict
+// known_hosts checking of every hop before any authentication to it, public-key auth, bounded
+// timeouts, and classified errors naming the hop. Everything ssh2-specific lives here so the
+// per-host broker can own connections without touching SshHost's bootstrap logic.
 import { connect as netConnect, type Socket } from "node:net";
+import type { Duplex } from "node:stream";
 // ssh2 is CommonJS: Node's ESM loader only offers its default export (dist/cli.js is ESM).
 import ssh2 from "ssh2";
 import type { Client, ClientChannel, PseudoTtyOptions } from "ssh2";
@@ -10,14 +12,17 @@ import { RuntimeError, oneLine } from "../errors.js";
 import type { RuntimeOptions } from "../options.js";
 import { planAuth } from "./auth.js";
 import { classifySshError, networkError } from "./classify.js";
-import { knownKeyTypes, loadKnownHosts, verifyHostKey } from "./known-hosts.js";
+import { knownKeyTypes, loadKnownHostsFiles, recordHostKey, verifyHostKey } from "./known-hosts.js";
+import { forwardThrough, startProxyCommand, type ProxyProcess } from "./proxy.js";
+import { resolvePlan, type ConnectionPlan, type Hop } from "./ssh-config/resolve.js";
 
 export type ConnectStep = "tcp" | "host-key" | "auth";
 
 /** Observation points for `doctor` timings and for tests (which look at the socket's local port). */
 export interface ConnectHooks {
   onSocket?(sock: Socket): void;
-  onStep?(step: ConnectStep, detail: string): void;
+  /** `hop` and `index` say which connection of the chain the step belongs to (0 = outermost). */
+  onStep?(step: ConnectStep, detail: string, hop: Hop, index: number): void;
 }
 
 /** How long opening a channel on an established connection may take. */
@@ -49,12 +54,16 @@ export class SshConnection {
     readonly client: Client,
     /** `user@host:port`, used in every message. */
     readonly target: string,
+    /** Jump-host connections and proxy processes carrying this one, innermost first. */
+    readonly outer: ReadonlyArray<{ end(): void }> = [],
   ) {
     client.on("error", (err) => {
       this.lastError = err;
     });
     client.on("close", () => {
       this.closedFlag = true;
+      // Nothing else uses the hops that carried this connection.
+      for (const o of outer) o.end();
     });
   }
 
@@ -94,6 +103,7 @@ export class SshConnection {
 
   close(): void {
     this.client.end();
+    for (const o of this.outer) o.end();
   }
 }
 
@@ -119,65 +129,155 @@ function openSocket(host: string, port: number, timeoutMs: number): Promise<Sock
   });
 }
 
-export async function connectSsh(options: RuntimeOptions, hooks: ConnectHooks = {}): Promise<SshConnection> {
-  const { host, port, user } = options;
-  const target = `${user}@${host}:${port}`;
-  const knownHosts = loadKnownHosts(options.knownHostsFile);
-  const auth = planAuth(options);
-  const started = Date.now();
-  const sock = await openSocket(host, port, options.connectTimeoutMs);
-  hooks.onSocket?.(sock);
-  hooks.onStep?.("tcp", `${host}:${port}`);
+/** `user@host:port`, with the alias and the hop's role when they tell the user more. */
+export function hopName(hop: Hop, isTarget: boolean): string {
+  const addr = `${hop.user}@${hop.host}:${hop.port}`;
+  const alias = hop.label.includes(" (") ? hop.label.slice(0, hop.label.indexOf(" (")) : undefined;
+  const named = alias !== undefined ? `${alias} (${addr})` : addr;
+  return isTarget ? named : `jump host ${named}`;
+}
 
+/** A stream that is not a TCP socket has to be given one for errors to name: the hop's address. */
+async function hopStream(
+  plan: ConnectionPlan,
+  index: number,
+  outer: Client | undefined,
+  hooks: ConnectHooks,
+): Promise<{ stream: Duplex; proxy?: ProxyProcess }> {
+  const hop = plan.hops[index]!;
+  if (outer !== undefined) {
+    const prev = plan.hops[index - 1]!;
+    const stream = await forwardThrough(outer, hopName(prev, false).replace(/^jump host /, ""), hop.host, hop.port, hop.connectTimeoutMs);
+    hooks.onStep?.("tcp", `${hop.host}:${hop.port} through ${prev.label}`, hop, index);
+    return { stream };
+  }
+  if (hop.proxyCommand !== undefined) {
+    const proxy = startProxyCommand(hop.proxyCommand);
+    hooks.onStep?.("tcp", `ProxyCommand ${hop.proxyCommand}`, hop, index);
+    return { stream: proxy.stream, proxy };
+  }
+  const sock = await openSocket(hop.host, hop.port, hop.connectTimeoutMs);
+  hooks.onSocket?.(sock);
+  hooks.onStep?.("tcp", `${hop.host}:${hop.port}`, hop, index);
+  return { stream: sock };
+}
+
+/** One SSH handshake (host key verified before any authentication) over `stream`. */
+function handshake(
+  hop: Hop,
+  name: string,
+  stream: Duplex,
+  proxy: ProxyProcess | undefined,
+  hooks: ConnectHooks,
+  index: number,
+): Promise<Client> {
+  const knownHosts = loadKnownHostsFiles([...hop.userKnownHostsFiles, ...hop.globalKnownHostsFiles]);
+  const auth = planAuth(hop);
+  const started = Date.now();
+  const addr = `${hop.host}:${hop.port}`;
   const client = new ssh2.Client();
   let hostKeyError: RuntimeError | undefined;
-  return new Promise<SshConnection>((resolve, reject) => {
+  const proxyWhy = () => {
+    if (!proxy) return "";
+    const why = [proxy.exitStatus(), proxy.stderr()].filter((x) => x).join(": ");
+    return why ? ` (ProxyCommand ${why})` : "";
+  };
+  return new Promise<Client>((resolve, reject) => {
     let settled = false;
     const fail = (err: RuntimeError) => {
       if (settled) return;
       settled = true;
       client.end();
-      sock.destroy();
+      stream.destroy();
+      proxy?.kill();
       reject(err);
     };
     client.once("ready", () => {
       if (settled) return;
       settled = true;
-      hooks.onStep?.("auth", auth.current() ?? "publickey");
-      resolve(conn);
+      hooks.onStep?.("auth", auth.current() ?? "publickey", hop, index);
+      resolve(client);
     });
     client.on("error", (err: Error & { level?: string }) => {
       if (hostKeyError) return fail(hostKeyError);
       if (err.level === "client-authentication") {
         const tried = auth.tried.length > 0 ? auth.tried.join(", ") : "nothing";
         const why = auth.unusable.length > 0 ? `; ${auth.unusable.join("; ")}` : "";
-        return fail(new RuntimeError("auth", `SSH authentication failed for ${target} (tried: ${tried})${why}`, { cause: err }));
+        return fail(new RuntimeError("auth", `SSH authentication failed for ${name} (tried: ${tried})${why}`, { cause: err }));
       }
-      fail(classifySshError(`${host}:${port}`, err));
+      const e = classifySshError(name === `${hop.user}@${addr}` ? addr : name, err);
+      fail(proxy ? new RuntimeError(e.errorClass, `${e.message}${proxyWhy()}`, { cause: err }) : e);
     });
     client.on("close", () =>
-      fail(hostKeyError ?? new RuntimeError("network", `SSH server ${host}:${port} closed the connection during the handshake`)),
+      fail(
+        hostKeyError ??
+          new RuntimeError(
+            "network",
+            `SSH server ${name === `${hop.user}@${addr}` ? addr : name} closed the connection during the handshake${proxyWhy()}`,
+          ),
+      ),
     );
-    // Constructed before connect so its error/close listeners exist for the client's lifetime.
-    const conn = new SshConnection(client, target);
     client.connect({
-      sock,
-      username: user,
-      readyTimeout: Math.max(1, options.connectTimeoutMs - (Date.now() - started)),
-      keepaliveInterval: options.keepaliveIntervalMs,
-      keepaliveCountMax: 3,
-      algorithms: { serverHostKey: preferredHostKeyAlgorithms(knownKeyTypes(knownHosts, host, port)) },
+      sock: stream,
+      username: hop.user,
+      readyTimeout: Math.max(1, hop.connectTimeoutMs - (Date.now() - started)),
+      keepaliveInterval: hop.keepaliveIntervalMs,
+      keepaliveCountMax: hop.keepaliveCountMax,
+      algorithms: { serverHostKey: preferredHostKeyAlgorithms(knownKeyTypes(knownHosts, hop.host, hop.port, hop.hostKeyAlias)) },
       // Without hostHash ssh2 hands us the raw key blob; authentication starts only after `true`.
       hostVerifier: (key: Buffer) => {
-        const verdict = verifyHostKey(knownHosts, host, port, key);
+        const verdict = verifyHostKey(knownHosts, hop.host, hop.port, key, hop.hostKeyAlias);
+        if (!verdict.ok && verdict.unknown && hop.acceptNew === "on" && hop.userKnownHostsFiles[0]) {
+          recordHostKey(hop.userKnownHostsFiles[0], verdict.name!, key);
+          hooks.onStep?.(
+            "host-key",
+            `${verdict.keyType} ${verdict.fingerprint} (new: recorded in ${hop.userKnownHostsFiles[0]})`,
+            hop,
+            index,
+          );
+          return true;
+        }
         if (!verdict.ok) {
-          hostKeyError = verdict.error;
+          const msg = verdict.error!.message;
+          const acceptHint =
+            verdict.unknown && hop.acceptNew === "configured"
+              ? "; ssh_config says StrictHostKeyChecking accept-new: set the runtime option acceptNewHostKeys to true to let the runtime record new keys"
+              : "";
+          const prefix = name.startsWith("jump host") ? `${name}: ` : "";
+          hostKeyError = new RuntimeError("host-key", `${prefix}${msg}${acceptHint}`);
           return false;
         }
-        hooks.onStep?.("host-key", `${verdict.keyType} ${verdict.fingerprint}`);
+        const where = verdict.matched ? ` (${verdict.matched})` : "";
+        hooks.onStep?.("host-key", `${verdict.keyType} ${verdict.fingerprint}${where}`, hop, index);
         return true;
       },
       authHandler: auth.handler,
     });
   });
+}
+
+/**
+ * Connects through every hop of the plan (resolved from ssh_config when not given): each jump
+ * host's connection carries the next one's, and closing the target's connection closes them all.
+ */
+export async function connectSsh(options: RuntimeOptions, hooks: ConnectHooks = {}, plan?: ConnectionPlan): Promise<SshConnection> {
+  plan ??= await resolvePlan(options);
+  const outer: Array<{ end(): void }> = [];
+  let via: Client | undefined;
+  try {
+    for (let i = 0; i < plan.hops.length; i++) {
+      const hop = plan.hops[i]!;
+      const isTarget = i === plan.hops.length - 1;
+      const { stream, proxy } = await hopStream(plan, i, via, hooks);
+      if (proxy) outer.push({ end: () => proxy.kill() });
+      const client = await handshake(hop, hopName(hop, isTarget), stream, proxy, hooks, i);
+      if (isTarget) return new SshConnection(client, hopName(hop, true), outer);
+      outer.unshift({ end: () => client.end() });
+      via = client;
+    }
+  } catch (err) {
+    for (const o of outer) o.end();
+    throw err;
+  }
+  throw new RuntimeError("input", "empty connection plan");
 }

@@ -13,6 +13,7 @@ import { AGENT_READY_TIMEOUT_MS, AgentChannel } from "./agent-channel.js";
 import { BootStatusScanner, agentBundle, bootstrapCommand, installCommand, type AgentBundle, type BootReport } from "./bootstrap.js";
 import { callAgent, type PtyChannel, type PtyRequest, type RemoteHost } from "./host.js";
 import { connectSsh, type ConnectHooks, type SshConnection } from "./ssh-connection.js";
+import type { ConnectionPlan } from "./ssh-config/resolve.js";
 
 /** Bound for uploading and linking the agent (a few hundred KB). */
 export const INSTALL_TIMEOUT_MS = 60_000;
@@ -230,8 +231,8 @@ export class SshHost implements RemoteHost {
 }
 
 /** Connects (host key verified before auth) and returns a RemoteHost for the given options. */
-export async function openHost(options: RuntimeOptions, hooks?: ConnectHooks): Promise<SshHost> {
+export async function openHost(options: RuntimeOptions, hooks?: ConnectHooks, plan?: ConnectionPlan): Promise<SshHost> {
   const bundle = agentBundle();
-  const conn = await connectSsh(options, hooks);
+  const conn = await connectSsh(options, hooks, plan);
   return new SshHost(conn, options, bundle);
 }

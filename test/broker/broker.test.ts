@@ -75,7 +75,7 @@ describe("broker", () => {
     expect(before).not.toBeNull();
     process.kill(before!.pid, "SIGKILL");
     await waitFor(() => !alive(before!.pid), 5000);
-    expect(existsSync(targetOf(options).paths.socket)).toBe(true);
+    expect(existsSync((await targetOf(options)).paths.socket)).toBe(true);
     expect(await ping(options)).toEqual({ pong: true });
     const after = await brokerStats(options);
     expect(after?.pid).not.toBe(before!.pid);
@@ -84,7 +84,7 @@ describe("broker", () => {
 
   it("does not trust a listener that answers with another version, and replaces it", async () => {
     const options = track(brokerOptions());
-    const { socket } = targetOf(options).paths;
+    const { socket } = (await targetOf(options)).paths;
     const impostor = createServer((s) => s.end('{"v":"0-old","pid":1}\n'));
     await new Promise<void>((resolve) => impostor.listen(socket, resolve));
     chmodSync(socket, 0o600);
@@ -99,7 +99,7 @@ describe("broker", () => {
     const options = track(brokerOptions());
     await ping(options);
     const first = await brokerStats(options);
-    const { socket } = targetOf(options).paths;
+    const { socket } = (await targetOf(options)).paths;
     chmodSync(socket, 0o666);
     expect(await ping(options)).toEqual({ pong: true });
     const second = await brokerStats(options);
@@ -160,7 +160,7 @@ describe("broker", () => {
     await ping(options);
     const stats = await brokerStats(options);
     await waitFor(() => !alive(stats!.pid), 10_000);
-    expect(existsSync(targetOf(options).paths.socket)).toBe(false);
+    expect(existsSync((await targetOf(options)).paths.socket)).toBe(false);
   });
 
   it("does not idle out while a channel is live, however long it lasts", async () => {

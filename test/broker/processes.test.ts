@@ -71,7 +71,7 @@ describe("broker across runtime processes", () => {
     const { raw, parsed } = fresh();
     await agentRoundTrip(raw);
     const stats = await brokerStats(parsed);
-    const { socket } = targetOf(parsed).paths;
+    const { socket } = (await targetOf(parsed)).paths;
     expect(statSync(socket).mode & 0o777).toBe(0o600);
     expect(statSync(dirname(socket)).mode & 0o777).toBe(0o700);
     if (process.platform === "linux") {

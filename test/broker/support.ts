@@ -3,6 +3,7 @@
 import { parseRuntimeOptions, type RuntimeOptions } from "../../src/options.js";
 import { brokerTarget, type BrokerTarget } from "../../src/broker/client.js";
 import { dial } from "../../src/broker/dial.js";
+import { resolvePlan } from "../../src/transport/ssh-config/resolve.js";
 import { readLine, writeLine, type BrokerResult, type BrokerStats } from "../../src/broker/wire.js";
 import { rigOptions, uniqueTestRoot } from "../rig/rig.js";
 
@@ -10,14 +11,15 @@ export function brokerOptions(extra: Record<string, unknown> = {}): RuntimeOptio
   return parseRuntimeOptions(rigOptions({ root: uniqueTestRoot("broker"), brokerIdleMs: 3000, ...extra }));
 }
 
-export function targetOf(options: RuntimeOptions): BrokerTarget {
-  const t = brokerTarget(options);
+/** The broker a runtime process would use: keyed by the resolved hop chain, as openHost keys it. */
+export async function targetOf(options: RuntimeOptions): Promise<BrokerTarget> {
+  const t = brokerTarget(options, await resolvePlan(options));
   if (!t) throw new Error("no usable broker directory");
   return t;
 }
 
 async function ask(options: RuntimeOptions, kind: "ping" | "shutdown"): Promise<BrokerResult | null> {
-  const t = targetOf(options);
+  const t = await targetOf(options);
   const r = await dial(t.paths.socket, t.version);
   if (r.state !== "ok") return null;
   writeLine(r.sock, { kind });

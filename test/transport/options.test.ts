@@ -50,8 +50,8 @@ describe("parseRuntimeOptions", () => {
     [{ host: "h", port: "22" }, 'Invalid runtime option "port": expected an integer 1-65535'],
     [{ host: "h", port: 22.5 }, 'Invalid runtime option "port": expected an integer 1-65535'],
     [{ host: "h", foo: 1 }, 'Unknown runtime option "foo"'],
-    [{}, 'Missing runtime option "host": expected a non-empty host name or address without spaces'],
-    [{ host: "" }, 'Invalid runtime option "host": expected a non-empty host name or address without spaces'],
+    [{}, 'Missing runtime option "host": expected a non-empty host name, address or ssh_config alias without spaces'],
+    [{ host: "" }, 'Invalid runtime option "host": expected a non-empty host name, address or ssh_config alias without spaces'],
     [
       { host: "h", root: "relative/dir" },
       'Invalid runtime option "root": expected an absolute path or one starting with "~/" (no newline, NUL, backslash or !)',
