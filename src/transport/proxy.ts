@@ -13,6 +13,8 @@ export interface ProxyProcess {
   stderr(): string;
   /** Exit status once it exited (null while running). */
   exitStatus(): string | null;
+  /** Resolves once the command has exited and its output is read (bounded by the caller). */
+  exited: Promise<void>;
   kill(): void;
 }
 
@@ -25,6 +27,7 @@ export function startProxyCommand(command: string): ProxyProcess {
   child.stderr.on("data", (d: Buffer) => (err = (err + d.toString("utf8")).slice(-2000)));
   child.on("error", (e) => (err = `${err}\n${e.message}`));
   child.on("exit", (code, signal) => (status = signal ? `killed by ${signal}` : `exit ${String(code)}`));
+  const exited = new Promise<void>((resolve) => child.once("close", () => resolve()));
   const stream = Duplex.from({ readable: child.stdout, writable: child.stdin });
   // The connection ends when the command does, even if one of its pipes is still open.
   child.once("close", () => stream.destroy());
@@ -36,6 +39,7 @@ export function startProxyCommand(command: string): ProxyProcess {
     stream,
     stderr: () => oneLine(err).slice(-300),
     exitStatus: () => status,
+    exited,
     kill: () => {
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
       stream.destroy();

@@ -25,6 +25,9 @@ export interface ConnectHooks {
   onStep?(step: ConnectStep, detail: string, hop: Hop, index: number): void;
 }
 
+/** How long a failed handshake waits for its ProxyCommand's exit status and stderr. */
+const PROXY_EXIT_WAIT_MS = 1000;
+
 /** How long opening a channel on an established connection may take. */
 export const CHANNEL_OPEN_TIMEOUT_MS = 15_000;
 
@@ -177,20 +180,29 @@ function handshake(
   const addr = `${hop.host}:${hop.port}`;
   const client = new ssh2.Client();
   let hostKeyError: RuntimeError | undefined;
-  const proxyWhy = () => {
-    if (!proxy) return "";
-    const why = [proxy.exitStatus(), proxy.stderr()].filter((x) => x).join(": ");
-    return why ? ` (ProxyCommand ${why})` : "";
-  };
   return new Promise<Client>((resolve, reject) => {
     let settled = false;
     const fail = (err: RuntimeError) => {
       if (settled) return;
       settled = true;
       client.end();
-      stream.destroy();
-      proxy?.kill();
-      reject(err);
+      if (!proxy) {
+        stream.destroy();
+        return reject(err);
+      }
+      // A proxy command that died is the real story: wait briefly for its exit status and stderr.
+      void Promise.race([proxy.exited, new Promise((r) => setTimeout(r, PROXY_EXIT_WAIT_MS))]).then(() => {
+        const status = proxy.exitStatus();
+        stream.destroy();
+        proxy.kill();
+        if (status === null || hostKeyError) return reject(err);
+        const stderr = proxy.stderr();
+        reject(
+          new RuntimeError("network", `ProxyCommand for ${name} failed (${status})${stderr ? `: ${stderr}` : ""}: ${hop.proxyCommand}`, {
+            cause: err,
+          }),
+        );
+      });
     };
     client.once("ready", () => {
       if (settled) return;
@@ -205,15 +217,14 @@ function handshake(
         const why = auth.unusable.length > 0 ? `; ${auth.unusable.join("; ")}` : "";
         return fail(new RuntimeError("auth", `SSH authentication failed for ${name} (tried: ${tried})${why}`, { cause: err }));
       }
-      const e = classifySshError(name === `${hop.user}@${addr}` ? addr : name, err);
-      fail(proxy ? new RuntimeError(e.errorClass, `${e.message}${proxyWhy()}`, { cause: err }) : e);
+      fail(classifySshError(name === `${hop.user}@${addr}` ? addr : name, err));
     });
     client.on("close", () =>
       fail(
         hostKeyError ??
           new RuntimeError(
             "network",
-            `SSH server ${name === `${hop.user}@${addr}` ? addr : name} closed the connection during the handshake${proxyWhy()}`,
+            `SSH server ${name === `${hop.user}@${addr}` ? addr : name} closed the connection during the handshake`,
           ),
       ),
     );
@@ -247,7 +258,7 @@ function handshake(
           hostKeyError = new RuntimeError("host-key", `${prefix}${msg}${acceptHint}`);
           return false;
         }
-        const where = verdict.matched ? ` (${verdict.matched})` : "";
+        const where = verdict.matched ? ` (known_hosts ${verdict.matched})` : "";
         hooks.onStep?.("host-key", `${verdict.keyType} ${verdict.fingerprint}${where}`, hop, index);
         return true;
       },

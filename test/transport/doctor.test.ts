@@ -7,6 +7,8 @@ import { runCli } from "../support/run-cli.js";
 import { rig, rigOptions, uniqueTestRoot } from "../rig/rig.js";
 
 const STEP = /^(ok  |FAIL) (.{17}) +(\d+) ms {2}(.*)$/;
+/** The step lines (the hop chain and config lines in between are indented). */
+const steps = (out: string) => out.split("\n").filter((l) => STEP.test(l));
 
 describe("doctor", () => {
   it("passes every step against the rig, installing the agent first time and finding it next", async () => {
@@ -14,21 +16,28 @@ describe("doctor", () => {
     const first = await runCli(["doctor", "--options", options]);
     expect(first.stderr).toBe("");
     expect(first.code).toBe(0);
-    const lines = first.stdout.toString().trimEnd().split("\n");
-    expect(lines.map((l) => STEP.exec(l)?.[2]?.trim())).toEqual(["connect", "host key verified", "authenticated", "agent", "host facts"]);
+    const lines = steps(first.stdout.toString());
+    expect(lines.map((l) => STEP.exec(l)?.[2]?.trim())).toEqual([
+      "ssh_config",
+      "connect",
+      "host key verified",
+      "authenticated",
+      "agent",
+      "host facts",
+    ]);
     expect(lines.every((l) => l.startsWith("ok  "))).toBe(true);
-    expect(lines[1]).toMatch(/SHA256:[A-Za-z0-9+/]{43}/);
-    expect(lines[3]).toMatch(/installed agent [0-9a-f]{16} in /);
-    expect(lines[4]).toMatch(/node v\d+.*git version .* GiB free under \//);
+    expect(lines[2]).toMatch(/SHA256:[A-Za-z0-9+/]{43} \(known_hosts .* line \d+\)/);
+    expect(lines[4]).toMatch(/installed agent [0-9a-f]{16} in /);
+    expect(lines[5]).toMatch(/node v\d+.*git version .* GiB free under \//);
 
     const dir = mkdtempSync(join(rig().tmpDir, "doctor-"));
     writeFileSync(join(dir, "options.json"), options);
     const second = await runCli(["doctor", "--options-file", join(dir, "options.json")]);
     expect(second.code).toBe(0);
     const hash = (l: string | undefined) => /agent ([0-9a-f]{16}) in /.exec(l ?? "")?.[1];
-    const again = second.stdout.toString().split("\n")[3];
+    const again = steps(second.stdout.toString())[4];
     // A concurrent `npm run build` between the two runs legitimately changes the hash.
-    if (hash(again) === hash(lines[3])) expect(again).toMatch(/found agent [0-9a-f]{16} in /);
+    if (hash(again) === hash(lines[4])) expect(again).toMatch(/found agent [0-9a-f]{16} in /);
     else expect(again).toMatch(/installed agent [0-9a-f]{16} in /);
   });
 
@@ -37,10 +46,10 @@ describe("doctor", () => {
     writeFileSync(join(dir, "known_hosts"), "");
     const result = await runCli(["doctor", "--options", JSON.stringify(rigOptions({ knownHostsFile: join(dir, "known_hosts") }))]);
     expect(result.code).toBe(4);
-    const lines = result.stdout.toString().trimEnd().split("\n");
-    expect(lines).toHaveLength(2);
-    expect(lines[0]).toMatch(/^ok {3}connect/);
-    expect(lines[1]).toMatch(/^FAIL host key verified +\d+ ms {2}\[host-key\]$/);
+    const lines = steps(result.stdout.toString());
+    expect(lines).toHaveLength(3);
+    expect(lines[1]).toMatch(/^ok {3}connect/);
+    expect(lines[2]).toMatch(/^FAIL host key verified +\d+ ms {2}\[host-key\]$/);
     expect(result.stderr).toMatch(/^Unknown host key for .* SHA256:/);
     expect(result.stderr.trimEnd().split("\n")).toHaveLength(1);
   });
@@ -48,7 +57,7 @@ describe("doctor", () => {
   it("fails at connect with the network exit code for a closed port", async () => {
     const result = await runCli(["doctor", "--options", JSON.stringify(rigOptions({ port: 1 }))]);
     expect(result.code).toBe(5);
-    expect(result.stdout.toString()).toMatch(/^FAIL connect +\d+ ms {2}\[network\]\n$/);
+    expect(steps(result.stdout.toString()).slice(1)).toEqual([expect.stringMatching(/^FAIL connect +\d+ ms {2}\[network\]$/)]);
     expect(result.stderr).toContain(`${rig().host}:1`);
   });
 
@@ -59,8 +68,13 @@ describe("doctor", () => {
     delete env.SSH_AUTH_SOCK;
     const result = await runCli(["doctor", "--options", JSON.stringify(rigOptions({ identityFile: join(dir, "stranger") }))], { env });
     expect(result.code).toBe(3);
-    const lines = result.stdout.toString().trimEnd().split("\n");
-    expect(lines.map((l) => l.slice(0, 22).trim())).toEqual(["ok   connect", "ok   host key verified", "FAIL authenticated"]);
+    const lines = steps(result.stdout.toString());
+    expect(lines.map((l) => l.slice(0, 22).trim())).toEqual([
+      "ok   ssh_config",
+      "ok   connect",
+      "ok   host key verified",
+      "FAIL authenticated",
+    ]);
     expect(result.stderr).toMatch(/^SSH authentication failed for /);
   });
 

@@ -1,12 +1,14 @@
 // `doctor --options '<json>'` (or `--options-file <path>`): walks the whole path to a host one step
-// at a time (TCP connect, host key, authentication, agent, host facts) and prints one line per
-// step with its time, so a user sees exactly where a setup breaks. Exit 0 only if every step
+// at a time (ssh_config resolution with the resolved hop chain and the config lines behind it;
+// per hop TCP connect, host key, authentication; agent, host facts) and prints one line per step
+// with its time, so a user sees exactly where a setup breaks. Exit 0 only if every step
 // passes; otherwise the failing step's line, then the classified error and its class's exit code.
 import { readFileSync } from "node:fs";
 import { RuntimeError, oneLine } from "../../errors.js";
 import { parseRuntimeOptions, type RuntimeOptions } from "../../options.js";
 import { openHost, type SshHost } from "../../transport/ssh-host.js";
 import type { ConnectStep } from "../../transport/ssh-connection.js";
+import { resolvePlan, type ConnectionPlan } from "../../transport/ssh-config/resolve.js";
 import type { HostFacts as Facts } from "../../remote-agent/ops-system.js";
 import type { CliOperation, OperationArgs } from "../operation.js";
 
@@ -40,21 +42,41 @@ function gib(bytes: number | null): string {
   return bytes === null ? "unknown" : `${(bytes / 1024 ** 3).toFixed(1)} GiB`;
 }
 
-const STEP_NAMES: Record<ConnectStep | "agent" | "facts", string> = {
+type Step = ConnectStep | "config" | "agent" | "facts";
+const STEP_NAMES: Record<Step, string> = {
+  config: "ssh_config",
   tcp: "connect",
   "host-key": "host key verified",
   auth: "authenticated",
   agent: "agent",
   facts: "host facts",
 };
-const ORDER = ["tcp", "host-key", "auth", "agent", "facts"] as const;
+
+/** The chain as doctor shows it: one line per hop, then the config lines its values came from. */
+function describePlan(plan: ConnectionPlan): string[] {
+  const lines: string[] = [];
+  plan.hops.forEach((hop, i) => {
+    const keys = hop.identityFiles.length > 0 ? hop.identityFiles.join(", ") : "none";
+    const agent = hop.agentSocket ?? "none";
+    const known = [...hop.userKnownHostsFiles, ...hop.globalKnownHostsFiles].join(", ");
+    const only = hop.identitiesOnly ? " (IdentitiesOnly)" : "";
+    const proxy = hop.proxyCommand !== undefined ? `, ProxyCommand ${hop.proxyCommand}` : "";
+    lines.push(
+      `     hop ${i + 1}/${plan.hops.length} ${hop.label}: ${hop.user}@${hop.host}:${hop.port}, key ${keys}${only}, agent ${agent}, known_hosts ${known}${hop.hostKeyAlias ? ` as ${hop.hostKeyAlias}` : ""}${proxy}`,
+    );
+    for (const [keyword, where] of Object.entries(hop.sources ?? {})) {
+      for (const w of where) lines.push(`       ${keyword.padEnd(20)} ${w}`);
+    }
+  });
+  return lines;
+}
 
 const operation: CliOperation = {
   requiredFlags: [],
   optionalFlags: ["options", "options-file"],
   async run(args: OperationArgs, io) {
     const options = readOptions(args.flags);
-    const line = (ok: boolean, step: (typeof ORDER)[number], ms: number, detail: string) =>
+    const line = (ok: boolean, step: Step, ms: number, detail: string) =>
       io.stdout.write(`${ok ? "ok  " : "FAIL"} ${STEP_NAMES[step].padEnd(17)} ${String(Math.round(ms)).padStart(6)} ms  ${detail}\n`);
     let last = performance.now();
     const elapsed = () => {
@@ -63,21 +85,32 @@ const operation: CliOperation = {
       last = now;
       return ms;
     };
-    const done = new Set<string>();
-    const pass = (step: (typeof ORDER)[number], detail: string) => {
-      done.add(step);
+    // The steps still expected, in order: each hop's connect, host key and authentication.
+    let expected: Step[] = ["config", "tcp", "host-key", "auth", "agent", "facts"];
+    const pass = (step: Step, detail: string) => {
+      if (expected[0] === step) expected = expected.slice(1);
       line(true, step, elapsed(), detail);
     };
 
     let host: SshHost | undefined;
     try {
-      host = await openHost(options, {
-        onStep: (step, detail) => {
-          if (step === "tcp") pass(step, `${detail} (TCP)`);
-          if (step === "host-key") pass(step, `${detail} (known_hosts: ${options.knownHostsFile})`);
-          if (step === "auth") pass(step, `${options.user} with ${detail}`);
+      const plan = await resolvePlan(options, { provenance: true });
+      const hops = plan.hops.length;
+      expected = ["config", ...plan.hops.flatMap((): Step[] => ["tcp", "host-key", "auth"]), "agent", "facts"];
+      pass("config", `via ${plan.via}${options.sshConfig ? ` (${options.sshConfig})` : ""}: ${plan.hops.map((h) => h.label).join(" -> ")}`);
+      for (const l of describePlan(plan)) io.stdout.write(`${l}\n`);
+      const tag = (i: number) => (hops > 1 ? `[hop ${i + 1}/${hops}] ` : "");
+      host = await openHost(
+        options,
+        {
+          onStep: (step, detail, hop, i) => {
+            if (step === "tcp") pass(step, `${tag(i)}${detail}${hop.proxyCommand === undefined && i === 0 ? " (TCP)" : ""}`);
+            if (step === "host-key") pass(step, `${tag(i)}${detail}`);
+            if (step === "auth") pass(step, `${tag(i)}${hop.user} with ${detail}`);
+          },
         },
-      });
+        plan,
+      );
       const agent = await host.openAgent();
       agent.end();
       const where = `${options.root}/agent/${host.bundle.hash}`;
@@ -89,9 +122,8 @@ const operation: CliOperation = {
       );
       return 0;
     } catch (err) {
-      const failed = ORDER.find((s) => !done.has(s)) ?? "facts";
       const cls = err instanceof RuntimeError ? err.errorClass : "remote";
-      line(false, failed, elapsed(), `[${cls}]`);
+      line(false, expected[0] ?? "facts", elapsed(), `[${cls}]`);
       throw err;
     } finally {
       host?.close();
