@@ -77,12 +77,13 @@ const HELP: Record<OperationName, OperationHelp> = {
   config: {
     summary: "Print the workspaceRuntimes entry to paste into Paseo's config.json.",
     usage:
-      "--host <[user@]host[:port] | ssh_config alias> [--id ssh] [--identity-file <path>] [--known-hosts-file <path>] [--root <dir>] [--remote-node <path>] [--label <text>] [--doctor true]",
+      "--host <[user@]host[:port] | ssh_config alias> [--id ssh] [--identity-file <path>] [--known-hosts-file <path>] [--ssh-config <path>] [--root <dir>] [--remote-node <path>] [--label <text>] [--doctor true]",
     flags: [
       ["--host <spec>", "[user@]host[:port], or a Host alias from ~/.ssh/config (kept as the alias)"],
       ["--id <id>", "runtime id in Paseo's config (default ssh)"],
       ["--identity-file <path>", "private key to use instead of the ssh_config / default keys"],
       ["--known-hosts-file <path>", "known_hosts file to verify the host key against"],
+      ["--ssh-config <path>", "ssh_config file to read (default ~/.ssh/config and the system file; false: none)"],
       ["--root <dir>", "remote base directory (default ~/.paseo-ssh)"],
       ["--remote-node <path>", "absolute path of node on the host"],
       ["--label <text>", "label shown by Paseo"],

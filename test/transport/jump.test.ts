@@ -258,6 +258,17 @@ describe.skipIf(skip !== null)("ProxyJump and ProxyCommand against real sshd ins
     expect(out).toMatch(/ok +authenticated .* paseotest with publickey via /);
   });
 
+  it("config --host <alias> keeps the alias in options and its doctor run goes through the bastion", async () => {
+    const r = await runCli(["config", "--host", "middle", "--ssh-config", config, "--root", root, "--doctor", "true"], {
+      timeoutMs: 60_000,
+    });
+    expect(r.code, r.stderr).toBe(0);
+    const entry = (JSON.parse(r.stdout.toString()) as { workspaceRuntimes: { ssh: { options: Record<string, unknown> } } })
+      .workspaceRuntimes.ssh;
+    expect(entry.options).toEqual({ host: "middle", root, sshConfig: config });
+    expect(r.stderr).toContain(`hop 1/2 bastion (${jr.bastion.address})`);
+  });
+
   it("a wrong bastion host key fails naming the bastion, before any authentication to it", async () => {
     const before = jr.bastion.logText().length;
     const err = await failure("behind-bad");

@@ -1,5 +1,5 @@
-// `config --host [user@]host[:port] [--id ssh] [--identity-file …] [--known-hosts-file …] [--root …]
-// [--remote-node …] [--label …] [--doctor true]`: prints the `workspaceRuntimes` entry to paste
+// `config --host [user@]host[:port]|alias [--id ssh] [--identity-file …] [--known-hosts-file …]
+// [--ssh-config <file>|false] [--root …] [--remote-node …] [--label …] [--doctor true]`: prints the `workspaceRuntimes` entry to paste
 // into Paseo's config.json (contract §2), pointing at this installation. The options are checked
 // with the same parser every operation uses, so a pasted entry cannot fail on a typo later.
 import { accessSync, constants, existsSync, realpathSync } from "node:fs";
@@ -54,13 +54,16 @@ export function buildConfigEntry(flags: Record<string, string>): { id: string; e
 
   const target = parseHostSpec(flags.host ?? "");
   const identityFile = localFile("--identity-file", flags["identity-file"]);
+  const sshConfig = flags["ssh-config"] === "false" ? false : localFile("--ssh-config", flags["ssh-config"]);
   const knownHostsFile = localFile("--known-hosts-file", flags["known-hosts-file"]);
-  const options: Record<string, string | number> = {
+  const options: Record<string, string | number | boolean> = {
     ...hostOptions(target),
     ...(identityFile !== undefined ? { identityFile } : {}),
     ...(knownHostsFile !== undefined ? { knownHostsFile } : {}),
     ...(flags.root !== undefined ? { root: flags.root } : {}),
     ...(flags["remote-node"] !== undefined ? { remoteNode: flags["remote-node"] } : {}),
+    // An ssh_config alias stays the alias, so later edits to the config apply.
+    ...(sshConfig !== undefined ? { sshConfig } : {}),
   };
   parseRuntimeOptions(options);
   const entry = RuntimeConfigEntrySchema.parse({ type: "command", label, command: runtimeCommand(), options });
@@ -82,10 +85,14 @@ function parseBooleanFlag(name: string, value: string | undefined): boolean {
 
 const operation: CliOperation = {
   requiredFlags: ["host"],
-  optionalFlags: ["id", "identity-file", "known-hosts-file", "root", "remote-node", "label", "doctor"],
+  optionalFlags: ["id", "identity-file", "known-hosts-file", "ssh-config", "root", "remote-node", "label", "doctor"],
   async run(args, io) {
     const withDoctor = parseBooleanFlag("doctor", args.flags.doctor);
     const { id, entry } = buildConfigEntry(args.flags);
+    // Resolving the host through ssh_config now turns a refused keyword or a ProxyJump loop into
+    // an error here rather than on Paseo's first operation.
+    const { resolvePlan } = await import("../../transport/ssh-config/resolve.js");
+    await resolvePlan(parseRuntimeOptions(entry.options));
     if (withDoctor) await runDoctor(entry.options, io);
     io.stdout.write(`${JSON.stringify({ workspaceRuntimes: { [id]: entry } }, null, 2)}\n`);
     return 0;
