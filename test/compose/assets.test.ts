@@ -53,10 +53,10 @@ function dockerInstructions(): Array<{ op: string; args: string }> {
     });
 }
 
-function composeService(): Record<string, any> {
+function composeService(name = "sshd"): Record<string, any> {
   const compose = parseYaml(read(join(root, "compose.yaml"))) as { services: Record<string, Record<string, any>> };
-  expect(Object.keys(compose.services)).toEqual(["sshd"]);
-  return compose.services.sshd!;
+  expect(Object.keys(compose.services)).toEqual(["sshd", "bastion"]);
+  return compose.services[name]!;
 }
 
 describe("compose sshd rig assets", () => {
@@ -188,6 +188,32 @@ describe("compose sshd rig assets", () => {
     expect(containerPort).toBe(String(CONTAINER.port));
     expect(sshd.environment).toEqual({ PASEO_AUTHORIZED_KEY: expect.stringMatching(/^\$\{PASEO_COMPOSE_AUTHORIZED_KEY[:?}]/) });
     expect(sshd.healthcheck.test.join(" ")).toContain(`/dev/tcp/127.0.0.1/${CONTAINER.port}`);
+  });
+
+  it("the bastion is the same server image on its own loopback port, with the runner's key", () => {
+    const sshd = composeService();
+    const bastion = composeService("bastion");
+    expect(bastion.build).toEqual(sshd.build);
+    expect(bastion.image).toBe(sshd.image);
+    expect(bastion.environment).toEqual(sshd.environment);
+    expect(bastion.healthcheck).toEqual(sshd.healthcheck);
+    const [ip, hostPort, containerPort] = (bastion.ports[0] as string).split(/:(?![^{]*\})/);
+    expect(ip).toBe("127.0.0.1");
+    expect(hostPort).toMatch(/^\$\{PASEO_COMPOSE_BASTION_PORT(:-\d+)?\}$/);
+    expect(hostPort).not.toBe((sshd.ports[0] as string).split(/:(?![^{]*\})/)[1]);
+    expect(containerPort).toBe(String(CONTAINER.port));
+  });
+
+  it("the runner writes the jump config the compose jump test reads, reaching the target by its service name", () => {
+    const runner = read(docker("run-compose.mjs"));
+    const jumpTest = read(join(root, "test", "transport", "compose-jump.test.ts"));
+    for (const name of ["PASEO_TEST_JUMP_SSH_CONFIG", "PASEO_TEST_JUMP_HOST"]) {
+      expect(runner).toContain(`${name}:`);
+      expect(jumpTest).toContain(`process.env.${name}`);
+    }
+    expect(runner).toContain("HostName sshd");
+    expect(runner).toContain("ProxyJump paseo-compose-bastion");
+    expect(runner).toMatch(/\["bastion", \[`\[127\.0\.0\.1\]:\$\{bastionPort\}`\]\]/);
   });
 
   it("the runner feeds compose the variables it interpolates and the rig the variables it reads", () => {

@@ -65,10 +65,16 @@ async function main() {
 
   const tmp = mkdtempSync(join(tmpdir(), "paseo-compose-"));
   const port = await freePort();
+  const bastionPort = await freePort();
   const key = ssh2.utils.generateKeyPairSync("ed25519");
   const identityFile = join(tmp, "id_ed25519");
   writeFileSync(identityFile, key.private, { mode: 0o600 });
-  const env = { ...process.env, PASEO_COMPOSE_SSH_PORT: String(port), PASEO_COMPOSE_AUTHORIZED_KEY: key.public.trim() };
+  const env = {
+    ...process.env,
+    PASEO_COMPOSE_SSH_PORT: String(port),
+    PASEO_COMPOSE_BASTION_PORT: String(bastionPort),
+    PASEO_COMPOSE_AUTHORIZED_KEY: key.public.trim(),
+  };
 
   let up = false;
   try {
@@ -80,12 +86,25 @@ async function main() {
     process.stderr.write(`test:compose: starting the sshd container on 127.0.0.1:${port}\n`);
     await docker(["up", "--detach", "--build", "--wait", "--wait-timeout", "120"], env);
     const knownHosts = [];
-    for (const path of hostKeys) {
-      const pub = (await docker(["exec", "-T", "sshd", "cat", `${path}.pub`], env)).trim().split(/\s+/);
-      knownHosts.push(`[127.0.0.1]:${port} ${pub[0]} ${pub[1]}`);
+    // The target is known as 127.0.0.1:<port> from here and as `sshd` from the bastion.
+    for (const [service, names] of [
+      ["sshd", [`[127.0.0.1]:${port}`, "sshd"]],
+      ["bastion", [`[127.0.0.1]:${bastionPort}`]],
+    ]) {
+      for (const path of hostKeys) {
+        const pub = (await docker(["exec", "-T", service, "cat", `${path}.pub`], env)).trim().split(/\s+/);
+        for (const name of names) knownHosts.push(`${name} ${pub[0]} ${pub[1]}`);
+      }
     }
     const knownHostsFile = join(tmp, "known_hosts");
     writeFileSync(knownHostsFile, knownHosts.join("\n") + "\n");
+    const sshConfig = join(tmp, "ssh_config");
+    const common = `  User ${user}\n  IdentityFile ${identityFile}\n  IdentitiesOnly yes\n  UserKnownHostsFile ${knownHostsFile}\n`;
+    writeFileSync(
+      sshConfig,
+      `Host paseo-compose-bastion\n  HostName 127.0.0.1\n  Port ${bastionPort}\n${common}` +
+        `Host paseo-compose-target\n  HostName sshd\n  Port 22\n  ProxyJump paseo-compose-bastion\n${common}`,
+    );
     return await runVitest(process.argv.slice(2), {
       ...process.env,
       PASEO_TEST_SSH_HOST: "127.0.0.1",
@@ -93,6 +112,8 @@ async function main() {
       PASEO_TEST_SSH_USER: user,
       PASEO_TEST_SSH_IDENTITY: identityFile,
       PASEO_TEST_SSH_KNOWN_HOSTS: knownHostsFile,
+      PASEO_TEST_JUMP_SSH_CONFIG: sshConfig,
+      PASEO_TEST_JUMP_HOST: "paseo-compose-target",
     });
   } finally {
     if (up)

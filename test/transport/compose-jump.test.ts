@@ -1,0 +1,28 @@
+// Under `npm run test:compose` (Docker): the compose target reached through the compose bastion
+// as a ProxyJump host, by the alias in the ssh_config the runner writes. Skipped elsewhere; the
+// local equivalent with network namespaces is jump.test.ts.
+import { describe, expect, it } from "vitest";
+import { parseRuntimeOptions } from "../../src/options.js";
+import { openHost } from "../../src/transport/ssh-host.js";
+import { testRoot } from "../rig/rig.js";
+import { runCli } from "../support/run-cli.js";
+
+const sshConfig = process.env.PASEO_TEST_JUMP_SSH_CONFIG;
+const host = process.env.PASEO_TEST_JUMP_HOST;
+
+describe.runIf(sshConfig !== undefined && host !== undefined)("compose: the target through the bastion", () => {
+  it("doctor passes every step of both hops", async () => {
+    const r = await runCli(["doctor", "--options", JSON.stringify({ host, sshConfig, root: testRoot() })], { timeoutMs: 120_000 });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.toString()).toContain("hop 2/2 paseo-compose-target (sshd)");
+  });
+
+  it("an agent call through the bastion reaches the target", async () => {
+    const h = await openHost(parseRuntimeOptions({ host, sshConfig, root: testRoot(), broker: false }));
+    try {
+      expect((await h.call<{ os: string }>({ op: "facts" })).os).toMatch(/^linux/);
+    } finally {
+      h.close();
+    }
+  });
+});
