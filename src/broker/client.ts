@@ -5,8 +5,8 @@
 import { spawn } from "node:child_process";
 import { closeSync, existsSync, openSync, readFileSync, rmSync, statSync, truncateSync } from "node:fs";
 import type { Socket } from "node:net";
-import { RuntimeError, oneLine } from "../errors.js";
-import type { RuntimeOptions } from "../options.js";
+import { RuntimeError, oneLine } from "../shared/errors.js";
+import type { RuntimeOptions } from "../transport/options.js";
 import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
 import { dial } from "./dial.js";
 import { withLock } from "./lock.js";

@@ -2,7 +2,7 @@
 // lock directory holds it. A holder that crashed leaves it behind; it counts as stale after
 // STALE_LOCK_MS, far longer than any holder keeps it (a probe and an unlink).
 import { mkdirSync, rmSync, statSync } from "node:fs";
-import { RuntimeError } from "../errors.js";
+import { RuntimeError } from "../shared/errors.js";
 
 const STALE_LOCK_MS = 10_000;
 const LOCK_WAIT_MS = 15_000;

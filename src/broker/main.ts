@@ -2,8 +2,8 @@
 // runtime process of a host configuration; its command line is just `node dist/broker.js`: the
 // configuration (options, the resolved hop chain, paths; no workspace id, no secret) arrives as one JSON document on
 // stdin. Diagnostics go to stderr, which the starter points at a 0600 log file next to the socket.
-import { RuntimeError, oneLine } from "../errors.js";
-import type { RuntimeOptions } from "../options.js";
+import { RuntimeError, oneLine } from "../shared/errors.js";
+import type { RuntimeOptions } from "../transport/options.js";
 import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
 import { brokerVersion, type BrokerPaths } from "./paths.js";
 import { BrokerServer } from "./server.js";

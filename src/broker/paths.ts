@@ -6,7 +6,7 @@ import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync } from "node:
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { RuntimeOptions } from "../options.js";
+import type { RuntimeOptions } from "../transport/options.js";
 import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
 
 /** Bumped when the wire protocol (wire.ts) changes shape. */

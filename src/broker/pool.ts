@@ -6,8 +6,8 @@
 import { EventEmitter } from "node:events";
 import pRetry, { AbortError } from "p-retry";
 import type { ClientChannel, PseudoTtyOptions } from "ssh2";
-import { RuntimeError, oneLine } from "../errors.js";
-import type { RuntimeOptions } from "../options.js";
+import { RuntimeError, oneLine } from "../shared/errors.js";
+import type { RuntimeOptions } from "../transport/options.js";
 import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
 import type { AgentChannel } from "../transport/agent-channel.js";
 import type { PtyChannel, PtyRequest } from "../transport/host.js";

@@ -3,9 +3,9 @@
 // asked, or once a newer broker has taken its socket path and its last channel has closed.
 import { chmodSync, rmSync, statSync } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
-import { FrameDecoder, FrameKind, encodeFrame, AGENT_READY_MARKER, type Frame } from "../protocol/frames.js";
-import { RuntimeError, oneLine, toWireError } from "../errors.js";
-import type { RuntimeOptions } from "../options.js";
+import { FrameDecoder, FrameKind, encodeFrame, AGENT_READY_MARKER, type Frame } from "../shared/frames.js";
+import { RuntimeError, oneLine, toWireError } from "../shared/errors.js";
+import type { RuntimeOptions } from "../transport/options.js";
 import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
 import type { AgentChannel } from "../transport/agent-channel.js";
 import type { PtyChannel } from "../transport/host.js";
@@ -14,7 +14,7 @@ import { withLock } from "./lock.js";
 import type { BrokerPaths } from "./paths.js";
 import { ChannelPool, type Lease } from "./pool.js";
 import { readLine, writeLine, type BrokerRequest, type BrokerResult } from "./wire.js";
-import { listen } from "../protocol/listen.js";
+import { listen } from "../shared/listen-unix.js";
 
 /** A client must name its channel this soon after connecting. */
 const HEADER_TIMEOUT_MS = 10_000;

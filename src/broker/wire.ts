@@ -8,7 +8,7 @@
 // output; client -> broker uses frames.ts framing (Stdin data, Json {"type":"window",rows,cols},
 // Eof) so a window change never mixes with keystrokes.
 import type { Socket } from "node:net";
-import { RuntimeError, type ErrorClass } from "../errors.js";
+import { RuntimeError, type ErrorClass } from "../shared/errors.js";
 import type { PtyRequest } from "../transport/host.js";
 
 export type BrokerRequest = { kind: "agent" } | { kind: "pty"; args: string[]; pty: PtyRequest } | { kind: "ping" } | { kind: "shutdown" };

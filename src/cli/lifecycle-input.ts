@@ -1,7 +1,7 @@
 // Reads and checks the lifecycle request Paseo writes on stdin (contract §5, §7.5) before an
 // operation does anything else: no network use happens for a request we would refuse.
 import type { Readable } from "node:stream";
-import { RuntimeError } from "../errors.js";
+import { RuntimeError } from "../shared/errors.js";
 import { LifecycleRequestSchema, parseJsonText, validateMessage, type LifecycleRequest } from "../contract/index.js";
 
 export const MAX_REQUEST_BYTES = 16 * 1024 * 1024;

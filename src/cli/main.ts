@@ -3,7 +3,7 @@
 // Finds the operation word, parses its flags strictly, runs the operation module and turns every
 // failure into one stderr line plus a stable exit code. Never prints a stack trace.
 import { Command, CommanderError, Option } from "commander";
-import { EXIT_CODES, RuntimeError, oneLine } from "../errors.js";
+import { EXIT_CODES, RuntimeError, oneLine } from "../shared/errors.js";
 import { helpRequest } from "./help.js";
 import type { CliOperation, OperationArgs, OperationIO } from "./operation.js";
 import { OPERATIONS, isOperationName, loadOperation, type OperationName } from "./ops/registry.js";

@@ -2,7 +2,7 @@
 // write goes through `encodeCanonical`; every message we read goes through `parseJsonText` and
 // `validateMessage`, so the byte rules and the error texts live in one place.
 import type * as z from "zod";
-import { RuntimeError, type ErrorClass } from "../errors.js";
+import { RuntimeError, type ErrorClass } from "../shared/errors.js";
 
 /** `input.placement: Unrecognized key: "root"`; several issues are joined with `; `. */
 export function formatIssues(issues: readonly z.core.$ZodIssue[]): string {

@@ -1,7 +1,7 @@
 // Paseo's fd4 phase machine (contract §8.4): started -> [resized…] -> eof -> exit, every violation
 // fatal with a fixed text. The exec wrapper runs its own events through it before writing them, and
 // tests use it to judge recorded fd4 streams.
-import { RuntimeError } from "../errors.js";
+import { RuntimeError } from "../shared/errors.js";
 import { decodeFrames } from "./ndjson.js";
 import { ProcessEventSchema, type ExitEvent, type ProcessEvent } from "./schemas.js";
 

@@ -2,7 +2,7 @@
 // rules for the fd3 controls we read. Chunks may split frames (and UTF-8 sequences) anywhere.
 import type { Readable } from "node:stream";
 import type * as z from "zod";
-import { RuntimeError } from "../errors.js";
+import { RuntimeError } from "../shared/errors.js";
 import { parseJsonText, validateMessage } from "./codec.js";
 
 export const EMPTY_FRAME = "Command runtime message frame is empty";

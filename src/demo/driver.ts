@@ -20,7 +20,7 @@ import {
   SpawnControlSchema,
   validateMessage,
 } from "../contract/index.js";
-import { RuntimeError, oneLine } from "../errors.js";
+import { RuntimeError, oneLine } from "../shared/errors.js";
 
 export type LifecycleRequest = z.input<typeof LifecycleRequestSchema>;
 export type SpawnEnvelope = z.input<typeof SpawnControlSchema>;

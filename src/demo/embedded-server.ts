@@ -11,7 +11,7 @@ import { timingSafeEqual } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
 import { tmpdir, userInfo } from "node:os";
 import { dirname, join } from "node:path";
-import { RuntimeError } from "../errors.js";
+import { RuntimeError } from "../shared/errors.js";
 
 // ssh2 is CommonJS: named imports do not survive the ESM bundle, the default export does.
 const { Server: SshServer, utils } = ssh2;

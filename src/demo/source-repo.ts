@@ -5,7 +5,7 @@ import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { RuntimeError } from "../errors.js";
+import { RuntimeError } from "../shared/errors.js";
 
 export interface DemoSource {
   /** Repository root on this machine (the create input's directory source). */

@@ -4,7 +4,7 @@
 // (scenarios §1) before any other validation message.
 import type { Readable } from "node:stream";
 import * as z from "zod";
-import { RuntimeError } from "../errors.js";
+import { RuntimeError } from "../shared/errors.js";
 import { ControlFrameSchema, FrameDecoder, SpawnControlSchema, validateMessage } from "../contract/index.js";
 
 export type SpawnEnvelope = z.output<typeof SpawnControlSchema>;

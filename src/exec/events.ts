@@ -3,7 +3,7 @@
 // event, so a bug here cannot produce a sequence Paseo would reject with a confusing message.
 import type { Writable } from "node:stream";
 import { ProcessEventSchema, encodeCanonical } from "../contract/index.js";
-import { RuntimeError } from "../errors.js";
+import { RuntimeError } from "../shared/errors.js";
 import { endStream, flushed } from "./fds.js";
 
 type Phase = "waiting" | "started" | "eof" | "exit" | "error";

@@ -4,7 +4,7 @@
 import { createReadStream, createWriteStream, fstatSync } from "node:fs";
 import { Socket } from "node:net";
 import type { Readable, Writable } from "node:stream";
-import { RuntimeError } from "../errors.js";
+import { RuntimeError } from "../shared/errors.js";
 
 function checkFd(fd: number, role: string): boolean {
   try {

@@ -11,11 +11,11 @@
 //    with an SSH window-change, confirmed on the remote terminal, then acknowledged.
 //  * Any failure after `started` kills the execution first and then writes one fd4 `error`.
 import type { Readable, Writable } from "node:stream";
-import { RuntimeError, fromWireError, type WireError } from "../errors.js";
-import { FrameKind, encodeData, encodeFrame, type Frame } from "../protocol/frames.js";
+import { RuntimeError, fromWireError, type WireError } from "../shared/errors.js";
+import { FrameKind, encodeData, encodeFrame, type Frame } from "../shared/frames.js";
 import type { AgentChannel } from "../transport/agent-channel.js";
 import type { PtyChannel, RemoteHost } from "../transport/host.js";
-import { parseRuntimeOptions, type RuntimeOptions } from "../options.js";
+import { parseRuntimeOptions, type RuntimeOptions } from "../transport/options.js";
 import type { OperationIO } from "../cli/operation.js";
 import { readControls, type ControlFrame, type SpawnEnvelope } from "./controls.js";
 import { EventWriter } from "./events.js";

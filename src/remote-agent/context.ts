@@ -1,7 +1,7 @@
 // The agent's view of one request: the channel it arrived on (frames over stdin/stdout) and the
 // host paths it may use. Op modules receive this and nothing else, so they can be tested by
 // running the bundled agent as a local child process.
-import type { Frame } from "../protocol/frames.js";
+import type { Frame } from "../shared/frames.js";
 
 export interface AgentRequest {
   op: string;

@@ -4,11 +4,11 @@
 // Secrets (workload env) arrive only in frames, never on a command line or in a file.
 import { homedir } from "node:os";
 import { dirname, resolve } from "node:path";
-import { AGENT_READY_MARKER, FrameDecoder, FrameKind, encodeJson, type Frame } from "../protocol/frames.js";
-import { RuntimeError, toWireError } from "../errors.js";
+import { AGENT_READY_MARKER, FrameDecoder, FrameKind, encodeJson, type Frame } from "../shared/frames.js";
+import { RuntimeError, toWireError } from "../shared/errors.js";
 import type { AgentContext, AgentRequest } from "./context.js";
 import { OPS } from "./ops.js";
-import { ptyAttachMain } from "./pty-attach.js";
+import { ptyAttachMain } from "./exec/pty-attach.js";
 
 function expandRoot(root: string): string {
   if (root === "~") return homedir();

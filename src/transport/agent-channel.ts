@@ -3,8 +3,8 @@
 // decodes frames and offers request/response and streaming use.
 import { EventEmitter } from "node:events";
 import type { Readable, Writable } from "node:stream";
-import { FrameDecoder, FrameKind, MarkerScanner, encodeJson, type Frame } from "../protocol/frames.js";
-import { RuntimeError, fromWireError, oneLine, type WireError } from "../errors.js";
+import { FrameDecoder, FrameKind, MarkerScanner, encodeJson, type Frame } from "../shared/frames.js";
+import { RuntimeError, fromWireError, oneLine, type WireError } from "../shared/errors.js";
 
 export interface ByteDuplex {
   stdin: Writable;

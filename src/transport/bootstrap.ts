@@ -7,7 +7,7 @@
 // shell prints before the agent's ready marker is noise and is ignored.
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { RuntimeError } from "../errors.js";
+import { RuntimeError } from "../shared/errors.js";
 import { bundledAgentPath } from "./local-host.js";
 
 export const BOOT_SENTINEL = "PASEO-SSH-BOOT-1";

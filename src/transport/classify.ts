@@ -1,6 +1,6 @@
 // Turns low-level socket and ssh2 failures into classified RuntimeErrors that name host:port, so
 // a user sees "network" vs "auth" vs "host-key" and a stable exit code instead of a raw errno.
-import { RuntimeError, oneLine } from "../errors.js";
+import { RuntimeError, oneLine } from "../shared/errors.js";
 
 const NETWORK_CODES: Record<string, string> = {
   ECONNREFUSED: "connection refused",

@@ -6,7 +6,7 @@
 import { createHash, createHmac } from "node:crypto";
 import { appendFileSync, mkdirSync, readFileSync } from "node:fs";
 import { dirname } from "node:path";
-import { RuntimeError } from "../errors.js";
+import { RuntimeError } from "../shared/errors.js";
 
 export interface KnownHostEntry {
   /** The file it was read from, when several are consulted. */

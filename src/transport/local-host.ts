@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import { dirname, join } from "node:path";
 import { AgentChannel } from "./agent-channel.js";
 import { callAgent, type PtyChannel, type PtyRequest, type RemoteHost } from "./host.js";
-import { RuntimeError } from "../errors.js";
+import { RuntimeError } from "../shared/errors.js";
 
 export function bundledAgentPath(): string {
   // dist/cli.js and dist/remote-agent.cjs sit side by side; from src/ (tests) look in ../../dist.

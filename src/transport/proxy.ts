@@ -5,7 +5,7 @@
 import { spawn } from "node:child_process";
 import { Duplex } from "node:stream";
 import type { Client } from "ssh2";
-import { RuntimeError, oneLine } from "../errors.js";
+import { RuntimeError, oneLine } from "../shared/errors.js";
 
 export interface ProxyProcess {
   stream: Duplex;

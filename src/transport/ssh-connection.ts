@@ -8,8 +8,8 @@ import type { Duplex } from "node:stream";
 // ssh2 is CommonJS: Node's ESM loader only offers its default export (dist/cli.js is ESM).
 import ssh2 from "ssh2";
 import type { Client, ClientChannel, PseudoTtyOptions } from "ssh2";
-import { RuntimeError, oneLine } from "../errors.js";
-import type { RuntimeOptions } from "../options.js";
+import { RuntimeError, oneLine } from "../shared/errors.js";
+import type { RuntimeOptions } from "./options.js";
 import { planAuth } from "./auth.js";
 import { classifySshError, networkError } from "./classify.js";
 import { knownKeyTypes, loadKnownHostsFiles, recordHostKey, verifyHostKey } from "./known-hosts.js";

@@ -2,12 +2,12 @@
 // use), then holds one agent conversation that claims the directory, negotiates which objects the
 // remote cache lacks, receives exactly those, and checks the workspace out.
 import { createHash } from "node:crypto";
-import { RuntimeError, oneLine } from "../errors.js";
+import { RuntimeError, oneLine } from "../shared/errors.js";
 import type { CreateInput, PlacementIntent } from "../contract/schemas.js";
 import type { RemoteHost } from "../transport/host.js";
-import { FrameKind, type Frame } from "../protocol/frames.js";
-import type { CreateRequest, CreateResult, IntegrationTarget, NeedObjectsMessage, SourceSpec, TestHooks } from "./agent-protocol.js";
-import { normaliseRelativePath } from "./relative-path.js";
+import { FrameKind, type Frame } from "../shared/frames.js";
+import type { CreateRequest, CreateResult, IntegrationTarget, NeedObjectsMessage, SourceSpec, TestHooks } from "../shared/agent-api.js";
+import { normaliseRelativePath } from "../shared/relative-path.js";
 import { resolveLocalSource } from "./local-source.js";
 import { localHaves, sendObjects } from "./object-transfer.js";
 import type { Progress } from "./progress.js";

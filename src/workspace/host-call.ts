@@ -1,7 +1,7 @@
 // Connecting for one workspace operation: open the host from parsed options, run, always close;
 // and the common one-shot agent call addressed by workspace id and owner.
-import type { RuntimeOptions } from "../options.js";
-import { openHost } from "../transport/open-host.js";
+import type { RuntimeOptions } from "../transport/options.js";
+import { openHost } from "../broker/open-host.js";
 import type { RemoteHost } from "../transport/host.js";
 
 export async function withHost<T>(options: RuntimeOptions, fn: (host: RemoteHost) => Promise<T>): Promise<T> {

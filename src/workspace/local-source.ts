@@ -2,9 +2,9 @@
 // per placement kind. Uses read-only git plumbing only: the local repository gains no refs, no
 // config and no files. Uncommitted and untracked content is dropped by design (only commits ship).
 import { realpathSync } from "node:fs";
-import { RuntimeError } from "../errors.js";
+import { RuntimeError } from "../shared/errors.js";
 import type { PlacementIntent, ResolvedWorktreeSource } from "../contract/schemas.js";
-import { gitResult, SHA_RE } from "./git-exec.js";
+import { gitResult, SHA_RE } from "../shared/git-exec.js";
 
 export interface LocalResolution {
   /** Canonical path of the repository's top level. */

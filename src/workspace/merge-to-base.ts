@@ -2,11 +2,11 @@
 // bring the workspace's committed work back to the Paseo-host repository it was created from and
 // fast-forward the recorded base branch to it. Never a real merge: if the base moved on, refuse and
 // let the user merge or rebase inside the workspace. Uncommitted workspace changes are not taken.
-import { RuntimeError } from "../errors.js";
-import { FrameKind, type Frame } from "../protocol/frames.js";
+import { RuntimeError } from "../shared/errors.js";
+import { FrameKind, type Frame } from "../shared/frames.js";
 import type { RemoteHost } from "../transport/host.js";
-import type { MergeInfo } from "./agent-protocol.js";
-import { gitResult, gitStream, knownCommits, SHA_RE } from "./git-exec.js";
+import type { MergeInfo } from "../shared/agent-api.js";
+import { gitResult, gitStream, knownCommits, SHA_RE } from "../shared/git-exec.js";
 import { callWorkspaceOp } from "./host-call.js";
 
 const IMPORT_TIMEOUT_MS = 600_000;

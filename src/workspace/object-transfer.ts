@@ -1,9 +1,9 @@
 // Ships the objects a remote cache lacks: `git pack-objects --revs --thin --stdout` on the Paseo
 // host (reads the repository, writes nothing into it) streamed as Stdin data frames, then an Eof
 // frame. The agent completes the thin pack with `index-pack --fix-thin` against its own objects.
-import { FrameKind, encodeData, encodeFrame } from "../protocol/frames.js";
+import { FrameKind, encodeData, encodeFrame } from "../shared/frames.js";
 import type { AgentChannel } from "../transport/agent-channel.js";
-import { gitStream, knownCommits } from "./git-exec.js";
+import { gitStream, knownCommits } from "../shared/git-exec.js";
 
 const PACK_TIMEOUT_MS = 600_000;
 

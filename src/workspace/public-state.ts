@@ -1,7 +1,7 @@
 // Builds the public contract responses from the agent's private workspace view. Only the fields
 // the strict v1 schemas allow leave this module: no root, revision, host or commit.
 import type { InspectionResponse, StateResponse } from "../contract/schemas.js";
-import type { InspectResult, WorkspaceView } from "./agent-protocol.js";
+import type { InspectResult, WorkspaceView } from "../shared/agent-api.js";
 
 export function stateResponse(workspaceId: string, view: WorkspaceView, materializedFreshContent?: boolean): StateResponse {
   return {

@@ -8,13 +8,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { startDelayProxy, type DelayProxy } from "../../bench/delay-proxy.mjs";
-import type { RuntimeOptions } from "../../src/options.js";
-import { BrokerHost } from "../../src/transport/broker-host.js";
-import { openHost } from "../../src/transport/open-host.js";
+import type { RuntimeOptions } from "../../src/transport/options.js";
+import { BrokerHost } from "../../src/broker/broker-host.js";
+import { openHost } from "../../src/broker/open-host.js";
 import { SshHost } from "../../src/transport/ssh-host.js";
 import type { AgentChannel } from "../../src/transport/agent-channel.js";
 import { rig, sshdLogOffset, sshdLogSince, waitFor } from "../rig/rig.js";
-import { alive, brokerOptions, brokerStats, stopBroker, targetOf } from "./support.js";
+import { alive, brokerOptions, brokerStats, stopBroker, targetOf } from "../support/broker.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { brokerDir } from "../../src/broker/paths.js";
 import { brokerTarget } from "../../src/broker/client.js";
-import { parseRuntimeOptions } from "../../src/options.js";
+import { parseRuntimeOptions } from "../../src/transport/options.js";
 
 let base = "";
 let savedXdg: string | undefined;

@@ -5,11 +5,11 @@
 import { readFileSync, statSync } from "node:fs";
 import { dirname } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import type { RuntimeOptions } from "../../src/options.js";
+import type { RuntimeOptions } from "../../src/transport/options.js";
 import { lifecycleRequest, runCli } from "../support/run-cli.js";
 import { rig, rigOptions, sshdLogOffset, sshdLogSince, uniqueTestRoot } from "../rig/rig.js";
-import { brokerStats, stopBroker, targetOf } from "./support.js";
-import { parseRuntimeOptions } from "../../src/options.js";
+import { brokerStats, stopBroker, targetOf } from "../support/broker.js";
+import { parseRuntimeOptions } from "../../src/transport/options.js";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {

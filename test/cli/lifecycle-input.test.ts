@@ -4,7 +4,7 @@ import { PassThrough, Readable } from "node:stream";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { MAX_REQUEST_BYTES, STDIN_TIMEOUT_MS, readLifecycleRequest } from "../../src/cli/lifecycle-input.js";
 import { writeDescribe, writeResponse } from "../../src/cli/respond.js";
-import { RuntimeError } from "../../src/errors.js";
+import { RuntimeError } from "../../src/shared/errors.js";
 import { TEST_RUNTIME_INSTANCE_ID, lifecycleRequest } from "../support/run-cli.js";
 import { v1Examples } from "../contract/vectors.js";
 

@@ -8,7 +8,7 @@ import { mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CLI_PATH, runCli } from "../support/run-cli.js";
-import { parseRuntimeOptions } from "../../src/options.js";
+import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { rig, testRoot } from "../rig/rig.js";
 
 const JsonValue: z.ZodType = z.lazy(() =>

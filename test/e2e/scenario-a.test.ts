@@ -9,11 +9,11 @@ import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { execWorkload, runWorkload, spawnOp, type RuntimeCommand, type SpawnEnvelope } from "../../src/demo/driver.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
-import { newExecId } from "../exec/harness.js";
+import { newExecId } from "../support/exec.js";
 import { gitIn, LARGE_BIN_SIZE, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { rig, rigOptions, waitFor } from "../rig/rig.js";
 import { CLI_PATH } from "../support/run-cli.js";
-import { absoluteRoot, suiteRoot } from "../workspace/driver.js";
+import { absoluteRoot, suiteRoot } from "../support/workspace.js";
 
 const PATH = "/usr/local/bin:/usr/bin:/bin";
 const SIZE_PROBE =

@@ -2,8 +2,8 @@
 // do-better 21) for exec, over the real sshd.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { existsSync } from "node:fs";
-import { ExecWorkspace, eventually, exitOf, sleep } from "./harness.js";
-import { execRecordPath, readRecordFile } from "../../src/remote-agent/exec-records.js";
+import { ExecWorkspace, eventually, exitOf, sleep } from "../support/exec.js";
+import { execRecordPath, readRecordFile } from "../../src/remote-agent/exec/records.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { rig } from "../rig/rig.js";
 

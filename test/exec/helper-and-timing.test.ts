@@ -2,7 +2,7 @@
 // cost of one whole exec through the protocol (do-better 11), measured against the real sshd.
 import { cpus, loadavg } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ExecWorkspace, exitOf } from "./harness.js";
+import { ExecWorkspace, exitOf } from "../support/exec.js";
 
 describe("helper launch and exec cost over SSH", () => {
   const ws = new ExecWorkspace("exec-helper");

@@ -4,7 +4,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ExecWorkspace, eventually, exitOf, newExecId, secretLeaks, sleep } from "./harness.js";
+import { ExecWorkspace, eventually, exitOf, newExecId, secretLeaks, sleep } from "../support/exec.js";
 
 describe("exec, pipes mode, over SSH", () => {
   const ws = new ExecWorkspace("exec-pipes");

@@ -5,11 +5,11 @@ import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { cpus, loadavg } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ExecWorkspace, eventually, exitOf, newExecId, sleep } from "./harness.js";
+import { ExecWorkspace, eventually, exitOf, newExecId, sleep } from "../support/exec.js";
 import { TEST_DELAY_IDENTITY_ENV } from "../../src/exec/run-exec.js";
-import { execRecordPath, readRecordFile } from "../../src/remote-agent/exec-records.js";
+import { execRecordPath, readRecordFile } from "../../src/remote-agent/exec/records.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
-import { isGone } from "../../src/remote-agent/exec-proc.js";
+import { isGone } from "../../src/shared/proc-stat.js";
 
 const STUBBORN = "process.on('SIGTERM',()=>{});console.log('stubborn-ready');setInterval(()=>{},1000)";
 

@@ -4,10 +4,10 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync, chmodSync, 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { parseProcStat } from "../../src/remote-agent/exec-proc.js";
-import { findOnPath, resolveWorkloadCwd } from "../../src/remote-agent/exec-launch.js";
+import { parseProcStat } from "../../src/shared/proc-stat.js";
+import { findOnPath, resolveWorkloadCwd } from "../../src/remote-agent/exec/launch.js";
 import { validateControl, validateEnvelope } from "../../src/exec/controls.js";
-import { parseRunRequest } from "../../src/remote-agent/exec-request.js";
+import { parseRunRequest } from "../../src/remote-agent/exec/request.js";
 
 describe("parseProcStat", () => {
   it("reads state, ppid, pgid, sid and start time past a command name with spaces and parens", () => {

@@ -4,7 +4,7 @@ import { spawn } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { collect, ensureHelperBuilt, HELPER, makeFixture, NODE, runHardError, runHelper, type Fixture } from "./harness.js";
+import { collect, ensureHelperBuilt, HELPER, makeFixture, NODE, runHardError, runHelper, type Fixture } from "../support/helper.js";
 
 let fx: Fixture;
 beforeAll(() => {

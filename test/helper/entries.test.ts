@@ -2,7 +2,7 @@
 // texts, confinement of every created, renamed, copied and deleted path.
 import { lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, statSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { ensureHelperBuilt, makeFixture, runHardError, runJson, type Fixture } from "./harness.js";
+import { ensureHelperBuilt, makeFixture, runHardError, runJson, type Fixture } from "../support/helper.js";
 
 let fx: Fixture;
 let cwd: { cwd: string };

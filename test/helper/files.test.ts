@@ -14,7 +14,17 @@ import {
   writeFileSync,
 } from "node:fs";
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { collect, ensureHelperBuilt, makeFixture, runHardError, runHelper, runJson, sleep, startHelper, type Fixture } from "./harness.js";
+import {
+  collect,
+  ensureHelperBuilt,
+  makeFixture,
+  runHardError,
+  runHelper,
+  runJson,
+  sleep,
+  startHelper,
+  type Fixture,
+} from "../support/helper.js";
 
 const OUTSIDE = "Access outside of workspace is not allowed";
 let fx: Fixture;

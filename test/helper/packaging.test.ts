@@ -4,7 +4,7 @@ import { builtinModules } from "node:module";
 import { chmodSync, copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureHelperBuilt, HELPER, makeFixture, NODE, runHelper, runJson, type Fixture } from "./harness.js";
+import { ensureHelperBuilt, HELPER, makeFixture, NODE, runHelper, runJson, type Fixture } from "../support/helper.js";
 
 let fx: Fixture;
 let bundle: string;

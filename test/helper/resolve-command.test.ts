@@ -4,7 +4,7 @@ import { execFileSync } from "node:child_process";
 import { chmodSync, mkdirSync, realpathSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureHelperBuilt, makeFixture, NODE, runJson, type Fixture } from "./harness.js";
+import { ensureHelperBuilt, makeFixture, NODE, runJson, type Fixture } from "../support/helper.js";
 
 let fx: Fixture;
 let tools: string;

@@ -2,8 +2,8 @@
 // item 19): NDJSON framing, fatal commands, acknowledgements, debounce and change reporting.
 import { appendFileSync, mkdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { ensureHelperBuilt, makeFixture, runJson, sleep, type Fixture } from "./harness.js";
-import { WatchClient } from "./watch-client.js";
+import { ensureHelperBuilt, makeFixture, runJson, sleep, type Fixture } from "../support/helper.js";
+import { WatchClient } from "../support/watch-client.js";
 
 let fx: Fixture;
 const clients: WatchClient[] = [];

@@ -1,9 +1,9 @@
 // The agent over the real sshd: bootstrap, install once per hash, reuse, concurrent installs,
 // login shells that print noise, and PTY channels.
 import { afterEach, describe, expect, it } from "vitest";
-import { parseRuntimeOptions } from "../../src/options.js";
+import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { openHost, type SshHost } from "../../src/transport/ssh-host.js";
-import { AGENT_READY_MARKER } from "../../src/protocol/frames.js";
+import { AGENT_READY_MARKER } from "../../src/shared/frames.js";
 import type { HostFacts as Facts } from "../../src/remote-agent/ops-system.js";
 import { rig, rigOptions, uniqueTestRoot, waitFor } from "../rig/rig.js";
 

@@ -3,8 +3,8 @@ import { spawn, execFileSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdtempSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { RuntimeError } from "../../src/errors.js";
-import { parseRuntimeOptions } from "../../src/options.js";
+import { RuntimeError } from "../../src/shared/errors.js";
+import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { openHost } from "../../src/transport/ssh-host.js";
 import { rig, rigOptions, waitFor } from "../rig/rig.js";
 

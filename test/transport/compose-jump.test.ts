@@ -2,7 +2,7 @@
 // as a ProxyJump host, by the alias in the ssh_config the runner writes. Skipped elsewhere; the
 // local equivalent with network namespaces is jump.test.ts.
 import { describe, expect, it } from "vitest";
-import { parseRuntimeOptions } from "../../src/options.js";
+import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { openHost } from "../../src/transport/ssh-host.js";
 import { testRoot } from "../rig/rig.js";
 import { runCli } from "../support/run-cli.js";

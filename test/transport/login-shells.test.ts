@@ -8,8 +8,8 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { AgentChannel } from "../../src/transport/agent-channel.js";
 import { BootStatusScanner, agentBundle, bootstrapCommand, installCommand } from "../../src/transport/bootstrap.js";
-import { RuntimeError } from "../../src/errors.js";
-import { parseRuntimeOptions } from "../../src/options.js";
+import { RuntimeError } from "../../src/shared/errors.js";
+import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { openHost } from "../../src/transport/ssh-host.js";
 import { rig, rigOptions } from "../rig/rig.js";
 

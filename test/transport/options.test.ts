@@ -1,8 +1,8 @@
 // Runtime option validation (pure logic): defaults, `~` expansion, one-line errors naming the key.
 import { homedir, userInfo } from "node:os";
 import { describe, expect, it } from "vitest";
-import { RuntimeError } from "../../src/errors.js";
-import { parseRuntimeOptions } from "../../src/options.js";
+import { RuntimeError } from "../../src/shared/errors.js";
+import { parseRuntimeOptions } from "../../src/transport/options.js";
 
 function message(raw: unknown): string {
   try {

@@ -11,8 +11,8 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, rmdirSync, readdirSync, wri
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RuntimeError } from "../../src/errors.js";
-import { parseRuntimeOptions } from "../../src/options.js";
+import { RuntimeError } from "../../src/shared/errors.js";
+import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { parseDump } from "../../src/transport/ssh-config/dump.js";
 import { resolveHostConfig, resolvePlan } from "../../src/transport/ssh-config/resolve.js";
 import type { EvalRequest } from "../../src/transport/ssh-config/ssh-g.js";

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { gitIn, gitSourceRepo } from "../fixtures/repo.js";
-import { cliDriver, type Driver } from "./driver.js";
+import { cliDriver, type Driver } from "../support/workspace.js";
 import { rig } from "../rig/rig.js";
 import type { CreateInput } from "../../src/contract/schemas.js";
 

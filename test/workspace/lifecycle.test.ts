@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { commitAll, gitIn, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { lifecycleRequest } from "../support/run-cli.js";
-import { cliDriver, dirInput, gitAsRemoteUser, startCli, type Driver } from "./driver.js";
+import { cliDriver, dirInput, gitAsRemoteUser, startCli, type Driver } from "../support/workspace.js";
 
 const OK_LINE = '{"type":"ok","protocolVersion":1}\n';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { resolveLocalSource } from "../../src/workspace/local-source.js";
-import { RuntimeError } from "../../src/errors.js";
+import { RuntimeError } from "../../src/shared/errors.js";
 
 describe("directory source resolution", () => {
   const base = mkdtempSync(join(tmpdir(), "paseo-local-source-"));

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { commitAll, gitIn, LARGE_BIN_SIZE, localRepoFingerprint, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
-import { bytesSent, dirInput, gitAsRemoteUser, progressLines, cliDriver, type Driver } from "./driver.js";
+import { bytesSent, dirInput, gitAsRemoteUser, progressLines, cliDriver, type Driver } from "../support/workspace.js";
 
 const PROGRESS = { PASEO_SSH_PROGRESS: "1" };
 

@@ -8,9 +8,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
-import { MANIFEST_MARKER } from "../../src/remote-agent/manifest.js";
+import { MANIFEST_MARKER } from "../../src/remote-agent/workspace/manifest.js";
 import { seedRepo, type FixtureRepo } from "../fixtures/repo.js";
-import { dirInput, OTHER_OWNER, OWNER, cliDriver, startCli, type Driver } from "./driver.js";
+import { dirInput, OTHER_OWNER, OWNER, cliDriver, startCli, type Driver } from "../support/workspace.js";
 import { lifecycleRequest, runCli } from "../support/run-cli.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

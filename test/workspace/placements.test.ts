@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { commitAll, gitIn, localRepoFingerprint, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
-import { cliDriver, dirInput, type Driver } from "./driver.js";
+import { cliDriver, dirInput, type Driver } from "../support/workspace.js";
 import type { CreateInput } from "../../src/contract/schemas.js";
 
 describe("placements and relativeCwd over SSH", () => {

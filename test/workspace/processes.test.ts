@@ -6,7 +6,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { ExecWorkspace, eventually, exitOf } from "../exec/harness.js";
+import { ExecWorkspace, eventually, exitOf } from "../support/exec.js";
 
 /** Pids of live processes whose command line contains `marker` (remote host = this machine). */
 function pidsWith(marker: string): number[] {

@@ -1,6 +1,6 @@
 // Pure logic: the lexical check that runs before anything is created remotely.
 import { describe, expect, it } from "vitest";
-import { normaliseRelativePath } from "../../src/workspace/relative-path.js";
+import { normaliseRelativePath } from "../../src/shared/relative-path.js";
 
 describe("normaliseRelativePath", () => {
   it.each([

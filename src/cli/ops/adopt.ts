@@ -4,10 +4,10 @@
 // workspace for the runtime instance in the stdin lifecycle request, if its manifest names the old one.
 import { createHash } from "node:crypto";
 import { resolve } from "node:path";
-import { RuntimeError } from "../../errors.js";
+import { RuntimeError } from "../../shared/errors.js";
 import type { CliOperation } from "../operation.js";
 import { writeResponse } from "../respond.js";
-import { callWorkspaceOp, readWorkspaceRequest } from "../../workspace/lifecycle-command.js";
+import { callWorkspaceOp, readWorkspaceRequest } from "../lifecycle-command.js";
 
 const INSTANCE_ID = /^[a-f0-9]{64}$/;
 

@@ -4,10 +4,10 @@
 // with the same parser every operation uses, so a pasted entry cannot fail on a typo later.
 import { accessSync, constants, existsSync, realpathSync } from "node:fs";
 import { z } from "zod";
-import { RuntimeError } from "../../errors.js";
-import { expandLocalPath, parseRuntimeOptions } from "../../options.js";
+import { RuntimeError } from "../../shared/errors.js";
+import { expandLocalPath, parseRuntimeOptions } from "../../transport/options.js";
 import type { CliOperation, OperationIO } from "../operation.js";
-import { hostOptions, parseHostSpec } from "../../demo/host-spec.js";
+import { hostOptions, parseHostSpec } from "../host-spec.js";
 
 /** Paseo's built-in runtimes own these ids (contract §2). */
 const RESERVED_IDS = new Set(["local", "worktree"]);

@@ -2,7 +2,7 @@
 // and answers the state with materializedFreshContent.
 import type { CliOperation } from "../operation.js";
 import { writeResponse } from "../respond.js";
-import { readWorkspaceRequest, withHost } from "../../workspace/lifecycle-command.js";
+import { readWorkspaceRequest, withHost } from "../lifecycle-command.js";
 import { prepareCreate, runCreate, testHooksFromEnv } from "../../workspace/create-workspace.js";
 import { createProgress } from "../../workspace/progress.js";
 import { stateResponse } from "../../workspace/public-state.js";

@@ -5,11 +5,11 @@
 import { mkdirSync, mkdtempSync, realpathSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Writable } from "node:stream";
-import { RuntimeError } from "../../errors.js";
-import { expandLocalPath, parseRuntimeOptions } from "../../options.js";
+import { RuntimeError } from "../../shared/errors.js";
+import { expandLocalPath, parseRuntimeOptions } from "../../transport/options.js";
 import { privateBrokerEnv, stopPrivateBrokers } from "../../demo/brokers.js";
 import { shortTempBase, startEmbeddedServer, type EmbeddedServer } from "../../demo/embedded-server.js";
-import { hostOptions, parseHostSpec } from "../../demo/host-spec.js";
+import { hostOptions, parseHostSpec } from "../host-spec.js";
 import { prepareSource, type DemoSource } from "../../demo/source-repo.js";
 import { reportStep, runTour, type TourTotals } from "../../demo/tour.js";
 import type { CliOperation, OperationArgs } from "../operation.js";

@@ -4,8 +4,8 @@
 // with its time, so a user sees exactly where a setup breaks. Exit 0 only if every step
 // passes; otherwise the failing step's line, then the classified error and its class's exit code.
 import { readFileSync } from "node:fs";
-import { RuntimeError, oneLine } from "../../errors.js";
-import { parseRuntimeOptions, type RuntimeOptions } from "../../options.js";
+import { RuntimeError, oneLine } from "../../shared/errors.js";
+import { parseRuntimeOptions, type RuntimeOptions } from "../../transport/options.js";
 import { openHost, type SshHost } from "../../transport/ssh-host.js";
 import type { ConnectStep } from "../../transport/ssh-connection.js";
 import { resolvePlan, type ConnectionPlan } from "../../transport/ssh-config/resolve.js";

@@ -3,7 +3,7 @@
 // answers the trusted localIntegrationTarget, the repository path Paseo should refresh.
 import type { CliOperation } from "../operation.js";
 import { writeResponse } from "../respond.js";
-import { readWorkspaceRequest, withHost } from "../../workspace/lifecycle-command.js";
+import { readWorkspaceRequest, withHost } from "../lifecycle-command.js";
 import { mergeToBase } from "../../workspace/merge-to-base.js";
 
 const operation: CliOperation = {

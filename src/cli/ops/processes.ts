@@ -4,7 +4,7 @@
 import type { CliOperation } from "../operation.js";
 import { readLifecycleRequest } from "../lifecycle-input.js";
 import { writeBytes } from "../respond.js";
-import { parseRuntimeOptions } from "../../options.js";
+import { parseRuntimeOptions } from "../../transport/options.js";
 import { withHost } from "../../workspace/host-call.js";
 
 const operation: CliOperation = {

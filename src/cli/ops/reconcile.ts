@@ -3,8 +3,8 @@
 // reported as one stderr line; otherwise stderr stays empty.
 import type { CliOperation } from "../operation.js";
 import { writeResponse } from "../respond.js";
-import { callWorkspaceOp, readWorkspaceRequest } from "../../workspace/lifecycle-command.js";
-import type { ReconcileResult } from "../../workspace/agent-protocol.js";
+import { callWorkspaceOp, readWorkspaceRequest } from "../lifecycle-command.js";
+import type { ReconcileResult } from "../../shared/agent-api.js";
 
 const operation: CliOperation = {
   requiredFlags: [],

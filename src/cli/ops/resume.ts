@@ -1,6 +1,6 @@
 // `resume --workspace-id <id>`: continues the frozen process set and marks the workspace ready.
-import { workspaceOperation } from "../../workspace/lifecycle-command.js";
+import { workspaceOperation } from "../lifecycle-command.js";
 import { stateResponse } from "../../workspace/public-state.js";
-import type { WorkspaceView } from "../../workspace/agent-protocol.js";
+import type { WorkspaceView } from "../../shared/agent-api.js";
 
 export default workspaceOperation<WorkspaceView>("resume", stateResponse);

@@ -1,10 +1,10 @@
 // `signal --workspace-id W --exec-id E --signal SIG` (contract §9): signals exactly that exec's
 // verified workload tree on the remote and exits 0 only once it is gone. Paseo gives it 750 ms
 // including our process start, so nothing here loads more than the transport and one agent call.
-import { RuntimeError } from "../../errors.js";
+import { RuntimeError } from "../../shared/errors.js";
 import { readLifecycleRequest } from "../lifecycle-input.js";
 import type { CliOperation } from "../operation.js";
-import { parseRuntimeOptions } from "../../options.js";
+import { parseRuntimeOptions } from "../../transport/options.js";
 import { withHost } from "../../workspace/host-call.js";
 
 const SUPPORTED = new Set(["SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"]);

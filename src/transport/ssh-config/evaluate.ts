@@ -9,7 +9,7 @@ import { spawnSync } from "node:child_process";
 import { readFileSync, statSync } from "node:fs";
 import { globSync } from "tinyglobby";
 import { isAbsolute } from "node:path";
-import { RuntimeError } from "../../errors.js";
+import { RuntimeError } from "../../shared/errors.js";
 import type { Dump, Evaluated, Source } from "./dump.js";
 import { defaultTokens, expandTilde, expandTokens, type LocalIdentity } from "./tokens.js";
 import type { EvalRequest } from "./ssh-g.js";

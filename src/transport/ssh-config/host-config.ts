@@ -1,7 +1,7 @@
 // One host's effective ssh_config as the runtime uses it: the honoured keywords read from a Dump
 // (ssh -G output or the fallback evaluator's equivalent) with the `%`/`~` expansion OpenSSH does
 // at connect time, and a one-line refusal naming the keyword for what ssh2 cannot honour.
-import { RuntimeError } from "../../errors.js";
+import { RuntimeError } from "../../shared/errors.js";
 import { first, type Dump } from "./dump.js";
 import { expandPath, expandTilde, expandTokens, defaultTokens, type LocalIdentity, type TokenContext } from "./tokens.js";
 

@@ -4,8 +4,8 @@
 // Paseo's `options` win over the config for the target (as `ssh -o` would). OpenSSH evaluates the
 // config where `ssh` exists (`ssh -G`); elsewhere the fallback evaluator does.
 import { existsSync } from "node:fs";
-import { RuntimeError } from "../../errors.js";
-import type { RuntimeOptions } from "../../options.js";
+import { RuntimeError } from "../../shared/errors.js";
+import type { RuntimeOptions } from "../options.js";
 import type { Evaluated, Source } from "./dump.js";
 import { interpretDump, type HostConfig } from "./host-config.js";
 import { findSsh, runSshG, type EvalRequest } from "./ssh-g.js";

@@ -5,7 +5,7 @@
 import { execFile } from "node:child_process";
 import { accessSync, constants } from "node:fs";
 import { delimiter, join } from "node:path";
-import { RuntimeError, oneLine } from "../../errors.js";
+import { RuntimeError, oneLine } from "../../shared/errors.js";
 import { parseDump, type Dump } from "./dump.js";
 
 /** `Match exec` may run commands; none may hold an operation longer than this. */

@@ -5,7 +5,7 @@
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { hostname, userInfo } from "node:os";
-import { RuntimeError } from "../../errors.js";
+import { RuntimeError } from "../../shared/errors.js";
 
 /** What the tokens of one connection stand for. */
 export interface TokenContext {

@@ -1,0 +1,108 @@
+// RemoteHost through the per-host broker (src/broker): each agent or PTY channel is one Unix-socket
+// connection to the broker, which owns the SSH connection shared by every runtime process. CLI
+// operations see the same interface as SshHost, so nothing above the transport changes.
+import type { Socket } from "node:net";
+import { PassThrough, Writable } from "node:stream";
+import { RuntimeError } from "../shared/errors.js";
+import { FrameKind, encodeData, encodeFrame, encodeJson } from "../shared/frames.js";
+import type { RuntimeOptions } from "../transport/options.js";
+import { connectBroker, type BrokerTarget } from "./client.js";
+import { ACQUIRE_WAIT_MS, reconnectWindowMs, readLine, writeLine, type BrokerRequest, type BrokerResult } from "./wire.js";
+import { AGENT_READY_TIMEOUT_MS, AgentChannel } from "../transport/agent-channel.js";
+import { callAgent, type PtyChannel, type PtyRequest, type RemoteHost } from "../transport/host.js";
+
+export class BrokerHost implements RemoteHost {
+  readonly root: string;
+  private readonly open = new Set<Socket>();
+  /** Dialled by `connect()` so connection problems surface where SshHost's would. */
+  private preDialled: Socket | undefined;
+
+  constructor(
+    private readonly options: RuntimeOptions,
+    private readonly target: BrokerTarget,
+  ) {
+    this.root = options.root;
+  }
+
+  /** Makes sure a broker is reachable (starting one if needed). */
+  async connect(): Promise<this> {
+    this.preDialled = await this.dial();
+    return this;
+  }
+
+  private async dial(): Promise<Socket> {
+    const sock = await connectBroker(this.options, this.target);
+    this.open.add(sock);
+    sock.once("close", () => this.open.delete(sock));
+    return sock;
+  }
+
+  /**
+   * Names the channel and waits for the broker's verdict. The broker may first have to reconnect
+   * or wait for a free session, so the bound covers that plus agent start.
+   */
+  private async request(req: BrokerRequest): Promise<Socket> {
+    const connect = this.options.connectTimeoutMs;
+    const timeoutMs = Math.max(ACQUIRE_WAIT_MS, reconnectWindowMs(connect)) + connect + AGENT_READY_TIMEOUT_MS;
+    for (let attempt = 0; ; attempt++) {
+      const sock = this.preDialled ?? (await this.dial());
+      this.preDialled = undefined;
+      writeLine(sock, req);
+      let result: BrokerResult;
+      try {
+        result = await readLine<BrokerResult>(sock, timeoutMs, "answer");
+      } catch (err) {
+        sock.destroy();
+        // A broker that died between hello and answer is replaced once; the channel never opened.
+        if (attempt === 0 && err instanceof RuntimeError && /closed the connection/.test(err.message)) continue;
+        throw err;
+      }
+      if (!result.ok) {
+        sock.destroy();
+        throw new RuntimeError(result.errorClass, result.message);
+      }
+      return sock;
+    }
+  }
+
+  async openAgent(): Promise<AgentChannel> {
+    const sock = await this.request({ kind: "agent" });
+    const ch = new AgentChannel({ stdin: sock, stdout: sock, destroy: () => sock.destroy() });
+    sock.resume();
+    await ch.ready;
+    return ch;
+  }
+
+  async openPty(args: string[], pty: PtyRequest): Promise<PtyChannel> {
+    const sock = await this.request({ kind: "pty", args, pty });
+    const output = new PassThrough();
+    sock.pipe(output);
+    sock.resume();
+    const stdin = new Writable({
+      write(chunk: Buffer, _enc, cb) {
+        for (const f of encodeData(FrameKind.Stdin, chunk)) sock.write(f);
+        cb();
+      },
+      final(cb) {
+        sock.write(encodeFrame(FrameKind.Eof, Buffer.from([0])), () => cb());
+      },
+    });
+    stdin.on("error", () => undefined);
+    return {
+      stdin,
+      output,
+      setWindow: (rows, cols) => void sock.write(encodeJson({ type: "window", rows, cols })),
+      destroy: () => sock.destroy(),
+      closed: new Promise<void>((resolve) => sock.once("close", () => resolve())),
+    };
+  }
+
+  call<T = unknown>(req: Record<string, unknown>, timeoutMs?: number): Promise<T> {
+    return callAgent<T>(this, req, timeoutMs);
+  }
+
+  /** Ends this process's channels; the broker and its SSH connection stay for the next process. */
+  close(): void {
+    for (const s of this.open) s.destroy();
+  }
+}

@@ -1,0 +1,27 @@
+// The one way CLI operations obtain a RemoteHost: through the per-host broker by default (one SSH
+// connection shared by every runtime process), or in-process when the "broker" option is false,
+// PASEO_SSH_NO_BROKER=1 is set (debugging), or no private broker directory can be had.
+import type { RuntimeOptions } from "../transport/options.js";
+import { brokerTarget } from "./client.js";
+import { BrokerHost } from "./broker-host.js";
+import type { RemoteHost } from "../transport/host.js";
+import { resolvePlan, type ConnectionPlan } from "../transport/ssh-config/resolve.js";
+
+// ssh2 and the rest of the in-process transport load only when used: a brokered operation's
+// process never needs them, and loading them costs tens of milliseconds of every start.
+async function openSshHost(options: RuntimeOptions, plan: ConnectionPlan): Promise<RemoteHost> {
+  return (await import("../transport/ssh-host.js")).openHost(options, undefined, plan);
+}
+
+export function brokerEnabled(options: RuntimeOptions): boolean {
+  return options.broker !== false && process.env.PASEO_SSH_NO_BROKER !== "1";
+}
+
+export async function openHost(options: RuntimeOptions): Promise<RemoteHost> {
+  // The hop chain is resolved here (ssh_config) so the broker is keyed by where it really connects.
+  const plan = await resolvePlan(options);
+  if (!brokerEnabled(options)) return openSshHost(options, plan);
+  const target = brokerTarget(options, plan);
+  if (!target) return openSshHost(options, plan);
+  return new BrokerHost(options, target).connect();
+}

@@ -1,0 +1,125 @@
+// Agent operations of the exec feature:
+//   exec.run        one execution (pipes or PTY), streaming; refusals arrive as an error frame
+//                   before `started`, so the runtime can refuse without any fd4 event
+//   exec.signal     the out-of-band `signal` operation (identity-checked, waits until gone)
+//   exec.processes  the workspace's live process set (diagnostics and tests)
+import { RuntimeError } from "../../shared/errors.js";
+import type { AgentContext, OpSpec } from "../context.js";
+import { readProcStat, isGone } from "../../shared/proc-stat.js";
+import { createExecRecord, readExecRecord, updateExecRecord, type ExecRecord } from "./records.js";
+import { resolveLaunch, resolveWorkloadCwd } from "./launch.js";
+import { checkProcessStrings, isExecSignal, parseRunRequest, type RunRequest } from "./request.js";
+import { ExecSupervisor } from "./supervisor.js";
+import { runPipes } from "./pipes.js";
+import { runPty } from "./pty.js";
+import { execMembers, killMembers, listWorkspaceProcesses } from "../proc/process-set.js";
+import { workspaceLayout } from "../layout.js";
+import { loadWorkspace } from "../workspace/store.js";
+import { sendSignal } from "../../shared/proc-stat.js";
+
+/** How long `exec.signal` waits for the workload to be gone (Paseo's whole budget is 750 ms). */
+const SIGNAL_WAIT_MS = 500;
+const POLL_MS = 10;
+
+function notReady(phase: string, workspaceId: string): RuntimeError {
+  const status = phase === "materializing" ? "incomplete" : phase;
+  return new RuntimeError("remote", `SSH workspace is ${status}: ${workspaceId}`);
+}
+
+async function execRun(ctx: AgentContext): Promise<void> {
+  const req: RunRequest = parseRunRequest(ctx.request);
+  const loaded = loadWorkspace(ctx.root, req.workspaceId, req.owner);
+  if (loaded.state === "missing") throw new RuntimeError("remote", `SSH workspace is missing: ${req.workspaceId}`);
+  const { layout, manifest } = loaded;
+  const starting: Omit<ExecRecord, "updatedAt"> = {
+    execId: req.execId,
+    state: "starting",
+    agentPid: process.pid,
+    agentStartTime: readProcStat(process.pid)?.startTime ?? null,
+  };
+  createExecRecord(layout, starting);
+  const record = { ...starting, updatedAt: "" };
+  let launch;
+  try {
+    if (manifest.phase !== "ready") throw notReady(manifest.phase, req.workspaceId);
+    checkProcessStrings(req.argv, req.env);
+    const cwd = resolveWorkloadCwd(manifest.workspaceRoot, req.cwd);
+    launch = resolveLaunch(req.argv, req.env, cwd, ctx.agentDir, ctx.nodePath);
+  } catch (err) {
+    updateExecRecord(layout, record, { state: "refused" });
+    throw err;
+  }
+  const pty = req.stdio.kind === "pty";
+  const sup = new ExecSupervisor(ctx, layout, record, req.workspaceId, req.owner, !pty, req.testDelayIdentityMs);
+  // A hang-up or termination of the agent itself is a lost control channel, not a reason to orphan.
+  for (const sig of ["SIGHUP", "SIGTERM"] as const) process.on(sig, () => void sup.abandon(0).finally(() => process.exit(1)));
+  if (req.stdio.kind === "pty") await runPty(ctx, sup, launch, req);
+  else await runPipes(ctx, sup, launch, req.env, req.argv[0]!);
+}
+
+async function waitGone(targets: Array<{ pid: number; startTime: string }>, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (targets.every((t) => isGone(t.pid, t.startTime))) return true;
+    if (Date.now() >= deadline) return false;
+    await new Promise((r) => setTimeout(r, POLL_MS));
+  }
+}
+
+/**
+ * The `signal` operation. Answers by record state (see exec-records.ts): only a genuinely starting
+ * exec is "not ready"; a starting record whose agent died is treated as abandoned and reaped.
+ */
+async function execSignal(ctx: AgentContext): Promise<{ state: string }> {
+  const r = ctx.request;
+  const signal = r.signal;
+  if (!isExecSignal(signal)) throw new RuntimeError("input", `Unsupported signal: ${String(signal)}`);
+  const workspaceId = String(r.workspaceId ?? "");
+  const execId = String(r.execId ?? "");
+  if (!workspaceId || !execId) throw new RuntimeError("input", "signal request needs workspaceId and execId");
+  const loaded = loadWorkspace(ctx.root, workspaceId, String(r.owner ?? ""));
+  // A missing workspace has no processes (destroy kills the set before removing it).
+  if (loaded.state === "missing") return { state: "missing" };
+  const { layout } = loaded;
+  let rec = readExecRecord(layout, execId);
+  if (!rec) throw new RuntimeError("not-ready", "execution identity is not ready");
+  if (rec.state === "starting") {
+    if (!isGone(rec.agentPid, rec.agentStartTime ?? undefined)) throw new RuntimeError("not-ready", "execution identity is not ready");
+    rec = updateExecRecord(layout, rec, { state: "abandoned", reaped: false });
+  }
+  if (rec.state === "done" || rec.state === "refused" || (rec.state === "abandoned" && rec.reaped)) return { state: rec.state };
+  if (rec.state === "abandoned") {
+    await killMembers(() => execMembers(layout, execId, rec.pgid), `exec ${execId}`);
+    updateExecRecord(layout, rec, { reaped: true });
+    return { state: "abandoned" };
+  }
+  // running: signal the verified leader and every member of the exec's tree, then wait.
+  const targets = execMembers(layout, execId, rec.pgid).map((m) => ({ pid: m.pid, startTime: m.startTime }));
+  if (rec.pid && rec.startTime && !isGone(rec.pid, rec.startTime) && !targets.some((t) => t.pid === rec.pid)) {
+    targets.push({ pid: rec.pid, startTime: rec.startTime });
+  }
+  for (const t of targets) {
+    if (!isGone(t.pid, t.startTime)) sendSignal(t.pid, signal);
+  }
+  const waitMs = typeof r.waitMs === "number" && r.waitMs > 0 ? Math.min(r.waitMs, 5000) : SIGNAL_WAIT_MS;
+  if (!(await waitGone(targets, waitMs))) {
+    const left = targets.filter((t) => !isGone(t.pid, t.startTime)).map((t) => t.pid);
+    throw new RuntimeError("remote", `workload still alive after ${signal}: pid ${left.join(", ")}`);
+  }
+  return { state: "running" };
+}
+
+async function execProcesses(ctx: AgentContext) {
+  const workspaceId = String(ctx.request.workspaceId ?? "");
+  if (!workspaceId) throw new RuntimeError("input", "processes request needs workspaceId");
+  // Diagnostics must also see leftovers of a destroyed workspace, so a missing one is listed too.
+  const loaded = loadWorkspace(ctx.root, workspaceId, String(ctx.request.owner ?? ""));
+  const layout = loaded.state === "present" ? loaded.layout : workspaceLayout(ctx.root, workspaceId);
+  return { processes: await listWorkspaceProcesses(layout) };
+}
+
+export const execOps: Record<string, OpSpec> = {
+  "exec.run": { handler: execRun, streaming: true },
+  "exec.signal": { handler: execSignal },
+  "exec.processes": { handler: execProcesses },
+};

@@ -1,0 +1,136 @@
+// PTY-mode exec, control side. The terminal is the SSH server's own pty (pty-req with the
+// requested size, so the size is in place before the program starts). This control agent has
+// already validated the request; it opens a one-shot Unix socket in `<root>/run/` (0700) and hands
+// the runtime a random token. The runtime opens a PTY channel running `agent.cjs pty-attach
+// <token>` (tokens only on that command line); pty-attach connects here, receives the launch
+// (argv/env/cwd: secrets stay in streams) and reports the workload's pid, size checks and exit.
+import { createServer, type Socket } from "node:net";
+import { chmodSync, lstatSync, mkdirSync, readdirSync, unlinkSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { RuntimeError } from "../../shared/errors.js";
+import { FrameKind, encodeData, type Frame } from "../../shared/frames.js";
+import type { AgentContext } from "../context.js";
+import { rootLayout } from "../layout.js";
+import type { Launch } from "./launch.js";
+import { parseJson, isExecSignal, type RunRequest } from "./request.js";
+import type { ExecSupervisor } from "./supervisor.js";
+import { execTagPath } from "../proc/process-set.js";
+import { onLines, sendLine } from "./attach-lines.js";
+import { listen } from "../../shared/listen-unix.js";
+
+/** How long the runtime has to open the PTY channel after receiving the token. */
+export const PTY_ATTACH_TIMEOUT_MS = 20_000;
+
+/**
+ * A rendezvous socket lives at most PTY_ATTACH_TIMEOUT_MS (it is unlinked on attach or timeout);
+ * one older than twice that was left by an agent killed while waiting. Runs with cwd = run/.
+ */
+function sweepStaleSockets(): void {
+  const cutoff = Date.now() - 2 * PTY_ATTACH_TIMEOUT_MS;
+  for (const name of readdirSync(".")) {
+    if (!name.endsWith(".sock")) continue;
+    try {
+      if (lstatSync(name).mtimeMs < cutoff) unlinkSync(name);
+    } catch {
+      // gone already, or another agent's sweep won
+    }
+  }
+}
+
+export async function runPty(ctx: AgentContext, sup: ExecSupervisor, launch: Launch | null, req: RunRequest): Promise<void> {
+  if (!launch) return sup.notFound(req.argv[0]!);
+  const runBase = rootLayout(ctx.root).runBase;
+  mkdirSync(runBase, { recursive: true, mode: 0o700 });
+  chmodSync(runBase, 0o700);
+  const token = randomBytes(16).toString("hex");
+  // Bound relative to `run/` (our cwd from here on; every other path we use is absolute): a Unix
+  // socket path is limited to ~104 bytes, which a long configured root would otherwise exceed.
+  process.chdir(runBase);
+  sweepStaleSockets();
+  const sockPath = `${token}.sock`;
+  const server = createServer();
+  await listen(server, sockPath);
+  chmodSync(sockPath, 0o600);
+  const cleanupSocket = () => {
+    server.close();
+    try {
+      unlinkSync(sockPath);
+    } catch {
+      // already removed
+    }
+  };
+
+  let attach: Socket | null = null;
+  const fromRuntime: Frame[] = [];
+  const onRuntimeFrame = (f: Frame) => {
+    if (f.kind !== FrameKind.Json) return;
+    const msg = parseJson(f.payload);
+    if (msg?.type === "signal" && isExecSignal(msg.signal)) sup.deliver(msg.signal);
+    else if (msg?.type === "resize" && attach) sendLine(attach, { type: "check-size", id: msg.id, rows: msg.rows, cols: msg.cols });
+    else if (msg?.type === "resize") fromRuntime.push(f);
+  };
+  ctx.onFrame(onRuntimeFrame);
+  let channelClosed = false;
+  const closed = new Promise<void>((resolve) =>
+    ctx.onClose(() => {
+      channelClosed = true;
+      resolve();
+    }),
+  );
+
+  ctx.sendJson({ type: "pty-token", token });
+  const sock = await Promise.race([
+    new Promise<Socket>((resolve) => server.once("connection", resolve)),
+    new Promise<null>((resolve) => setTimeout(() => resolve(null), PTY_ATTACH_TIMEOUT_MS).unref()),
+    closed.then(() => null),
+  ]);
+  cleanupSocket();
+  if (!sock) {
+    sup.refuse(new RuntimeError("network", channelClosed ? "runtime left before the PTY attached" : "the PTY channel did not attach"));
+  }
+  attach = sock;
+  for (const f of fromRuntime.splice(0)) onRuntimeFrame(f);
+
+  const outcome = await new Promise<"exit" | "lost" | "closed">((resolve) => {
+    onLines(sock, (msg) => {
+      if (msg.type === "spawned" && typeof msg.pid === "number") {
+        const ident = { pid: msg.pid, pgid: Number(msg.pgid), sid: Number(msg.sid), startTime: String(msg.startTime) };
+        void sup.publish(ident);
+      } else if (msg.type === "spawn-failed") {
+        void sup.publish(null).then(() => {
+          for (const fr of encodeData(FrameKind.Stderr, Buffer.from(String(msg.message)))) ctx.sendRaw(fr);
+          sup.complete(typeof msg.code === "number" ? msg.code : 127, null);
+          resolve("exit");
+        });
+      } else if (msg.type === "size") {
+        ctx.sendJson({ type: "resized", id: msg.id, ok: msg.ok === true });
+      } else if (msg.type === "exit") {
+        const code = typeof msg.code === "number" ? msg.code : null;
+        const signal = typeof msg.signal === "string" ? msg.signal : null;
+        const report = () => {
+          sup.complete(code, signal);
+          resolve("exit");
+        };
+        if (sup.published) report();
+        else void sup.publish(null).then(report);
+      }
+    });
+    sock.on("close", () => resolve("lost"));
+    sock.on("error", () => resolve("lost"));
+    void closed.then(() => resolve("closed"));
+    sendLine(sock, { type: "launch", ...launch, env: req.env, tagPath: execTagPath(sup.layout, sup.execId) });
+  });
+  if (outcome === "exit") {
+    sock.end();
+    return;
+  }
+  if (outcome === "closed") {
+    // Keep pty-attach connected through the grace: closing its socket would make it reap at once.
+    await sup.abandon();
+    sock.destroy();
+    return;
+  }
+  // pty-attach vanished before reporting an exit (PTY channel lost): reap the tree and say so.
+  await sup.abandon(0);
+  throw new RuntimeError("remote", "the PTY session ended before the workload reported its exit");
+}

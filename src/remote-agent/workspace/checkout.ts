@@ -1,0 +1,79 @@
+// Turns a cached commit into the workspace's checkout: a real repository on the requested branch
+// (or detached), sharing the cache's objects through alternates, with `origin` = the cache so
+// `git fetch` works on the host. Also canonicalises the workspace root and refuses symlink escapes.
+import { mkdirSync, realpathSync, renameSync, rmSync, statSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { RuntimeError } from "../../shared/errors.js";
+import { git, gitResult } from "../../shared/git-exec.js";
+import { CWD_ESCAPE_MESSAGE } from "../../shared/relative-path.js";
+
+/**
+ * Builds the checkout in `staging` (under `<root>/tmp`) and renames it to `checkout` at the end.
+ * Git recreates missing parent directories while writing, so building in place could resurrect a
+ * workspace directory that a concurrent destroy just removed; a final rename cannot (it fails).
+ */
+export async function materializeCheckout(
+  staging: string,
+  checkout: string,
+  cache: string,
+  commit: string,
+  branch: string,
+  beforeRename: () => void,
+): Promise<void> {
+  mkdirSync(dirname(staging), { recursive: true, mode: 0o700 });
+  try {
+    await buildCheckout(staging, cache, commit, branch);
+    beforeRename();
+    renameSync(staging, checkout);
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
+  }
+}
+
+// Writes files with one worker per core (git >= 2.32; older git ignores the setting): about a
+// quarter off a 5,000-file checkout here, which is most of a second workspace's create time.
+const PARALLEL_CHECKOUT = ["-c", "checkout.workers=0"];
+
+async function buildCheckout(checkout: string, cache: string, commit: string, branch: string): Promise<void> {
+  mkdirSync(checkout, { mode: 0o700 });
+  await git(["clone", "--quiet", "--shared", "--no-checkout", cache, checkout]);
+  if (branch) {
+    await git([...PARALLEL_CHECKOUT, "checkout", "--quiet", "-B", branch, commit], { cwd: checkout });
+    // Git sources: track the fetched branch so status/pull behave as in a normal clone.
+    const upstream = await gitResult(["rev-parse", "--verify", "--quiet", `refs/remotes/origin/${branch}`], {
+      cwd: checkout,
+      okCodes: [1],
+    });
+    if (upstream.code === 0) await git(["branch", "--quiet", `--set-upstream-to=origin/${branch}`, branch], { cwd: checkout });
+  } else {
+    await git([...PARALLEL_CHECKOUT, "checkout", "--quiet", "--detach", commit], { cwd: checkout });
+  }
+}
+
+function inside(child: string, parent: string): boolean {
+  return child === parent || child.startsWith(parent.endsWith("/") ? parent : parent + "/");
+}
+
+function realDir(path: string, shown: string): string {
+  let real: string;
+  try {
+    real = realpathSync(path);
+  } catch {
+    throw new RuntimeError("input", `Workspace directory does not exist in the checkout: ${shown}`);
+  }
+  if (!statSync(real).isDirectory()) throw new RuntimeError("input", `Workspace directory is not a directory: ${shown}`);
+  return real;
+}
+
+/**
+ * Canonical workspace root: checkout [+ subdirectory] [+ relativeCwd], each step resolved with
+ * realpath so a committed symlink cannot lead outside (the lexical check ran before creation).
+ */
+export function resolveWorkspaceRoot(checkout: string, subdirectory: string, relativeCwd: string): string {
+  const base = realpathSync(checkout);
+  const sub = realDir(join(base, subdirectory), subdirectory || ".");
+  if (!inside(sub, base)) throw new RuntimeError("input", CWD_ESCAPE_MESSAGE);
+  const root = realDir(join(sub, relativeCwd), relativeCwd || ".");
+  if (!inside(root, sub)) throw new RuntimeError("input", CWD_ESCAPE_MESSAGE);
+  return root;
+}

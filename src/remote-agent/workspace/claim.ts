@@ -1,0 +1,126 @@
+// Claiming, re-verifying and removing workspace directories. The claim is an atomic mkdir of the
+// final path plus an exclusive manifest write; every later step re-reads the manifest, so a
+// directory or manifest that someone else put in place is detected and never touched (M1, N1).
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { RuntimeError } from "../../shared/errors.js";
+import { rootLayout, type WorkspaceLayout } from "../layout.js";
+import { MANIFEST_MARKER, type WorkspaceManifest } from "./manifest.js";
+import { createManifestExclusive, loadWorkspace, ownershipMismatch } from "./store.js";
+import { isGone, readProcStat } from "../../shared/proc-stat.js";
+
+/** Creates the root's private directories (0700) up to, but not including, workspace dirs. */
+export function ensureRootDirs(root: string): void {
+  const l = rootLayout(root);
+  for (const d of [l.root, l.workspacesBase, l.cacheBase, l.tmpBase]) mkdirSync(d, { recursive: true, mode: 0o700 });
+}
+
+export function newManifest(workspaceId: string, owner: string, projectKey: string | null): WorkspaceManifest {
+  const now = new Date().toISOString();
+  return {
+    marker: MANIFEST_MARKER,
+    workspaceId,
+    owner,
+    phase: "materializing",
+    branch: "",
+    commit: "",
+    workspaceRoot: "",
+    projectKey,
+    lifecycleEnvironment: {},
+    createdAt: now,
+    updatedAt: now,
+  };
+}
+
+/**
+ * Claims `<dir>` for this owner: mkdir (not recursive) fails if anything is already there, in
+ * which case the existing directory's own ownership verdict is thrown.
+ */
+export function claimWorkspace(root: string, layout: WorkspaceLayout, manifest: WorkspaceManifest): void {
+  ensureRootDirs(root);
+  try {
+    mkdirSync(layout.dir, { mode: 0o700 });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    const existing = loadWorkspace(root, manifest.workspaceId, manifest.owner);
+    // Ours but created by a concurrent create of the same owner: not ours to take over mid-flight.
+    if (existing.state === "present")
+      throw new RuntimeError("remote", `SSH workspace is being created concurrently: ${manifest.workspaceId}`);
+    throw ownershipMismatch(layout.dir);
+  }
+  createManifestExclusive(layout, manifest);
+}
+
+/** Re-reads the manifest and insists it is still ours; ownership errors pass through unchanged. */
+export function verifyOwned(root: string, workspaceId: string, owner: string): WorkspaceManifest {
+  const loaded = loadWorkspace(root, workspaceId, owner);
+  if (loaded.state === "missing") throw new RuntimeError("remote", `SSH workspace was removed during the operation: ${workspaceId}`);
+  return loaded.manifest;
+}
+
+/**
+ * Removes a workspace directory: first renamed into `<root>/tmp` (so `<dir>` disappears
+ * atomically and cannot be half-deleted under its real name), then deleted.
+ */
+export function removeWorkspaceDir(root: string, layout: WorkspaceLayout): void {
+  ensureRootDirs(root);
+  const trash = join(rootLayout(root).tmpBase, `trash-${layout.key}-${randomBytes(4).toString("hex")}`);
+  try {
+    renameSync(layout.dir, trash);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") return;
+    if (code !== "EXDEV") throw err;
+    rmSync(layout.dir, { recursive: true, force: true });
+    return;
+  }
+  rmSync(trash, { recursive: true, force: true });
+}
+
+function lockPath(layout: WorkspaceLayout): string {
+  return join(layout.dir, "create.lock");
+}
+
+interface LockHolder {
+  pid: number;
+  startTime: string;
+}
+
+function readHolder(layout: WorkspaceLayout): LockHolder | null {
+  try {
+    const h = JSON.parse(readFileSync(lockPath(layout), "utf8")) as Partial<LockHolder>;
+    return typeof h.pid === "number" && typeof h.startTime === "string" ? { pid: h.pid, startTime: h.startTime } : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Whether an agent process (identified by pid + start time) is materializing this workspace now. */
+export function createInProgress(layout: WorkspaceLayout): boolean {
+  const h = readHolder(layout);
+  return h !== null && h.pid !== process.pid && !isGone(h.pid, h.startTime);
+}
+
+/**
+ * Marks this agent as the one materializing the workspace, so a retried create (or reconcile)
+ * never works on a checkout another live agent is still writing. A lock whose holder is gone
+ * (agent killed) is stale and taken over. Returns the release function.
+ */
+export function acquireCreateLock(layout: WorkspaceLayout, workspaceId: string): () => void {
+  const me: LockHolder = { pid: process.pid, startTime: readProcStat(process.pid)?.startTime ?? "" };
+  const body = JSON.stringify(me);
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      writeFileSync(lockPath(layout), body, { flag: "wx", mode: 0o600 });
+      return () => {
+        if (readHolder(layout)?.pid === me.pid) rmSync(lockPath(layout), { force: true });
+      };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      if (createInProgress(layout)) throw new RuntimeError("remote", `SSH workspace is being created concurrently: ${workspaceId}`);
+      rmSync(lockPath(layout), { force: true });
+    }
+  }
+  throw new RuntimeError("remote", `SSH workspace is being created concurrently: ${workspaceId}`);
+}

@@ -1,0 +1,173 @@
+// Agent side of `create`: claim the directory (or take over an owned leftover), bring the commit's
+// objects into the project cache (received from the runtime, or fetched for git sources), build
+// the checkout, canonicalise the workspace root, and mark the manifest ready. A failure part-way
+// removes what this create made, and only while the directory is still provably ours.
+import { existsSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { RuntimeError } from "../../shared/errors.js";
+import type { AgentContext } from "../context.js";
+import type { CreateRequest, CreateResult, SourceSpec } from "../../shared/agent-api.js";
+import { normaliseRelativePath } from "../../shared/relative-path.js";
+import { SHA_RE } from "../../shared/git-exec.js";
+import { hashName, rootLayout, type WorkspaceLayout } from "../layout.js";
+import type { IntegrationTarget } from "./manifest.js";
+import { loadWorkspace, replaceManifest } from "./store.js";
+import { acquireCreateLock, claimWorkspace, newManifest, removeWorkspaceDir, verifyOwned } from "./claim.js";
+import { cacheTips, ensureCache, fetchGitSource, hasCommit, pinCommit, receivePack, unpinCommit } from "./git-cache.js";
+import { materializeCheckout, resolveWorkspaceRoot } from "./checkout.js";
+import { FrameInbox } from "./frame-inbox.js";
+import { killWorkspaceProcesses } from "../proc/process-set.js";
+import { isComplete, lifecycleEnvironment, str, target, view } from "./common.js";
+
+const HEX_KEY = /^[0-9a-f]{16,64}$/;
+/** Name prefix of checkouts being built in `<root>/tmp` (pruned by reconcile when abandoned). */
+export const STAGING_PREFIX = "checkout-";
+
+function parseSource(v: unknown): SourceSpec {
+  const s = (v ?? {}) as Record<string, unknown>;
+  const subdirectory = normaliseRelativePath(typeof s.subdirectory === "string" ? s.subdirectory : "");
+  if (s.kind === "directory") {
+    const projectKey = str(s, "projectKey");
+    const commit = str(s, "commit");
+    if (!HEX_KEY.test(projectKey) || !SHA_RE.test(commit)) throw new RuntimeError("input", "malformed directory source in agent request");
+    return { kind: "directory", projectKey, commit, branch: str(s, "branch", false), subdirectory };
+  }
+  if (s.kind === "git")
+    return { kind: "git", url: str(s, "url"), revision: str(s, "revision", false), newBranch: str(s, "newBranch", false), subdirectory };
+  throw new RuntimeError("input", "agent request has an unknown source kind");
+}
+
+function checkBranch(source: SourceSpec): SourceSpec {
+  const branch = source.kind === "directory" ? source.branch : source.newBranch;
+  if (branch.startsWith("-") || /[\s\0]/.test(branch)) throw new RuntimeError("input", `Invalid branch name: ${branch}`);
+  return source;
+}
+
+function parseIntegration(v: unknown): IntegrationTarget | null {
+  if (v === null || v === undefined) return null;
+  const i = v as Record<string, unknown>;
+  const localPath = str(i, "localPath");
+  const baseBranch = str(i, "baseBranch");
+  if (!localPath.startsWith("/") || baseBranch.startsWith("-"))
+    throw new RuntimeError("input", "malformed integration target in agent request");
+  return { localPath, baseBranch };
+}
+
+function sourceKey(source: SourceSpec): string {
+  // Git caches are keyed by URL (hash only: the URL itself never becomes a path).
+  return source.kind === "directory" ? source.projectKey : hashName(`git\0${source.url}`, 32);
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function hookMs(v: unknown): number {
+  return typeof v === "number" && Number.isFinite(v) && v > 0 ? Math.min(v, 60_000) : 0;
+}
+
+/** Brings objects for `source` into its cache and returns the commit/branch to check out. */
+async function fillCache(
+  ctx: AgentContext,
+  inbox: FrameInbox,
+  cache: string,
+  source: SourceSpec,
+): Promise<{ commit: string; branch: string }> {
+  if (source.kind === "git") {
+    const resolved = await fetchGitSource(cache, source.url, source.revision);
+    return source.newBranch ? { commit: resolved.commit, branch: source.newBranch } : resolved;
+  }
+  if (!(await hasCommit(cache, source.commit))) {
+    ctx.sendJson({ type: "need-objects", haves: await cacheTips(cache) });
+    await receivePack(cache, inbox);
+    if (!(await hasCommit(cache, source.commit))) throw new RuntimeError("remote", `objects for commit ${source.commit} did not arrive`);
+  }
+  return { commit: source.commit, branch: source.branch };
+}
+
+export async function create(ctx: AgentContext): Promise<CreateResult> {
+  const { workspaceId, owner } = target(ctx);
+  const req = ctx.request as unknown as CreateRequest;
+  const source = checkBranch(parseSource(req.source));
+  const relativeCwd = normaliseRelativePath(typeof req.relativeCwd === "string" ? req.relativeCwd : "");
+  const hooks = (req.hooks ?? {}) as Record<string, unknown>;
+  const integration = source.kind === "directory" ? parseIntegration(req.integration) : null;
+  const purpose = typeof req.purpose === "string" ? req.purpose : null;
+  const inbox = new FrameInbox(ctx);
+  const projectKey = sourceKey(source);
+
+  const loaded = loadWorkspace(ctx.root, workspaceId, owner);
+  const layout = loaded.layout;
+  let release: () => void;
+  if (loaded.state === "present") {
+    if (isComplete(loaded.manifest)) return { view: view(loaded.manifest), materializedFreshContent: false };
+    // An owned leftover of an interrupted create (unless another agent is still on it): start over.
+    release = acquireCreateLock(layout, workspaceId);
+    await killWorkspaceProcesses(layout);
+    rmSync(layout.checkout, { recursive: true, force: true });
+    replaceManifest(layout, { ...newManifest(workspaceId, owner, projectKey), createdAt: loaded.manifest.createdAt });
+  } else {
+    await sleep(hookMs(hooks.beforeClaimMs));
+    claimWorkspace(ctx.root, layout, newManifest(workspaceId, owner, projectKey));
+    release = acquireCreateLock(layout, workspaceId);
+  }
+
+  try {
+    await sleep(hookMs(hooks.afterClaimMs));
+    inbox.assertAttended();
+    verifyOwned(ctx.root, workspaceId, owner);
+    const cache = await ensureCache(ctx.root, projectKey);
+    ctx.sendJson({ type: "progress", phase: "negotiate" });
+    const { commit, branch } = await fillCache(ctx, inbox, cache, source);
+    inbox.assertAttended();
+    verifyOwned(ctx.root, workspaceId, owner);
+    await pinCommit(cache, layout.key, commit);
+    ctx.sendJson({ type: "progress", phase: "checkout" });
+    const staging = join(rootLayout(ctx.root).tmpBase, `${STAGING_PREFIX}${layout.key}-${randomBytes(4).toString("hex")}`);
+    await materializeCheckout(staging, layout.checkout, cache, commit, branch, () => verifyOwned(ctx.root, workspaceId, owner));
+    const workspaceRoot = resolveWorkspaceRoot(layout.checkout, source.subdirectory, relativeCwd);
+    const current = verifyOwned(ctx.root, workspaceId, owner);
+    const done = replaceManifest(layout, {
+      ...current,
+      phase: "ready",
+      commit,
+      branch,
+      workspaceRoot,
+      lifecycleEnvironment: lifecycleEnvironment(branch),
+      integration,
+      purpose,
+    });
+    release();
+    return { view: view(done), materializedFreshContent: true };
+  } catch (err) {
+    await rollback(ctx.root, layout, workspaceId, owner, projectKey, err);
+    if (existsSync(layout.dir)) release();
+    throw err;
+  }
+}
+
+/** Removes what a failed create made, but only while the directory is still provably ours. */
+async function rollback(
+  root: string,
+  layout: WorkspaceLayout,
+  workspaceId: string,
+  owner: string,
+  projectKey: string,
+  cause: unknown,
+): Promise<void> {
+  if (cause instanceof RuntimeError && cause.errorClass === "ownership") return;
+  let still: ReturnType<typeof loadWorkspace>;
+  try {
+    still = loadWorkspace(root, workspaceId, owner);
+  } catch {
+    return; // someone else's now: never touch it
+  }
+  if (still.state === "missing") return;
+  try {
+    await unpinCommit(root, projectKey, layout.key);
+    removeWorkspaceDir(root, layout);
+  } catch (err) {
+    const first = cause instanceof Error ? cause.message : String(cause);
+    const second = err instanceof Error ? err.message : String(err);
+    throw new RuntimeError("remote", `SSH creation rollback failed: ${first}; ${second}`, { cause });
+  }
+}

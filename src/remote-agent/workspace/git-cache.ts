@@ -1,0 +1,148 @@
+// Per-project bare object caches on the remote host (`<root>/cache/<projectKey>.git`). Directory
+// sources receive only the objects the cache lacks (a thin pack fixed by index-pack); git sources
+// are fetched here from their URL. Each workspace pins its commit with refs/paseo/ws/<key>, and
+// checkouts borrow the cache's objects through alternates instead of copying them.
+import { existsSync, mkdirSync, renameSync, rmSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { RuntimeError } from "../../shared/errors.js";
+import { git, gitResult, gitStream, SHA_RE } from "../../shared/git-exec.js";
+import { rootLayout } from "../layout.js";
+import type { FrameInbox } from "./frame-inbox.js";
+
+const TRANSFER_TIMEOUT_MS = 600_000;
+/** How many cache tips are offered as negotiation bases. */
+const MAX_HAVES = 64;
+
+export function cachePath(root: string, projectKey: string): string {
+  return join(rootLayout(root).cacheBase, `${projectKey}.git`);
+}
+
+export function workspaceRef(key: string): string {
+  return `refs/paseo/ws/${key}`;
+}
+
+/** Creates the cache if needed; initialised aside and renamed into place so it is never half-made. */
+export async function ensureCache(root: string, projectKey: string): Promise<string> {
+  const path = cachePath(root, projectKey);
+  if (existsSync(join(path, "objects"))) return path;
+  const l = rootLayout(root);
+  mkdirSync(l.cacheBase, { recursive: true, mode: 0o700 });
+  mkdirSync(l.tmpBase, { recursive: true, mode: 0o700 });
+  const tmp = join(l.tmpBase, `cache-${randomBytes(6).toString("hex")}.git`);
+  try {
+    await git(["init", "--bare", "--quiet", tmp]);
+    // Nothing may ever prune objects a checkout borrows through alternates.
+    await git(["config", "gc.auto", "0"], { cwd: tmp });
+    await git(["config", "core.logAllRefUpdates", "false"], { cwd: tmp });
+    renameSync(tmp, path);
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true });
+    // A concurrent create won the race: its cache is as good as ours.
+    if (existsSync(join(path, "objects"))) return path;
+    throw err;
+  }
+  return path;
+}
+
+export async function hasCommit(cache: string, commit: string): Promise<boolean> {
+  const r = await gitResult(["cat-file", "-e", `${commit}^{commit}`], { cwd: cache, okCodes: [1, 128] });
+  return r.code === 0;
+}
+
+/** Tips the cache already holds, newest first: the runtime packs only what they do not reach. */
+export async function cacheTips(cache: string): Promise<string[]> {
+  const out = await git(["for-each-ref", "--sort=-committerdate", `--count=${MAX_HAVES}`, "--format=%(objectname)"], { cwd: cache });
+  return [...new Set(out.split("\n").filter((s) => SHA_RE.test(s)))];
+}
+
+/** Feeds the pack the runtime streams into `git index-pack --fix-thin` inside the cache. */
+export async function receivePack(cache: string, inbox: FrameInbox): Promise<void> {
+  const stream = gitStream(["index-pack", "--stdin", "--fix-thin"], { cwd: cache, timeoutMs: TRANSFER_TIMEOUT_MS });
+  stream.stdout.resume();
+  try {
+    await inbox.pipeStdinTo(stream.stdin, TRANSFER_TIMEOUT_MS);
+  } catch (err) {
+    stream.kill();
+    throw err;
+  }
+  stream.stdin.end();
+  await stream.done;
+}
+
+export async function pinCommit(cache: string, key: string, commit: string): Promise<void> {
+  await git(["update-ref", workspaceRef(key), commit], { cwd: cache });
+}
+
+export async function unpinCommit(root: string, projectKey: string | null, key: string): Promise<void> {
+  if (!projectKey) return;
+  const cache = cachePath(root, projectKey);
+  if (!existsSync(join(cache, "objects"))) return;
+  await git(["update-ref", "-d", workspaceRef(key)], { cwd: cache });
+}
+
+export interface ResolvedRevision {
+  commit: string;
+  /** "" = detached. */
+  branch: string;
+}
+
+function rejectOptionLike(value: string, what: string): void {
+  if (value.startsWith("-")) throw new RuntimeError("input", `${what} must not start with "-": ${value}`);
+}
+
+async function revParse(cache: string, rev: string): Promise<string | null> {
+  const r = await gitResult(["rev-parse", "--verify", "--quiet", `${rev}^{commit}`], { cwd: cache, okCodes: [1, 128] });
+  const sha = r.stdout.trim();
+  return r.code === 0 && SHA_RE.test(sha) ? sha : null;
+}
+
+async function defaultBranch(url: string): Promise<string> {
+  const out = await git(["ls-remote", "--symref", url, "HEAD"], { timeoutMs: TRANSFER_TIMEOUT_MS, errorClass: "remote-dependency" });
+  const m = /^ref: refs\/heads\/(\S+)\tHEAD$/m.exec(out);
+  if (!m?.[1]) throw new RuntimeError("remote-dependency", `Git source has no default branch: ${url}`);
+  return m[1];
+}
+
+/**
+ * Fetches a git source into its cache on this host (so the URL must be reachable from here) and
+ * resolves the revision: "" → the default branch, a branch → that branch, a tag or sha → detached.
+ */
+export async function fetchGitSource(cache: string, url: string, revision: string): Promise<ResolvedRevision> {
+  rejectOptionLike(url, "Git source url");
+  rejectOptionLike(revision, "Git revision");
+  const branchWanted = revision === "" ? await defaultBranch(url) : revision.replace(/^refs\/heads\//, "");
+  await git(["fetch", "--quiet", "--force", "--no-tags", url, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"], {
+    cwd: cache,
+    timeoutMs: TRANSFER_TIMEOUT_MS,
+    errorClass: "remote-dependency",
+  });
+  const onBranch = await revParse(cache, `refs/heads/${branchWanted}`);
+  if (onBranch) return { commit: onBranch, branch: branchWanted };
+  const tagged = await revParse(cache, `refs/tags/${revision.replace(/^refs\/tags\//, "")}`);
+  if (tagged) return { commit: tagged, branch: "" };
+  if (/^[0-9a-f]{4,64}$/.test(revision)) {
+    let sha = await revParse(cache, revision);
+    // A commit no branch or tag reaches: servers that allow it can serve it by id.
+    if (!sha && SHA_RE.test(revision)) {
+      await git(["fetch", "--quiet", "--no-tags", url, revision], {
+        cwd: cache,
+        timeoutMs: TRANSFER_TIMEOUT_MS,
+        errorClass: "remote-dependency",
+        okCodes: [1, 128],
+      });
+      sha = await revParse(cache, revision);
+    }
+    if (sha) return { commit: sha, branch: "" };
+  }
+  throw new RuntimeError("input", `Git revision not found at the source: ${revision}`);
+}
+
+/** Whether a cache directory was last touched longer ago than `ms` (in-flight creates are young). */
+export function olderThan(path: string, ms: number): boolean {
+  try {
+    return Date.now() - statSync(path).mtimeMs > ms;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,116 @@
+// Agent side of the workspace lifecycle, registered as `workspace.*` ops: create
+// (workspace-create.ts), inspect, pause, resume, destroy, reconcile (workspace-reconcile.ts),
+// release-backing, merge-to-base (merge-info + export-objects) and adopt. Every op loads the
+// manifest through loadWorkspace() first, so ownership is verified before anything is read or
+// changed, and removal only ever touches a directory whose manifest names this owner.
+import { RuntimeError } from "../../shared/errors.js";
+import type { AgentContext, OpSpec } from "../context.js";
+import type { InspectResult, MergeInfo, WorkspaceView } from "../../shared/agent-api.js";
+import { checkoutHead, streamPack } from "./export.js";
+import { loadWorkspace, replaceManifest } from "./store.js";
+import { freezeWorkspaceProcesses, thawWorkspaceProcesses } from "../proc/process-set.js";
+import { incomplete, isComplete, loadComplete, removeOwned, str, target, view } from "./common.js";
+import { create } from "./create.js";
+import { reconcile } from "./reconcile.js";
+
+async function inspect(ctx: AgentContext): Promise<InspectResult> {
+  const { workspaceId, owner } = target(ctx);
+  const loaded = loadWorkspace(ctx.root, workspaceId, owner);
+  if (loaded.state === "missing") return { status: "missing" };
+  if (!isComplete(loaded.manifest)) return { status: "error", message: incomplete(workspaceId).message };
+  return { status: loaded.manifest.phase === "paused" ? "paused" : "ready", view: view(loaded.manifest) };
+}
+
+async function pause(ctx: AgentContext): Promise<null> {
+  const w = loadComplete(ctx);
+  if (!w) return null; // documented: pausing a missing workspace is a no-op
+  // Paused first, so no new exec starts while the sweep runs.
+  if (w.manifest.phase !== "paused") replaceManifest(w.layout, { ...w.manifest, phase: "paused" });
+  await freezeWorkspaceProcesses(w.layout);
+  return null;
+}
+
+async function resume(ctx: AgentContext): Promise<WorkspaceView> {
+  const { workspaceId, owner } = target(ctx);
+  const w = loadComplete(ctx);
+  if (!w) throw new RuntimeError("remote", `SSH workspace is missing: ${workspaceId}`);
+  await thawWorkspaceProcesses(w.layout);
+  if (w.manifest.phase !== "ready") replaceManifest(w.layout, { ...w.manifest, phase: "ready" });
+  const after = loadWorkspace(ctx.root, workspaceId, owner);
+  if (after.state !== "present" || after.manifest.phase !== "ready")
+    throw new RuntimeError("remote", `SSH workspace did not resume: ${workspaceId}`);
+  return view(after.manifest);
+}
+
+async function destroy(ctx: AgentContext): Promise<null> {
+  const { workspaceId, owner } = target(ctx);
+  const loaded = loadWorkspace(ctx.root, workspaceId, owner);
+  if (loaded.state === "present") await removeOwned(ctx.root, loaded.layout, loaded.manifest);
+  return null;
+}
+
+async function releaseBacking(ctx: AgentContext): Promise<null> {
+  const { workspaceId, owner } = target(ctx);
+  const loaded = loadWorkspace(ctx.root, workspaceId, owner);
+  if (loaded.state === "missing") return null;
+  if (loaded.manifest.phase === "ready" && isComplete(loaded.manifest)) {
+    throw new RuntimeError("input", `SSH workspace is ready; pause it before releasing its backing: ${workspaceId}`);
+  }
+  await removeOwned(ctx.root, loaded.layout, loaded.manifest);
+  return null;
+}
+
+/** A ready workspace that records where its work integrates, with its current HEAD. */
+async function mergeInfo(ctx: AgentContext): Promise<MergeInfo> {
+  const { workspaceId } = target(ctx);
+  const w = loadComplete(ctx);
+  if (!w) throw new RuntimeError("remote", `SSH workspace is missing: ${workspaceId}`);
+  if (w.manifest.phase !== "ready") throw new RuntimeError("remote", `SSH workspace is ${w.manifest.phase}: ${workspaceId}`);
+  const integration = w.manifest.integration;
+  if (!integration) {
+    throw new RuntimeError("input", `merge-to-base needs a workspace created from a directory source on a local branch: ${workspaceId}`);
+  }
+  return { head: await checkoutHead(w.layout.checkout), createdFrom: w.manifest.commit, integration };
+}
+
+/** Streams the objects of the workspace's HEAD that `haves` do not reach (Stdout frames + Eof). */
+async function exportObjects(ctx: AgentContext): Promise<{ head: string; bytes: number }> {
+  const { workspaceId } = target(ctx);
+  const w = loadComplete(ctx);
+  if (!w) throw new RuntimeError("remote", `SSH workspace is missing: ${workspaceId}`);
+  const offered = Array.isArray(ctx.request.haves) ? ctx.request.haves.filter((h): h is string => typeof h === "string") : [];
+  return streamPack(ctx, w.layout.checkout, offered);
+}
+
+/**
+ * Moves a workspace from a previous runtime instance (an old Paseo home) to the requesting one:
+ * the manifest must be valid and name `from` as its owner. Idempotent once adopted.
+ */
+async function adopt(ctx: AgentContext): Promise<null> {
+  const { workspaceId, owner } = target(ctx);
+  const from = str(ctx.request, "from");
+  let loaded: ReturnType<typeof loadWorkspace>;
+  try {
+    loaded = loadWorkspace(ctx.root, workspaceId, from);
+  } catch (err) {
+    // Already ours (a repeated adopt) is success; anything else keeps its ownership verdict.
+    if (loadWorkspace(ctx.root, workspaceId, owner).state === "present") return null;
+    throw err;
+  }
+  if (loaded.state === "missing") throw new RuntimeError("remote", `SSH workspace is missing: ${workspaceId}`);
+  replaceManifest(loaded.layout, { ...loaded.manifest, owner });
+  return null;
+}
+
+export const workspaceOps: Record<string, OpSpec> = {
+  "workspace.create": { handler: create },
+  "workspace.inspect": { handler: inspect },
+  "workspace.pause": { handler: pause },
+  "workspace.resume": { handler: resume },
+  "workspace.destroy": { handler: destroy },
+  "workspace.reconcile": { handler: reconcile },
+  "workspace.release-backing": { handler: releaseBacking },
+  "workspace.merge-info": { handler: mergeInfo },
+  "workspace.adopt": { handler: adopt },
+  "workspace.export-objects": { handler: exportObjects },
+};

@@ -1,0 +1,104 @@
+// Agent side of `reconcile`: removes this runtime instance's orphaned workspaces and prunes what no
+// workspace uses any more (project caches, half-deleted directories, abandoned staging checkouts).
+import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { basename, join } from "node:path";
+import { RuntimeError } from "../../shared/errors.js";
+import type { AgentContext } from "../context.js";
+import type { ReconcileResult } from "../../shared/agent-api.js";
+import { WORKSPACE_PREFIX, rootLayout, workspaceLayout } from "../layout.js";
+import type { WorkspaceManifest } from "./manifest.js";
+import { loadWorkspace, parseManifest } from "./store.js";
+import { createInProgress } from "./claim.js";
+import { cachePath, olderThan } from "./git-cache.js";
+import { removeOwned, str } from "./common.js";
+import { STAGING_PREFIX } from "./create.js";
+
+/** A staging checkout this old belongs to an agent that died (a live clone never takes hours). */
+const STAGING_MAX_AGE_MS = 6 * 3600_000;
+/** Caches younger than this are never pruned: a create may be filling one right now. */
+const CACHE_PRUNE_MIN_AGE_MS = 10 * 60_000;
+
+interface DirRecord {
+  /** Valid manifest for the directory's own derived name, or null. */
+  manifest: WorkspaceManifest | null;
+  /** Cache the directory refers to, read even from manifests we do not accept. */
+  projectKey: string | null;
+}
+
+function readDirRecord(dir: string): DirRecord {
+  try {
+    const text = readFileSync(join(dir, "manifest.json"), "utf8");
+    const raw = JSON.parse(text) as { workspaceId?: unknown; projectKey?: unknown };
+    const projectKey = typeof raw.projectKey === "string" ? raw.projectKey : null;
+    const manifest = typeof raw.workspaceId === "string" ? parseManifest(text, raw.workspaceId, basename(dir)) : null;
+    return { manifest, projectKey };
+  } catch {
+    return { manifest: null, projectKey: null };
+  }
+}
+
+/**
+ * Removes orphans: directories whose name is the derived name of their manifest's id, owned by
+ * this runtime instance, with an id Paseo no longer knows. Everything else is left alone. Then
+ * prunes caches no workspace references and stale trash.
+ */
+export async function reconcile(ctx: AgentContext): Promise<ReconcileResult> {
+  const owner = str(ctx.request, "owner");
+  const keepRaw = ctx.request.workspaceIds;
+  if (!Array.isArray(keepRaw) || !keepRaw.every((x) => typeof x === "string"))
+    throw new RuntimeError("input", "reconcile requires workspaceIds");
+  const keep = new Set(keepRaw as string[]);
+  const l = rootLayout(ctx.root);
+  const removed: ReconcileResult["removed"] = [];
+  const usedKeys = new Set<string>();
+  const entries = existsSync(l.workspacesBase) ? readdirSync(l.workspacesBase) : [];
+  for (const name of entries.filter((n) => n.startsWith(WORKSPACE_PREFIX))) {
+    const { manifest: m, projectKey } = readDirRecord(join(l.workspacesBase, name));
+    if (m && m.owner === owner && !keep.has(m.workspaceId) && (await removeOrphan(ctx.root, owner, m))) {
+      removed.push({ workspaceId: m.workspaceId, dir: workspaceLayout(ctx.root, m.workspaceId).dir });
+      continue;
+    }
+    // Every directory that stays, ours or not, keeps the cache its checkout borrows objects from.
+    if (projectKey) usedKeys.add(projectKey);
+  }
+  pruneCaches(ctx.root, usedKeys);
+  pruneTrash(ctx.root);
+  return { removed };
+}
+
+/** Removes one orphan after re-verifying it; false when it must stay (changed, or being created). */
+async function removeOrphan(root: string, owner: string, m: WorkspaceManifest): Promise<boolean> {
+  const layout = workspaceLayout(root, m.workspaceId);
+  let loaded: ReturnType<typeof loadWorkspace>;
+  try {
+    loaded = loadWorkspace(root, m.workspaceId, owner);
+  } catch {
+    return false; // its ownership changed since we read it: never touch it
+  }
+  // A create running right now is not an orphan yet: Paseo persists the record after create.
+  if (loaded.state !== "present" || createInProgress(layout)) return false;
+  await removeOwned(root, layout, loaded.manifest);
+  return true;
+}
+
+function pruneCaches(root: string, used: Set<string>): void {
+  const base = rootLayout(root).cacheBase;
+  if (!existsSync(base)) return;
+  for (const name of readdirSync(base)) {
+    const key = name.replace(/\.git$/, "");
+    if (!name.endsWith(".git") || used.has(key) || !olderThan(cachePath(root, key), CACHE_PRUNE_MIN_AGE_MS)) continue;
+    rmSync(cachePath(root, key), { recursive: true, force: true });
+  }
+}
+
+/** Removes leftovers of killed agents: half-deleted workspaces and abandoned staging checkouts. */
+function pruneTrash(root: string): void {
+  const base = rootLayout(root).tmpBase;
+  if (!existsSync(base)) return;
+  for (const name of readdirSync(base)) {
+    const stale =
+      (name.startsWith("trash-") && olderThan(join(base, name), 60_000)) ||
+      (name.startsWith(STAGING_PREFIX) && olderThan(join(base, name), STAGING_MAX_AGE_MS));
+    if (stale) rmSync(join(base, name), { recursive: true, force: true });
+  }
+}

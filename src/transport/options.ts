@@ -1,0 +1,139 @@
+// The runtime's own options: the opaque `options` object Paseo sends with every request (and that
+// `doctor` reads from a flag). Validated strictly so a typo fails loudly with the key's name
+// instead of silently connecting somewhere else.
+import { homedir, userInfo } from "node:os";
+import { resolve } from "node:path";
+import { z } from "zod";
+import { RuntimeError } from "../shared/errors.js";
+
+/** Expands a leading `~` / `~/` against the local home directory. */
+export function expandLocalPath(p: string): string {
+  if (p === "~") return homedir();
+  if (p.startsWith("~/")) return resolve(homedir(), p.slice(2));
+  return resolve(p);
+}
+
+// Some characters survive no quoting in every login shell: fish treats `\\` and `\'` as escapes
+// inside single quotes, and csh expands `!` history references even there. Remote paths reject
+// them along with newline and NUL.
+const remotePathUnsafe = /[\n\r\0\\!]/;
+
+const remoteRoot = z.string().refine((s) => (s.startsWith("/") || s.startsWith("~/")) && s.length > 2 && !remotePathUnsafe.test(s));
+const absoluteRemotePath = z.string().refine((s) => s.startsWith("/") && !remotePathUnsafe.test(s));
+const localPath = z
+  .string()
+  .min(1)
+  .refine((s) => !s.includes("\0"));
+
+/**
+ * Field schemas, exported so later features (e.g. the per-host broker) can add their keys in one
+ * place; each key also needs a line in EXPECTED below.
+ */
+export const runtimeOptionFields = {
+  /** A host name, address or ssh_config Host alias. */
+  host: z
+    .string()
+    .trim()
+    .min(1)
+    .refine((s) => !/[\s\0]/.test(s)),
+  port: z.int().min(1).max(65535).default(22),
+  user: z
+    .string()
+    .min(1)
+    .refine((s) => !/[\s\0]/.test(s))
+    .optional(),
+  identityFile: localPath.optional(),
+  knownHostsFile: localPath.default("~/.ssh/known_hosts"),
+  root: remoteRoot.default("~/.paseo-ssh"),
+  remoteNode: absoluteRemotePath.optional(),
+  connectTimeoutMs: z.int().min(100).max(600_000).default(10_000),
+  keepaliveIntervalMs: z.int().min(0).max(3_600_000).default(15_000),
+  // Per-host broker (src/broker): one shared SSH connection for all runtime processes.
+  broker: z.boolean().default(true),
+  brokerIdleMs: z.int().min(1000).max(86_400_000).default(60_000),
+  maxSessions: z.int().min(1).max(1000).default(10),
+  // ssh_config (src/transport/ssh-config): a file, or false to ignore config files.
+  sshConfig: z.union([localPath, z.literal(false)]).optional(),
+  acceptNewHostKeys: z.boolean().default(false),
+};
+
+/** What each key must look like, phrased for the one-line error message. */
+const EXPECTED: Record<keyof typeof runtimeOptionFields, string> = {
+  host: "expected a non-empty host name, address or ssh_config alias without spaces",
+  port: "expected an integer 1-65535",
+  user: "expected a non-empty user name without spaces",
+  identityFile: "expected a path to a private key file",
+  knownHostsFile: "expected a path to a known_hosts file",
+  root: 'expected an absolute path or one starting with "~/" (no newline, NUL, backslash or !)',
+  remoteNode: "expected the absolute path of node on the remote host (no newline, NUL, backslash or !)",
+  connectTimeoutMs: "expected an integer number of milliseconds 100-600000",
+  keepaliveIntervalMs: "expected an integer number of milliseconds 0-3600000 (0 disables keepalives)",
+  broker: "expected true or false (false connects in-process, for debugging)",
+  brokerIdleMs: "expected an integer number of milliseconds 1000-86400000",
+  maxSessions: "expected the server's MaxSessions, an integer 1-1000",
+  sshConfig: "expected the path of an ssh_config file, or false to ignore ssh_config files",
+  acceptNewHostKeys: "expected true or false (true lets StrictHostKeyChecking accept-new record unknown host keys)",
+};
+
+const schema = z.strictObject(runtimeOptionFields);
+
+export interface RuntimeOptions {
+  host: string;
+  port: number;
+  user: string;
+  /** Absolute local path (`~` expanded). */
+  identityFile?: string;
+  /** Absolute local path (`~` expanded). */
+  knownHostsFile: string;
+  /** Remote base directory as configured: absolute, or `~/…` expanded on the host. */
+  root: string;
+  remoteNode?: string;
+  connectTimeoutMs: number;
+  keepaliveIntervalMs: number;
+  /** Share one SSH connection per host through the broker (default; false or PASEO_SSH_NO_BROKER=1: in-process). Optional so hand-built options keep compiling. */
+  broker?: boolean;
+  /** The broker exits after this long without clients or channels. */
+  brokerIdleMs?: number;
+  /** Session channels one SSH connection may carry at once (OpenSSH MaxSessions, default 10). */
+  maxSessions?: number;
+  /** ssh_config file (absolute), false to ignore config files; absent: ~/.ssh/config and the system file, as ssh reads them. */
+  sshConfig?: string | false;
+  /** Lets `StrictHostKeyChecking accept-new` in ssh_config record an unknown host key. */
+  acceptNewHostKeys?: boolean;
+  /** Keys the options object named; these win over ssh_config. Absent: every key set here counts. */
+  explicit?: string[];
+}
+
+export function parseRuntimeOptions(raw: unknown): RuntimeOptions {
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
+    throw new RuntimeError("input", "Runtime options must be a JSON object");
+  }
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    if (issue.code === "unrecognized_keys") {
+      throw new RuntimeError("input", `Unknown runtime option "${issue.keys[0]}"`);
+    }
+    const key = String(issue.path[0]) as keyof typeof EXPECTED;
+    const missing = (raw as Record<string, unknown>)[key] === undefined;
+    throw new RuntimeError("input", `${missing ? "Missing" : "Invalid"} runtime option "${key}": ${EXPECTED[key] ?? issue.message}`);
+  }
+  const o = parsed.data;
+  return {
+    host: o.host,
+    port: o.port,
+    user: o.user ?? userInfo().username,
+    ...(o.identityFile !== undefined ? { identityFile: expandLocalPath(o.identityFile) } : {}),
+    knownHostsFile: expandLocalPath(o.knownHostsFile),
+    root: o.root,
+    ...(o.remoteNode !== undefined ? { remoteNode: o.remoteNode } : {}),
+    connectTimeoutMs: o.connectTimeoutMs,
+    keepaliveIntervalMs: o.keepaliveIntervalMs,
+    broker: o.broker,
+    brokerIdleMs: o.brokerIdleMs,
+    maxSessions: o.maxSessions,
+    ...(o.sshConfig !== undefined ? { sshConfig: o.sshConfig === false ? false : expandLocalPath(o.sshConfig) } : {}),
+    acceptNewHostKeys: o.acceptNewHostKeys,
+    explicit: Object.keys(raw),
+  };
+}

@@ -1,0 +1,50 @@
+// Test helpers for the per-host broker: options for a broker of one's own (unique root, short idle
+// time), asking a broker for its stats, and stopping it so no test leaves one running.
+import { parseRuntimeOptions, type RuntimeOptions } from "../../src/transport/options.js";
+import { brokerTarget, type BrokerTarget } from "../../src/broker/client.js";
+import { dial } from "../../src/broker/dial.js";
+import { resolvePlan } from "../../src/transport/ssh-config/resolve.js";
+import { readLine, writeLine, type BrokerResult, type BrokerStats } from "../../src/broker/wire.js";
+import { rigOptions, uniqueTestRoot } from "../rig/rig.js";
+
+export function brokerOptions(extra: Record<string, unknown> = {}): RuntimeOptions {
+  return parseRuntimeOptions(rigOptions({ root: uniqueTestRoot("broker"), brokerIdleMs: 3000, ...extra }));
+}
+
+/** The broker a runtime process would use: keyed by the resolved hop chain, as openHost keys it. */
+export async function targetOf(options: RuntimeOptions): Promise<BrokerTarget> {
+  const t = brokerTarget(options, await resolvePlan(options));
+  if (!t) throw new Error("no usable broker directory");
+  return t;
+}
+
+async function ask(options: RuntimeOptions, kind: "ping" | "shutdown"): Promise<BrokerResult | null> {
+  const t = await targetOf(options);
+  const r = await dial(t.paths.socket, t.version);
+  if (r.state !== "ok") return null;
+  writeLine(r.sock, { kind });
+  try {
+    return await readLine<BrokerResult>(r.sock, 5000, "answer");
+  } finally {
+    r.sock.destroy();
+  }
+}
+
+/** The live broker's stats, or null when none answers. */
+export async function brokerStats(options: RuntimeOptions): Promise<BrokerStats | null> {
+  const res = await ask(options, "ping");
+  return res && res.ok && res.stats ? res.stats : null;
+}
+
+export async function stopBroker(options: RuntimeOptions): Promise<void> {
+  await ask(options, "shutdown");
+}
+
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,261 @@
+// Drives the built `exec` wrapper exactly as Paseo does (five pipes, detached, envelope on fd3)
+// and the `signal`/`processes`/lifecycle operations, against a workspace created on the real sshd
+// rig by our own `create`. Decodes fd4 with the contract decoder so ordering bugs fail loudly.
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Readable, Writable } from "node:stream";
+import { ControlFrameSchema, ProcessEventSchema, decodeFrames, encodeCanonical, type Options } from "../../src/contract/index.js";
+import { CLI_PATH, TEST_RUNTIME_INSTANCE_ID, lifecycleRequest, runCli, type CliResult } from "./run-cli.js";
+import { rigOptions } from "../rig/rig.js";
+import { seedRepo } from "../fixtures/repo.js";
+import { dirInput, suiteRoot } from "./workspace.js";
+
+export type ProcessEvent = ReturnType<typeof decodeFrames<typeof ProcessEventSchema>>[number];
+export type Stdio = { kind: "pipes" } | { kind: "pty"; rows: number; cols: number; term?: string };
+
+export interface ExecSpec {
+  argv: string[];
+  env?: Record<string, string>;
+  cwd?: string;
+  stdio?: Stdio;
+  execId?: string;
+  purpose?: string;
+}
+
+export interface ExecResult {
+  code: number | null;
+  signal: string | null;
+  stdout: Buffer;
+  stderr: string;
+  fd4: string;
+  events: ProcessEvent[];
+  /** Decoder failure text, if fd4 did not decode. */
+  fd4Error: string | null;
+  ms: number;
+}
+
+export interface ExecHandle {
+  child: ChildProcess;
+  execId: string;
+  stdin: Writable;
+  control: Writable;
+  /** Resolves once fd1 output contains `text`. */
+  waitOutput(text: string, ms?: number): Promise<void>;
+  /** Resolves when fd4 has carried `count` (default 1) events of this type. */
+  waitEvent(type: string, ms?: number, count?: number): Promise<void>;
+  sendControl(frame: Record<string, unknown>): void;
+  output(): Buffer;
+  /** With `pauseStdout`: starts reading fd1 (a slow Paseo reader until then). */
+  resumeStdout(): void;
+  stderrText(): string;
+  done: Promise<ExecResult>;
+}
+
+export const newExecId = () => randomBytes(16).toString("hex");
+
+export class ExecWorkspace {
+  readonly options: Options;
+  readonly configuredRoot: string;
+  readonly workspaceId = `exec-${randomBytes(4).toString("hex")}`;
+  /** Canonical remote workload root (placement cwd). */
+  root = "";
+  private base = "";
+
+  /** `extra` overrides runtime options (e.g. another login `user`). */
+  constructor(label = "exec", extra: Record<string, unknown> = {}) {
+    this.configuredRoot = suiteRoot(label);
+    this.options = rigOptions({ root: this.configuredRoot, ...extra }) as Options;
+  }
+
+  async create(): Promise<void> {
+    this.base = mkdtempSync(join(tmpdir(), "paseo-exec-fixture-"));
+    const repo = seedRepo(this.base);
+    const r = await this.lifecycle("create", { input: dirInput(this.workspaceId, repo.path) });
+    if (r.code !== 0) throw new Error(`create failed: ${r.stderr}`);
+    const state = JSON.parse(r.stdout.toString("utf8")) as { placement: { cwd: string } };
+    this.root = state.placement.cwd;
+  }
+
+  lifecycle(op: string, extra: Record<string, unknown> = {}, flags: string[] = []): Promise<CliResult> {
+    const args = op === "reconcile" ? [op] : [op, "--workspace-id", this.workspaceId, ...flags];
+    return runCli(args, { stdin: lifecycleRequest(this.options, extra), timeoutMs: 60_000 });
+  }
+
+  signal(execId: string, signal: string): Promise<CliResult> {
+    return this.lifecycle("signal", {}, ["--exec-id", execId, "--signal", signal]);
+  }
+
+  async processes(): Promise<Array<{ pid: number; state: string; command: string }>> {
+    const r = await this.lifecycle("processes");
+    if (r.code !== 0) throw new Error(`processes failed: ${r.stderr}`);
+    return (JSON.parse(r.stdout.toString("utf8")) as { processes: Array<{ pid: number; state: string; command: string }> }).processes;
+  }
+
+  envelope(spec: ExecSpec, execId: string): string {
+    return encodeCanonical(ControlFrameSchema, {
+      type: "spawn",
+      protocolVersion: 1,
+      runtimeInstanceId: TEST_RUNTIME_INSTANCE_ID,
+      argv: spec.argv,
+      ...(spec.cwd !== undefined ? { cwd: spec.cwd } : {}),
+      env: spec.env ?? {},
+      purpose: { kind: (spec.purpose ?? "terminal") as "terminal" },
+      options: this.options,
+      execId,
+      stdio: spec.stdio ?? { kind: "pipes" },
+    });
+  }
+
+  /** Starts the wrapper; pipes mode closes fd3 after the envelope as Paseo does. */
+  start(
+    spec: ExecSpec,
+    opts: { stdin?: Buffer | string; keepStdinOpen?: boolean; env?: NodeJS.ProcessEnv; rawEnvelope?: string; pauseStdout?: boolean } = {},
+  ): ExecHandle {
+    const execId = spec.execId ?? newExecId();
+    const t0 = performance.now();
+    const child = spawn(process.execPath, [CLI_PATH, "exec", "--workspace-id", this.workspaceId], {
+      stdio: ["pipe", "pipe", "pipe", "pipe", "pipe"],
+      detached: true,
+      env: opts.env ?? process.env,
+    });
+    const [stdin, stdout, stderr, control, events] = child.stdio as [Writable, Readable, Readable, Writable, Readable];
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    const fd4: Buffer[] = [];
+    const waiters: Array<() => void> = [];
+    const poke = () => waiters.splice(0).forEach((w) => w());
+    stdout.on("data", (d: Buffer) => (out.push(d), poke()));
+    if (opts.pauseStdout) stdout.pause();
+    stderr.on("data", (d: Buffer) => err.push(d));
+    events.on("data", (d: Buffer) => (fd4.push(d), poke()));
+    stdin.on("error", () => undefined);
+    control.on("error", () => undefined);
+    control.write(opts.rawEnvelope ?? this.envelope(spec, execId));
+    const pty = spec.stdio?.kind === "pty";
+    if (!pty) control.end();
+    if (opts.stdin !== undefined) stdin.write(opts.stdin);
+    if (!opts.keepStdinOpen && !pty) stdin.end();
+    const fd4Text = () => Buffer.concat(fd4).toString("utf8");
+    const waitFor = (ok: () => boolean, what: string, ms: number) =>
+      new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(
+          () =>
+            reject(
+              new Error(
+                `timed out waiting for ${what}; stdout=${JSON.stringify(Buffer.concat(out).toString())} fd4=${fd4Text()} stderr=${Buffer.concat(err).toString()}`,
+              ),
+            ),
+          ms,
+        );
+        const check = () => {
+          if (ok()) {
+            clearTimeout(timer);
+            resolve();
+          } else waiters.push(check);
+        };
+        check();
+      });
+    const done = new Promise<ExecResult>((resolve) => {
+      child.on("close", (code, signal) => {
+        const text = fd4Text();
+        let events: ProcessEvent[] = [];
+        let fd4Error: string | null = null;
+        try {
+          events = decodeFrames(text, ProcessEventSchema);
+        } catch (e) {
+          fd4Error = (e as Error).message;
+        }
+        resolve({
+          code,
+          signal,
+          stdout: Buffer.concat(out),
+          stderr: Buffer.concat(err).toString("utf8"),
+          fd4: text,
+          events,
+          fd4Error,
+          ms: performance.now() - t0,
+        });
+      });
+    });
+    return {
+      child,
+      execId,
+      stdin,
+      control,
+      waitOutput: (text, ms = 15_000) =>
+        waitFor(() => Buffer.concat(out).toString("utf8").includes(text), `output ${JSON.stringify(text)}`, ms),
+      waitEvent: (type, ms = 15_000, count = 1) =>
+        waitFor(() => fd4Text().split(`"type":"${type}"`).length > count, `${count} event(s) ${type}`, ms),
+      sendControl: (frame) => control.write(`${JSON.stringify(frame)}\n`),
+      output: () => Buffer.concat(out),
+      resumeStdout: () => void stdout.resume(),
+      stderrText: () => Buffer.concat(err).toString("utf8"),
+      done,
+    };
+  }
+
+  async run(spec: ExecSpec, opts: Parameters<ExecWorkspace["start"]>[1] = {}): Promise<ExecResult> {
+    return this.start(spec, opts).done;
+  }
+
+  async cleanup(): Promise<void> {
+    await this.lifecycle("destroy").catch(() => undefined);
+    if (this.base) rmSync(this.base, { recursive: true, force: true });
+    rmSync(this.configuredRoot, { recursive: true, force: true });
+  }
+}
+
+/** The `exit` event of a result, or a failure naming what fd4 carried instead. */
+export function exitOf(r: ExecResult): { code: number | null; signal: string | null } {
+  const types = r.events.map((e) => e.type).join(",");
+  if (r.fd4Error || !/^started(,resized)*,eof,exit$/.test(types)) {
+    throw new Error(`fd4 was not started,[resized…,]eof,exit: ${types} ${r.fd4Error ?? ""} fd4=${r.fd4} stderr=${r.stderr}`);
+  }
+  const e = r.events[r.events.length - 1] as { code: number | null; signal: string | null };
+  return { code: e.code, signal: e.signal };
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls until `check` holds or `ms` elapse; returns the last value of `check`. */
+export async function eventually<T>(check: () => Promise<T> | T, ok: (v: T) => boolean, ms = 5000, every = 50): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await check();
+    if (ok(v) || Date.now() >= deadline) return v;
+    await sleep(every);
+  }
+}
+
+/**
+ * Where a secret shows up on this machine (the rig's remote host is local): any process argv, any
+ * process environment except `allowed` pids (the workload's own), any file under `root`.
+ */
+export function secretLeaks(secret: string, root: string, allowed: Set<number>): { argv: string[]; environ: string[]; files: string[] } {
+  const found = { argv: [] as string[], environ: [] as string[], files: [] as string[] };
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${name}/cmdline`);
+      if (cmdline.includes(secret)) found.argv.push(`${name}: ${cmdline.toString().replace(/\0/g, " ")}`);
+      if (!allowed.has(Number(name)) && readFileSync(`/proc/${name}/environ`).includes(secret)) {
+        found.environ.push(`${name}: ${cmdline.toString().replace(/\0/g, " ")}`);
+      }
+    } catch {
+      // the process ended during the scan
+    }
+  }
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir)) {
+      const p = join(dir, entry);
+      const st = lstatSync(p, { throwIfNoEntry: false });
+      if (st?.isDirectory()) walk(p);
+      else if (st?.isFile() && st.size < 50_000_000 && readFileSync(p).includes(secret)) found.files.push(p);
+    }
+  };
+  walk(root);
+  return found;
+}
