@@ -7,9 +7,19 @@ import { RuntimeError } from "../shared/errors.js";
 import { FrameKind, encodeData, encodeFrame, encodeJson } from "../shared/frames.js";
 import type { RuntimeOptions } from "../transport/options.js";
 import { connectBroker, type BrokerTarget } from "./client.js";
-import { ACQUIRE_WAIT_MS, reconnectWindowMs, readLine, writeLine, type BrokerRequest, type BrokerResult } from "./wire.js";
+import {
+  ACQUIRE_WAIT_MS,
+  BrokerLineError,
+  reconnectWindowMs,
+  readLine,
+  writeLine,
+  type BrokerRequest,
+  type BrokerResult,
+  type WindowMessage,
+} from "./wire.js";
 import { AGENT_READY_TIMEOUT_MS, AgentChannel } from "../transport/agent-channel.js";
 import { callAgent, type PtyChannel, type PtyRequest, type RemoteHost } from "../transport/host.js";
+import type { AgentAnswer, OneShotOp, OpRequest } from "../shared/agent-api.js";
 
 export class BrokerHost implements RemoteHost {
   readonly root: string;
@@ -54,7 +64,7 @@ export class BrokerHost implements RemoteHost {
       } catch (err) {
         sock.destroy();
         // A broker that died between hello and answer is replaced once; the channel never opened.
-        if (attempt === 0 && err instanceof RuntimeError && /closed the connection/.test(err.message)) continue;
+        if (attempt === 0 && err instanceof BrokerLineError && err.reason === "closed") continue;
         throw err;
       }
       if (!result.ok) {
@@ -91,14 +101,17 @@ export class BrokerHost implements RemoteHost {
     return {
       stdin,
       output,
-      setWindow: (rows, cols) => void sock.write(encodeJson({ type: "window", rows, cols })),
+      setWindow: (rows, cols) => {
+        const msg: WindowMessage = { type: "window", rows, cols };
+        sock.write(encodeJson(msg));
+      },
       destroy: () => sock.destroy(),
       closed: new Promise<void>((resolve) => sock.once("close", () => resolve())),
     };
   }
 
-  call<T = unknown>(req: Record<string, unknown>, timeoutMs?: number): Promise<T> {
-    return callAgent<T>(this, req, timeoutMs);
+  call<Op extends OneShotOp>(op: Op, fields: OpRequest<Op>, timeoutMs?: number): Promise<AgentAnswer<Op>> {
+    return callAgent(this, op, fields, timeoutMs);
   }
 
   /** Ends this process's channels; the broker and its SSH connection stay for the next process. */

@@ -2,8 +2,9 @@
 // runtime process of a host configuration; its command line is just `node dist/broker.js`: the
 // configuration (options, the resolved hop chain, paths; no workspace id, no secret) arrives as one JSON document on
 // stdin. Diagnostics go to stderr, which the starter points at a 0600 log file next to the socket.
+import { z } from "zod";
 import { RuntimeError, oneLine } from "../shared/errors.js";
-import type { RuntimeOptions } from "../transport/options.js";
+import { parseRuntimeOptions, type RuntimeOptions } from "../transport/options.js";
 import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
 import { brokerVersion, type BrokerPaths } from "./paths.js";
 import { BrokerServer } from "./server.js";
@@ -15,6 +16,52 @@ export interface BrokerLaunch {
 }
 
 const STDIN_TIMEOUT_MS = 5000;
+
+const HopSchema = z.object({
+  label: z.string(),
+  host: z.string(),
+  port: z.int(),
+  user: z.string(),
+  identityFiles: z.array(z.string()),
+  identityFromOption: z.boolean(),
+  identitiesOnly: z.boolean(),
+  agentSocket: z.string().nullable(),
+  userKnownHostsFiles: z.array(z.string()),
+  globalKnownHostsFiles: z.array(z.string()),
+  hostKeyAlias: z.string().optional(),
+  acceptNew: z.enum(["off", "configured", "on"]),
+  connectTimeoutMs: z.int(),
+  keepaliveIntervalMs: z.int(),
+  keepaliveCountMax: z.int(),
+  proxyCommand: z.string().optional(),
+  sources: z.record(z.string(), z.array(z.string())).optional(),
+}) satisfies z.ZodType<ConnectionPlan["hops"][number]>;
+
+const LaunchSchema = z.strictObject({
+  options: z.record(z.string(), z.unknown()),
+  plan: z.object({ hops: z.array(HopSchema).min(1), via: z.enum(["ssh -G", "parser", "options"]) }).optional(),
+  paths: z.strictObject({ dir: z.string(), socket: z.string(), lock: z.string(), log: z.string() }),
+});
+
+/**
+ * The starter's JSON, checked like any other input: the options go through their own parser (their
+ * `explicit` list, which that parser derives from the keys it was given, travels beside them).
+ */
+export function parseLaunch(text: string): BrokerLaunch {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new RuntimeError("input", "broker configuration on stdin is not JSON");
+  }
+  const launch = LaunchSchema.safeParse(value);
+  if (!launch.success) throw new RuntimeError("input", "broker configuration on stdin is malformed");
+  const { explicit, ...fields } = launch.data.options;
+  const named = z.array(z.string()).optional().safeParse(explicit);
+  if (!named.success) throw new RuntimeError("input", "broker configuration on stdin is malformed");
+  const options = { ...parseRuntimeOptions(fields), explicit: named.data };
+  return { options, ...(launch.data.plan ? { plan: launch.data.plan } : {}), paths: launch.data.paths };
+}
 
 function log(line: string): void {
   process.stderr.write(`${new Date().toISOString()} ${line}\n`);
@@ -28,9 +75,9 @@ function readLaunch(): Promise<BrokerLaunch> {
     process.stdin.once("end", () => {
       clearTimeout(timer);
       try {
-        resolve(JSON.parse(Buffer.concat(chunks).toString("utf8")) as BrokerLaunch);
-      } catch {
-        reject(new RuntimeError("input", "broker configuration on stdin is not JSON"));
+        resolve(parseLaunch(Buffer.concat(chunks).toString("utf8")));
+      } catch (err) {
+        reject(err instanceof Error ? err : new Error(String(err)));
       }
     });
   });

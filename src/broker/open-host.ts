@@ -1,4 +1,4 @@
-// The one way CLI operations obtain a RemoteHost: through the per-host broker by default (one SSH
+// The one way CLI operations obtain a RemoteHost (and withHost, which always closes it): through the per-host broker by default (one SSH
 // connection shared by every runtime process), or in-process when the "broker" option is false,
 // PASEO_SSH_NO_BROKER=1 is set (debugging), or no private broker directory can be had.
 import type { RuntimeOptions } from "../transport/options.js";
@@ -10,11 +10,11 @@ import { resolvePlan, type ConnectionPlan } from "../transport/ssh-config/resolv
 // ssh2 and the rest of the in-process transport load only when used: a brokered operation's
 // process never needs them, and loading them costs tens of milliseconds of every start.
 async function openSshHost(options: RuntimeOptions, plan: ConnectionPlan): Promise<RemoteHost> {
-  return (await import("../transport/ssh-host.js")).openHost(options, undefined, plan);
+  return (await import("../transport/ssh-host.js")).connectSshHost(options, undefined, plan);
 }
 
 export function brokerEnabled(options: RuntimeOptions): boolean {
-  return options.broker !== false && process.env.PASEO_SSH_NO_BROKER !== "1";
+  return options.broker && process.env.PASEO_SSH_NO_BROKER !== "1";
 }
 
 export async function openHost(options: RuntimeOptions): Promise<RemoteHost> {
@@ -24,4 +24,14 @@ export async function openHost(options: RuntimeOptions): Promise<RemoteHost> {
   const target = brokerTarget(options, plan);
   if (!target) return openSshHost(options, plan);
   return new BrokerHost(options, target).connect();
+}
+
+/** Opens the host for one operation, runs `fn`, and always closes it. */
+export async function withHost<T>(options: RuntimeOptions, fn: (host: RemoteHost) => Promise<T>): Promise<T> {
+  const host = await openHost(options);
+  try {
+    return await fn(host);
+  } finally {
+    host.close();
+  }
 }

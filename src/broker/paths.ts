@@ -54,8 +54,8 @@ export function brokerKey(options: RuntimeOptions, version: string, plan?: Conne
     remoteNode: options.remoteNode ?? null,
     connectTimeoutMs: options.connectTimeoutMs,
     keepaliveIntervalMs: options.keepaliveIntervalMs,
-    brokerIdleMs: options.brokerIdleMs ?? null,
-    maxSessions: options.maxSessions ?? null,
+    brokerIdleMs: options.brokerIdleMs,
+    maxSessions: options.maxSessions,
     agentSocket: process.env.SSH_AUTH_SOCK ?? null,
   };
   return createHash("sha256").update(JSON.stringify(material)).digest("hex").slice(0, 24);

@@ -107,7 +107,7 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     super();
     // Every queued operation waits on "change"; dozens at once are normal, not a leak.
     this.setMaxListeners(0);
-    this.limit = options.maxSessions ?? 10;
+    this.limit = options.maxSessions;
     this.extraTimer = setInterval(() => this.closeIdleExtras(), 1000);
     this.extraTimer.unref();
   }

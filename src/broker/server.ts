@@ -13,7 +13,8 @@ import { dial } from "./dial.js";
 import { withLock } from "./lock.js";
 import type { BrokerPaths } from "./paths.js";
 import { ChannelPool, type Lease } from "./pool.js";
-import { readLine, writeLine, type BrokerRequest, type BrokerResult } from "./wire.js";
+import { BrokerRequestSchema, WindowMessageSchema, readLine, writeLine, type BrokerResult } from "./wire.js";
+import { parseJson } from "../shared/guards.js";
 import { listen } from "../shared/listen-unix.js";
 
 /** A client must name its channel this soon after connecting. */
@@ -62,24 +63,6 @@ async function claimSocket(cfg: BrokerConfig): Promise<Server | null> {
   throw new RuntimeError("network", `could not claim broker socket ${socket}`);
 }
 
-function validRequest(r: unknown): r is BrokerRequest {
-  if (typeof r !== "object" || r === null) return false;
-  const req = r as Record<string, unknown>;
-  if (req.kind === "agent" || req.kind === "ping" || req.kind === "shutdown") return true;
-  if (req.kind !== "pty") return false;
-  const pty = req.pty as Record<string, unknown> | undefined;
-  const positive = (n: unknown) => Number.isInteger(n) && (n as number) > 0;
-  return (
-    Array.isArray(req.args) &&
-    req.args.every((a) => typeof a === "string") &&
-    typeof pty === "object" &&
-    pty !== null &&
-    positive(pty.rows) &&
-    positive(pty.cols) &&
-    (pty.term === undefined || typeof pty.term === "string")
-  );
-}
-
 export class BrokerServer {
   private readonly clients = new Set<Socket>();
   private lastActivity = Date.now();
@@ -118,7 +101,7 @@ export class BrokerServer {
       pool.close();
       return null;
     }
-    cfg.log(`broker ${process.pid} listening (idle exit after ${cfg.options.brokerIdleMs ?? 60_000} ms)`);
+    cfg.log(`broker ${process.pid} listening (idle exit after ${cfg.options.brokerIdleMs} ms)`);
     return new BrokerServer(server, cfg, pool, onExit);
   }
 
@@ -138,7 +121,7 @@ export class BrokerServer {
     const idle = this.clients.size === 0 && !this.pool.busy;
     if (!idle) return;
     if (this.lostPath) return void this.stop("replaced and idle");
-    if (Date.now() - this.lastActivity >= (this.cfg.options.brokerIdleMs ?? 60_000)) void this.stop("idle");
+    if (Date.now() - this.lastActivity >= this.cfg.options.brokerIdleMs) void this.stop("idle");
   }
 
   /** Stops accepting (removing our socket only if it is still ours), closes SSH, exits. */
@@ -174,18 +157,20 @@ export class BrokerServer {
       this.lastActivity = Date.now();
     });
     writeLine(sock, { v: this.cfg.version, pid: process.pid });
-    let req: unknown;
+    let raw: unknown;
     try {
-      req = await readLine(sock, HEADER_TIMEOUT_MS, "header");
+      raw = await readLine(sock, HEADER_TIMEOUT_MS, "header");
     } catch {
       sock.destroy();
       return;
     }
-    if (!validRequest(req)) {
+    const parsed = BrokerRequestSchema.safeParse(raw);
+    if (!parsed.success) {
       this.answer(sock, { ok: false, errorClass: "input", message: "malformed broker request" });
       sock.end();
       return;
     }
+    const req = parsed.data;
     try {
       switch (req.kind) {
         case "ping":
@@ -249,15 +234,13 @@ export class BrokerServer {
 
   /** The PTY side protocol's one message: {"type":"window","rows":…,"cols":…}. */
   private applyWindow(channel: PtyChannel, payload: Buffer): void {
-    let msg: { type?: unknown; rows?: unknown; cols?: unknown };
-    try {
-      msg = JSON.parse(payload.toString("utf8")) as typeof msg;
-    } catch {
+    const value = parseJson(payload);
+    if (value === undefined) {
       this.cfg.log("ignored a PTY control message that is not JSON");
       return;
     }
-    const positive = (n: unknown): n is number => Number.isInteger(n) && (n as number) > 0;
-    if (msg.type === "window" && positive(msg.rows) && positive(msg.cols)) channel.setWindow(msg.rows, msg.cols);
+    const msg = WindowMessageSchema.safeParse(value);
+    if (msg.success) channel.setWindow(msg.data.rows, msg.data.cols);
   }
 
   /** Terminal output goes back raw; client input arrives framed (keystrokes, window, EOF). */

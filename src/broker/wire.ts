@@ -8,10 +8,26 @@
 // output; client -> broker uses frames.ts framing (Stdin data, Json {"type":"window",rows,cols},
 // Eof) so a window change never mixes with keystrokes.
 import type { Socket } from "node:net";
+import { z } from "zod";
 import { RuntimeError, type ErrorClass } from "../shared/errors.js";
-import type { PtyRequest } from "../transport/host.js";
 
-export type BrokerRequest = { kind: "agent" } | { kind: "pty"; args: string[]; pty: PtyRequest } | { kind: "ping" } | { kind: "shutdown" };
+const positiveInt = z.int().min(1);
+
+export const BrokerRequestSchema = z.discriminatedUnion("kind", [
+  z.object({ kind: z.literal("agent") }),
+  z.object({
+    kind: z.literal("pty"),
+    args: z.array(z.string()),
+    pty: z.object({ rows: positiveInt, cols: positiveInt, term: z.string().optional() }),
+  }),
+  z.object({ kind: z.literal("ping") }),
+  z.object({ kind: z.literal("shutdown") }),
+]);
+export type BrokerRequest = z.output<typeof BrokerRequestSchema>;
+
+/** A PTY channel's one control message (client → broker, as a Json frame). */
+export const WindowMessageSchema = z.object({ type: z.literal("window"), rows: positiveInt, cols: positiveInt });
+export type WindowMessage = z.output<typeof WindowMessageSchema>;
 
 export interface BrokerHello {
   v: string;
@@ -40,6 +56,18 @@ export function reconnectWindowMs(connectTimeoutMs: number): number {
   return Math.max(5000, 3 * connectTimeoutMs);
 }
 
+/** Why reading a line failed, for callers that act on it (a broker that closed is replaced once). */
+export type LineFailure = "timeout" | "closed" | "failed" | "too-long" | "not-json";
+
+export class BrokerLineError extends RuntimeError {
+  constructor(
+    readonly reason: LineFailure,
+    message: string,
+  ) {
+    super("network", message);
+  }
+}
+
 /** Lines are short; anything longer is not our peer. */
 const MAX_LINE = 64 * 1024;
 
@@ -55,7 +83,7 @@ export function readLine<T>(sock: Socket, timeoutMs: number, what: string): Prom
   return new Promise<T>((resolve, reject) => {
     let buf = Buffer.alloc(0);
     const timer = setTimeout(
-      () => finish(new RuntimeError("network", `broker did not send its ${what} within ${timeoutMs} ms`)),
+      () => finish(new BrokerLineError("timeout", `broker did not send its ${what} within ${timeoutMs} ms`)),
       timeoutMs,
     );
     const finish = (err: Error | null, value?: T) => {
@@ -70,7 +98,7 @@ export function readLine<T>(sock: Socket, timeoutMs: number, what: string): Prom
       buf = Buffer.concat([buf, chunk]);
       const nl = buf.indexOf(0x0a);
       if (nl < 0) {
-        if (buf.length > MAX_LINE) finish(new RuntimeError("network", `broker ${what} is too long`));
+        if (buf.length > MAX_LINE) finish(new BrokerLineError("too-long", `broker ${what} is too long`));
         return;
       }
       sock.pause();
@@ -79,11 +107,11 @@ export function readLine<T>(sock: Socket, timeoutMs: number, what: string): Prom
       try {
         finish(null, JSON.parse(buf.subarray(0, nl).toString("utf8")) as T);
       } catch {
-        finish(new RuntimeError("network", `broker ${what} is not JSON`));
+        finish(new BrokerLineError("not-json", `broker ${what} is not JSON`));
       }
     };
-    const onClose = () => finish(new RuntimeError("network", `broker closed the connection before its ${what}`));
-    const onError = (err: Error) => finish(new RuntimeError("network", `broker connection failed before its ${what}: ${err.message}`));
+    const onClose = () => finish(new BrokerLineError("closed", `broker closed the connection before its ${what}`));
+    const onError = (err: Error) => finish(new BrokerLineError("failed", `broker connection failed before its ${what}: ${err.message}`));
     sock.on("data", onData);
     sock.once("close", onClose);
     sock.once("error", onError);

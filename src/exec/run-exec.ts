@@ -1,4 +1,4 @@
-// The `exec` wrapper (contract §8): Paseo's fd0–fd4 on this side, one agent conversation (and, for
+// The `exec` wrapper (docs/contract.md#exec): Paseo's fd0–fd4 on this side, one agent conversation (and, for
 // PTY, one SSH pty channel) on the other.
 //
 //  * Refusals (invalid envelope, not ready, bad cwd, reused exec id, unreachable host) throw before
@@ -11,28 +11,32 @@
 //    with an SSH window-change, confirmed on the remote terminal, then acknowledged.
 //  * Any failure after `started` kills the execution first and then writes one fd4 `error`.
 import type { Readable, Writable } from "node:stream";
-import { RuntimeError, fromWireError, type WireError } from "../shared/errors.js";
+import { RuntimeError, fromWireError } from "../shared/errors.js";
 import { FrameKind, encodeData, encodeFrame, type Frame } from "../shared/frames.js";
-import type { AgentChannel } from "../transport/agent-channel.js";
-import type { PtyChannel, RemoteHost } from "../transport/host.js";
+import { isExecSignal } from "../shared/agent-api.js";
+import { agentMessage, type AgentChannel } from "../transport/agent-channel.js";
+import { requestFor, type PtyChannel, type RemoteHost } from "../transport/host.js";
 import { parseRuntimeOptions, type RuntimeOptions } from "../transport/options.js";
-import type { OperationIO } from "../cli/operation.js";
 import { readControls, type ControlFrame, type SpawnEnvelope } from "./controls.js";
 import { EventWriter } from "./events.js";
 import { flushed, openControlIn, openEventsOut } from "./fds.js";
 import { WrapperSignals, mirrorExit } from "./wrapper-signals.js";
 
-/** Test-only (scenarios C1): delays publication of the identity on the remote by this many ms. */
-export const TEST_DELAY_IDENTITY_ENV = "PASEO_SSH_TEST_DELAY_IDENTITY_MS";
 /** After a PTY workload exited: how long to wait for the pty channel to deliver its last output. */
 export const PTY_DRAIN_MS = 2000;
 /** How long a kill requested before an `error` event may take to be confirmed by the agent. */
 export const KILL_CONFIRM_MS = 2000;
-const SUPPORTED_SIGNALS = new Set(["SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"]);
 /** Workload stdin sent to the agent but not yet taken by the workload; above this fd0 is not read. */
 export const STDIN_WINDOW = 4 * 1024 * 1024;
 
 type Outcome = { kind: "exit"; code: number | null; signal: string | null } | { kind: "error"; err: RuntimeError };
+
+/** Paseo's fd0-fd2 as the wrapper sees them (the CLI passes its process streams). */
+export interface ExecStreams {
+  stdin: Readable;
+  stdout: Writable;
+  stderr: Writable;
+}
 
 export interface ExecDeps {
   openHost(options: RuntimeOptions): Promise<RemoteHost>;
@@ -47,7 +51,7 @@ function deferred<T>() {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
 
-export async function runExec(workspaceId: string, io: OperationIO, deps: ExecDeps): Promise<number> {
+export async function runExec(workspaceId: string, io: ExecStreams, deps: ExecDeps): Promise<number> {
   const signals = new WrapperSignals();
   const controls = readControls(deps.fds?.control ?? openControlIn());
   const events = new EventWriter(deps.fds?.events ?? openEventsOut());
@@ -87,7 +91,7 @@ class Conversation {
     private readonly envelope: SpawnEnvelope,
     private readonly host: RemoteHost,
     private readonly ch: AgentChannel,
-    private readonly io: OperationIO,
+    private readonly io: ExecStreams,
     private readonly events: EventWriter,
     private readonly signals: WrapperSignals,
     private readonly controls: ReturnType<typeof readControls>,
@@ -103,20 +107,17 @@ class Conversation {
     this.io.stderr.on("error", () => undefined);
     this.ch.on("frame", (f) => this.onFrame(f));
     this.ch.on("close", () => this.settle({ kind: "error", err: new RuntimeError("network", "connection to the remote agent was lost") }));
-    const delay = Number(process.env[TEST_DELAY_IDENTITY_ENV] ?? 0);
-    this.ch.sendJson({
-      op: "exec.run",
-      root: this.host.root,
-      workspaceId: this.workspaceId,
-      owner: e.runtimeInstanceId,
-      execId: e.execId,
-      argv: e.argv,
-      env: e.env,
-      ...(e.cwd !== undefined ? { cwd: e.cwd } : {}),
-      stdio: e.stdio,
-      purpose: e.purpose,
-      ...(delay > 0 ? { testDelayIdentityMs: delay } : {}),
-    });
+    this.ch.sendJson(
+      requestFor(this.host, "exec.run", {
+        workspaceId: this.workspaceId,
+        owner: e.runtimeInstanceId,
+        execId: e.execId,
+        argv: e.argv,
+        env: e.env,
+        ...(e.cwd !== undefined ? { cwd: e.cwd } : {}),
+        stdio: e.stdio,
+      }),
+    );
     this.pumpStdin();
     this.controls.onControl((c) => {
       if (c.end) return; // PTY control EOF (pipes: right after the envelope); not an error
@@ -181,26 +182,29 @@ class Conversation {
       default:
         return;
     }
-    const msg = JSON.parse(f.payload.toString("utf8")) as Record<string, unknown>;
-    switch (msg.type) {
+    const msg = agentMessage(f);
+    switch (msg?.type) {
       case "pty-token":
-        void this.attachPty(String(msg.token));
+        void this.attachPty(msg.token);
         break;
       case "started":
         this.onStarted();
         break;
       case "stdin-ack":
-        this.stdinUnacked -= Number(msg.bytes);
+        this.stdinUnacked -= msg.bytes;
         if (this.stdinUnacked <= STDIN_WINDOW && this.io.stdin.isPaused()) this.io.stdin.resume();
         break;
       case "resized":
-        this.onResized(Number(msg.id), msg.ok === true);
+        this.onResized(msg.id, msg.ok);
         break;
       case "exit":
-        this.settle({ kind: "exit", code: (msg.code as number | null) ?? null, signal: (msg.signal as string | null) ?? null });
+        this.settle({ kind: "exit", code: msg.code, signal: msg.signal });
         break;
       case "error":
-        this.settle({ kind: "error", err: fromWireError(msg as unknown as WireError) });
+        this.settle({ kind: "error", err: fromWireError(msg) });
+        break;
+      case undefined:
+        this.settle({ kind: "error", err: new RuntimeError("remote", "remote agent sent a malformed message") });
         break;
     }
   }
@@ -276,7 +280,7 @@ class Conversation {
     if (frame.type === "spawn") {
       void this.fail("a second spawn envelope arrived on fd3");
     } else if (frame.type === "signal") {
-      if (SUPPORTED_SIGNALS.has(frame.signal)) this.ch.sendJson({ type: "signal", signal: frame.signal });
+      if (isExecSignal(frame.signal)) this.ch.sendJson({ type: "signal", signal: frame.signal });
       else void this.fail(`Unsupported signal: ${frame.signal}`);
     } else if (!this.isPty) {
       void this.fail("resize control in pipes mode");

@@ -2,8 +2,13 @@
 // host paths it may use. Op modules receive this and nothing else, so they can be tested by
 // running the bundled agent as a local child process.
 import type { Frame } from "../shared/frames.js";
+import type { AgentAnswer, AgentMessage, OneShotOp } from "../shared/agent-api.js";
 
-export interface AgentRequest {
+/**
+ * The request frame as it arrived: `op` and `root` are checked by the dispatcher; every other
+ * field is checked by the op that reads it (the agent trusts no input).
+ */
+export interface ReceivedRequest {
   op: string;
   /** Configured remote root (may start with "~/"); the agent expands it. */
   root: string;
@@ -11,7 +16,7 @@ export interface AgentRequest {
 }
 
 export interface AgentContext {
-  request: AgentRequest;
+  request: ReceivedRequest;
   /** Absolute, expanded root directory on this host. */
   root: string;
   /** Directory this agent build lives in (`<root>/agent/<hash>`). */
@@ -19,22 +24,26 @@ export interface AgentContext {
   /** Absolute path of the node running this agent. */
   nodePath: string;
   /** Sends a JSON control frame to the runtime. */
-  sendJson(value: unknown): void;
-  /** Sends raw frames (already encoded). */
-  sendRaw(buf: Buffer): void;
+  sendJson(message: AgentMessage): void;
+  /** Sends raw frames (already encoded); false once the channel wants draining (see `drained`). */
+  sendRaw(buf: Buffer): boolean;
+  /** Resolves once the channel to the runtime has drained (at once if it does not need to). */
+  drained(): Promise<void>;
   /** Frames that arrive after the request frame. */
   onFrame(listener: (frame: Frame) => void): void;
+  /** Stops (and resumes) reading frames from the runtime, so SSH holds the sender back. */
+  pauseInput(): void;
+  resumeInput(): void;
   /** Called once when the runtime side closes its end (channel EOF or loss). */
   onClose(listener: () => void): void;
 }
 
 /**
- * An op either returns a value (sent as `{type:"result", value}`) or throws (sent as
- * `{type:"error", errorClass, message}`); streaming ops send their own frames and return undefined
- * with `streaming: true` so the dispatcher adds nothing.
+ * A one-shot op returns its answer (sent as `{type:"result", value}`) or throws (sent as
+ * `{type:"error", errorClass, message}`).
  */
-export type OpHandler = (ctx: AgentContext) => Promise<unknown>;
-export interface OpSpec {
-  handler: OpHandler;
-  streaming?: boolean;
-}
+export type OneShotHandler<Op extends OneShotOp> = (ctx: AgentContext) => Promise<AgentAnswer<Op>>;
+export type OneShotHandlers = { [Op in OneShotOp]: OneShotHandler<Op> };
+
+/** A streaming op (`exec.run`) sends its own messages; the dispatcher adds nothing. */
+export type StreamingHandler = (ctx: AgentContext) => Promise<void>;

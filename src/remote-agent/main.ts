@@ -6,8 +6,10 @@ import { homedir } from "node:os";
 import { dirname, resolve } from "node:path";
 import { AGENT_READY_MARKER, FrameDecoder, FrameKind, encodeJson, type Frame } from "../shared/frames.js";
 import { RuntimeError, toWireError } from "../shared/errors.js";
-import type { AgentContext, AgentRequest } from "./context.js";
-import { OPS } from "./ops.js";
+import { isRecord, parseJson } from "../shared/guards.js";
+import type { AgentMessage } from "../shared/agent-api.js";
+import type { AgentContext, ReceivedRequest } from "./context.js";
+import { lookupOp } from "./ops.js";
 import { ptyAttachMain } from "./exec/pty-attach.js";
 
 function expandRoot(root: string): string {
@@ -23,37 +25,40 @@ function main(): void {
   const decoder = new FrameDecoder();
   const frameListeners: Array<(f: Frame) => void> = [];
   const closeListeners: Array<() => void> = [];
-  let request: AgentRequest | undefined;
+  let request: ReceivedRequest | undefined;
   let closed = false;
 
-  const sendRaw = (buf: Buffer) => {
-    if (!out.destroyed) out.write(buf);
-  };
+  const sendRaw = (buf: Buffer): boolean => (out.destroyed ? true : out.write(buf));
+  const send = (message: AgentMessage) => sendRaw(encodeJson(message));
+  const drained = () => new Promise<void>((resolve) => (out.writableNeedDrain ? out.once("drain", resolve) : resolve()));
   const finish = (code: number) => {
     // Let stdout drain before exiting so the last frame is never lost.
     out.write(Buffer.alloc(0), () => process.exit(code));
   };
 
-  const onRequest = async (req: AgentRequest) => {
-    const spec = OPS[req.op];
+  const onRequest = async (req: ReceivedRequest) => {
+    const spec = lookupOp(req.op);
     try {
-      if (!spec) throw new RuntimeError("input", `Unknown agent operation: ${String(req.op)}`);
-      if (typeof req.root !== "string" || req.root === "") throw new RuntimeError("input", "agent request has no root");
+      if (!spec) throw new RuntimeError("input", `Unknown agent operation: ${req.op}`);
+      if (req.root === "") throw new RuntimeError("input", "agent request has no root");
       const ctx: AgentContext = {
         request: req,
         root: expandRoot(req.root),
         agentDir: dirname(__filename),
         nodePath: process.execPath,
-        sendJson: (v) => sendRaw(encodeJson(v)),
+        sendJson: send,
         sendRaw,
+        drained,
         onFrame: (l) => frameListeners.push(l),
+        pauseInput: () => process.stdin.pause(),
+        resumeInput: () => process.stdin.resume(),
         onClose: (l) => (closed ? l() : closeListeners.push(l)),
       };
       const value = await spec.handler(ctx);
-      if (!spec.streaming) sendRaw(encodeJson({ type: "result", value: value ?? null }));
+      if (!spec.streaming) send({ type: "result", value: value ?? null });
       finish(0);
     } catch (err) {
-      sendRaw(encodeJson({ type: "error", ...toWireError(err) }));
+      send({ type: "error", ...toWireError(err) });
       finish(0);
     }
   };
@@ -63,20 +68,20 @@ function main(): void {
     try {
       frames = decoder.push(chunk);
     } catch (err) {
-      sendRaw(encodeJson({ type: "error", ...toWireError(new RuntimeError("input", String(err))) }));
+      send({ type: "error", ...toWireError(new RuntimeError("input", String(err))) });
       finish(1);
       return;
     }
     for (const f of frames) {
       if (!request) {
         if (f.kind !== FrameKind.Json) continue;
-        try {
-          request = JSON.parse(f.payload.toString("utf8")) as AgentRequest;
-        } catch {
-          sendRaw(encodeJson({ type: "error", errorClass: "input", message: "malformed agent request" }));
+        const value = parseJson(f.payload);
+        if (!isRecord(value) || typeof value.op !== "string" || (value.root !== undefined && typeof value.root !== "string")) {
+          send({ type: "error", errorClass: "input", message: "malformed agent request" });
           finish(1);
           return;
         }
+        request = { ...value, op: value.op, root: value.root ?? "" };
         void onRequest(request);
       } else {
         for (const l of frameListeners) l(f);

@@ -2,7 +2,7 @@
 import { execFileSync } from "node:child_process";
 import { statfsSync, mkdirSync } from "node:fs";
 import { arch, platform, release } from "node:os";
-import type { OpSpec } from "./context.js";
+import type { OneShotHandlers } from "./context.js";
 
 function gitVersion(): string | null {
   try {
@@ -12,38 +12,25 @@ function gitVersion(): string | null {
   }
 }
 
-/** What the `facts` op returns (read by `doctor`). */
-export interface HostFacts {
-  os: string;
-  arch: string;
-  node: string;
-  nodePath: string;
-  git: string | null;
-  root: string;
-  freeBytes: number | null;
-}
-
-export const systemOps: Record<string, OpSpec> = {
-  ping: { handler: async () => ({ pong: true }) },
-  facts: {
-    handler: async (ctx) => {
-      mkdirSync(ctx.root, { recursive: true, mode: 0o700 });
-      let freeBytes: number | null = null;
-      try {
-        const s = statfsSync(ctx.root);
-        freeBytes = Number(s.bavail) * Number(s.bsize);
-      } catch {
-        freeBytes = null;
-      }
-      return {
-        os: `${platform()} ${release()}`,
-        arch: arch(),
-        node: process.version,
-        nodePath: ctx.nodePath,
-        git: gitVersion(),
-        root: ctx.root,
-        freeBytes,
-      };
-    },
+export const systemOps: Pick<OneShotHandlers, "ping" | "facts"> = {
+  ping: async () => ({ pong: true }),
+  facts: async (ctx) => {
+    mkdirSync(ctx.root, { recursive: true, mode: 0o700 });
+    let freeBytes: number | null = null;
+    try {
+      const s = statfsSync(ctx.root);
+      freeBytes = Number(s.bavail) * Number(s.bsize);
+    } catch {
+      freeBytes = null;
+    }
+    return {
+      os: `${platform()} ${release()}`,
+      arch: arch(),
+      node: process.version,
+      nodePath: ctx.nodePath,
+      git: gitVersion(),
+      root: ctx.root,
+      freeBytes,
+    };
   },
 };

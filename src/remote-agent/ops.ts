@@ -1,11 +1,28 @@
-// Registry of agent operations. Each feature area owns one module; this file only wires names.
-import type { OpSpec } from "./context.js";
+// Registry of agent operations. Each feature area owns one module; this file only wires names,
+// and its type makes sure every one-shot op of the protocol has a handler answering its type.
+import type { AgentContext, OneShotHandlers } from "./context.js";
+import type { OneShotOp } from "../shared/agent-api.js";
 import { systemOps } from "./ops-system.js";
 import { workspaceOps } from "./workspace/ops.js";
-import { execOps } from "./exec/ops.js";
+import { execOps, execRun } from "./exec/ops.js";
 
-export const OPS: Record<string, OpSpec> = {
+const ONE_SHOT: OneShotHandlers = {
   ...systemOps,
   ...workspaceOps,
   ...execOps,
 };
+
+function isOneShot(op: string): op is OneShotOp {
+  return Object.hasOwn(ONE_SHOT, op);
+}
+
+export interface OpEntry {
+  handler: (ctx: AgentContext) => Promise<unknown>;
+  /** Streaming ops send their own frames; one-shot ops' values are sent as `result`. */
+  streaming: boolean;
+}
+
+export function lookupOp(op: string): OpEntry | undefined {
+  if (op === "exec.run") return { handler: execRun, streaming: true };
+  return isOneShot(op) ? { handler: ONE_SHOT[op], streaming: false } : undefined;
+}

@@ -1,9 +1,54 @@
-// The shapes exchanged between the runtime and the remote agent for workspace operations.
-// Kept in one place so both bundles agree; physical details (paths, commits) stay inside this
-// private protocol and never reach Paseo's public state.
+// The protocol between the runtime and its remote agent, in the one module both bundles compile
+// against (docs/architecture.md "Runtime <-> agent protocol"). Physical details (paths, commits)
+// stay inside this private protocol and never reach Paseo's public state.
+//
+// A conversation is one agent process on one channel. The runtime's first JSON frame is a request
+// `{op, root, ...fields}` (AgentRequest); `root` is added by the transport, nowhere else.
+//   * One-shot ops (AgentOps) answer with one `result` (value typed per op) or one `error` frame.
+//     `workspace.create` and `workspace.export-objects` also carry data frames and the create
+//     messages below before their answer.
+//   * `exec.run` streams: ExecAgentMessage frames from the agent, ExecRuntimeMessage frames and
+//     stdin data from the runtime, ending with `exit` or `error`.
+// Every JSON frame is checked with the guards below before it is used: no side trusts the other.
+import { EXIT_CODES, type ErrorClass } from "./errors.js";
+import {
+  arrayOf,
+  isBoolean,
+  isInteger,
+  isNumber,
+  isPositiveInt,
+  isRecord,
+  isString,
+  literal,
+  nullable,
+  object,
+  oneOf,
+  parseJson,
+  recordOf,
+  type Guard,
+} from "./guards.js";
 
-import type { IntegrationTarget } from "../remote-agent/workspace/manifest.js";
-export type { IntegrationTarget };
+// ---- signals ---------------------------------------------------------------------------------
+
+/** Signals a runtime may forward or request; anything else is refused with `Unsupported signal`. */
+export const EXEC_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"] as const;
+export type ExecSignal = (typeof EXEC_SIGNALS)[number];
+export const isExecSignal: Guard<ExecSignal> = literal(...EXEC_SIGNALS);
+
+// ---- shapes shared by several ops ------------------------------------------------------------
+
+/** Which workspace, on behalf of which runtime instance (the manifest's owner). */
+export interface WorkspaceTarget {
+  workspaceId: string;
+  owner: string;
+}
+
+/** The Paseo-host repository and branch a workspace's work is merged back into. */
+export interface IntegrationTarget {
+  /** Absolute path of the repository's top level on the Paseo host. */
+  localPath: string;
+  baseBranch: string;
+}
 
 /** Objects for a directory source are shipped from the Paseo host into this project's cache. */
 export interface DirectorySourceSpec {
@@ -29,43 +74,6 @@ export interface GitSourceSpec {
 }
 
 export type SourceSpec = DirectorySourceSpec | GitSourceSpec;
-
-/** Test-only delays (milliseconds) around the claim, for the M1/N1 race scenarios. */
-export interface TestHooks {
-  beforeClaimMs?: number;
-  afterClaimMs?: number;
-}
-
-export interface CreateRequest {
-  op: "workspace.create";
-  workspaceId: string;
-  owner: string;
-  source: SourceSpec;
-  /** Lexically normalised relativeCwd ("" = root). */
-  relativeCwd: string;
-  purpose: string | null;
-  /** Recorded for merge-to-base (directory sources whose base is a local branch). */
-  integration: IntegrationTarget | null;
-  hooks: TestHooks;
-}
-
-/** Agent → runtime during create: send the objects of `commit` not reachable from `haves`. */
-export interface NeedObjectsMessage {
-  type: "need-objects";
-  haves: string[];
-}
-
-/** Runtime → agent: the runtime failed part-way; roll back. */
-export interface AbortMessage {
-  type: "abort";
-  message: string;
-}
-
-/** Agent → runtime progress marks (create). */
-export interface ProgressMessage {
-  type: "progress";
-  phase: "negotiate" | "checkout";
-}
 
 export interface WorkspaceView {
   lifecycle: "ready" | "paused";
@@ -93,4 +101,257 @@ export interface MergeInfo {
 
 export interface ReconcileResult {
   removed: Array<{ workspaceId: string; dir: string }>;
+}
+
+/** What `facts` answers (read by `doctor`). */
+export interface HostFacts {
+  os: string;
+  arch: string;
+  node: string;
+  nodePath: string;
+  git: string | null;
+  root: string;
+  freeBytes: number | null;
+}
+
+/** One live process of a workspace (`exec.processes`, diagnostics and tests). */
+export interface ProcessInfo {
+  pid: number;
+  state: string;
+  command: string;
+}
+
+export type ExecStdio = { kind: "pipes" } | { kind: "pty"; rows: number; cols: number; term?: string };
+
+// ---- requests --------------------------------------------------------------------------------
+
+export interface CreateRequest extends WorkspaceTarget {
+  source: SourceSpec;
+  /** Lexically normalised relativeCwd ("" = root). */
+  relativeCwd: string;
+  purpose: string | null;
+  /** Recorded for merge-to-base (directory sources whose base is a local branch). */
+  integration: IntegrationTarget | null;
+}
+
+export interface ExecRunRequest extends WorkspaceTarget {
+  execId: string;
+  argv: string[];
+  env: Record<string, string>;
+  cwd?: string;
+  stdio: ExecStdio;
+}
+
+/** A request with no fields besides `op` and `root`. */
+export type NoFields = Record<never, never>;
+
+/** Each one-shot op: the fields of its request (besides `op` and `root`) and the value it answers. */
+export interface AgentOps {
+  ping: { request: NoFields; response: { pong: true } };
+  facts: { request: NoFields; response: HostFacts };
+  "workspace.create": { request: CreateRequest; response: CreateResult };
+  "workspace.inspect": { request: WorkspaceTarget; response: InspectResult };
+  "workspace.pause": { request: WorkspaceTarget; response: null };
+  "workspace.resume": { request: WorkspaceTarget; response: WorkspaceView };
+  "workspace.destroy": { request: WorkspaceTarget; response: null };
+  "workspace.release-backing": { request: WorkspaceTarget; response: null };
+  "workspace.reconcile": { request: { owner: string; workspaceIds: string[] }; response: ReconcileResult };
+  "workspace.merge-info": { request: WorkspaceTarget; response: MergeInfo };
+  /** Re-owns a workspace whose manifest names `from` as its owner. */
+  "workspace.adopt": { request: WorkspaceTarget & { from: string }; response: null };
+  /** Streams a pack of HEAD minus `haves` (Stdout frames, then Eof) before answering. */
+  "workspace.export-objects": { request: WorkspaceTarget & { haves: string[] }; response: { head: string; bytes: number } };
+  /** The out-of-band `signal` operation; `waitMs` bounds the wait for the tree to be gone. */
+  "exec.signal": { request: WorkspaceTarget & { execId: string; signal: ExecSignal; waitMs?: number }; response: { state: string } };
+  "exec.processes": { request: WorkspaceTarget; response: { processes: ProcessInfo[] } };
+}
+
+export type OneShotOp = keyof AgentOps;
+export type AgentOp = OneShotOp | "exec.run";
+export type OpRequest<Op extends OneShotOp> = AgentOps[Op]["request"];
+export type RequestFields<Op extends AgentOp> = Op extends OneShotOp ? OpRequest<Op> : ExecRunRequest;
+export type AgentAnswer<Op extends OneShotOp> = AgentOps[Op]["response"];
+
+/** The first frame of a conversation. */
+export type AgentRequest<Op extends AgentOp = AgentOp> = { op: Op; root: string } & RequestFields<Op>;
+
+// ---- messages --------------------------------------------------------------------------------
+
+/** The single answer of a one-shot op; `value` is checked against the op's answer guard. */
+export interface ResultMessage {
+  type: "result";
+  value: unknown;
+}
+
+/** The failure of any op (one-shot or exec), as a classified one-line message. */
+export interface ErrorMessage {
+  type: "error";
+  errorClass: ErrorClass;
+  message: string;
+}
+
+/** create, agent → runtime: send the objects of the source commit not reachable from `haves`. */
+export interface NeedObjectsMessage {
+  type: "need-objects";
+  haves: string[];
+}
+
+/** create, agent → runtime: progress marks. */
+export interface ProgressMessage {
+  type: "progress";
+  phase: "negotiate" | "checkout";
+}
+
+/** create, runtime → agent: the runtime failed part-way; roll back. */
+export interface AbortMessage {
+  type: "abort";
+  message: string;
+}
+
+/** exec (PTY), agent → runtime: open a PTY channel running `pty-attach <token>`. */
+export interface PtyTokenMessage {
+  type: "pty-token";
+  token: string;
+}
+
+/** exec, agent → runtime: the identity is on disk (the exec can be signalled from now on). */
+export interface StartedMessage {
+  type: "started";
+  pid: number | null;
+}
+
+/** exec (pipes), agent → runtime: this many stdin bytes reached the workload's pipe. */
+export interface StdinAckMessage {
+  type: "stdin-ack";
+  bytes: number;
+}
+
+/** exec (PTY), agent → runtime: whether the remote terminal shows the size of resize `id`. */
+export interface ResizedMessage {
+  type: "resized";
+  id: number;
+  ok: boolean;
+}
+
+/** exec, agent → runtime: the workload's real wait status; nothing follows. */
+export interface ExitMessage {
+  type: "exit";
+  code: number | null;
+  signal: string | null;
+}
+
+/** exec, runtime → agent: deliver a signal to the workload. */
+export interface SignalMessage {
+  type: "signal";
+  signal: ExecSignal;
+}
+
+/** exec (pipes), runtime → agent: this many output bytes reached Paseo's fd1/fd2. */
+export interface AckMessage {
+  type: "ack";
+  bytes: number;
+}
+
+/** exec (PTY), runtime → agent: confirm the terminal shows this size, answering `resized`. */
+export interface ResizeMessage {
+  type: "resize";
+  id: number;
+  rows: number;
+  cols: number;
+}
+
+export type ExecAgentMessage = PtyTokenMessage | StartedMessage | StdinAckMessage | ResizedMessage | ExitMessage | ErrorMessage;
+export type ExecRuntimeMessage = SignalMessage | AckMessage | ResizeMessage;
+
+/** Every JSON frame an agent sends. */
+export type AgentMessage = ResultMessage | ErrorMessage | NeedObjectsMessage | ProgressMessage | ExecAgentMessage;
+/** Every JSON frame a runtime sends after its request. */
+export type RuntimeMessage = AbortMessage | ExecRuntimeMessage;
+
+// ---- guards ----------------------------------------------------------------------------------
+
+const isErrorClass: Guard<ErrorClass> = (v): v is ErrorClass => typeof v === "string" && Object.hasOwn(EXIT_CODES, v);
+const isStringMap = recordOf(isString);
+
+const AGENT_MESSAGES: { [T in AgentMessage["type"]]: Guard<Extract<AgentMessage, { type: T }>> } = {
+  result: object({ type: literal("result"), value: (_v): _v is unknown => true }),
+  error: object({ type: literal("error"), errorClass: isErrorClass, message: isString }),
+  "need-objects": object({ type: literal("need-objects"), haves: arrayOf(isString) }),
+  progress: object({ type: literal("progress"), phase: literal("negotiate", "checkout") }),
+  "pty-token": object({ type: literal("pty-token"), token: isString }),
+  started: object({ type: literal("started"), pid: nullable(isInteger) }),
+  "stdin-ack": object({ type: literal("stdin-ack"), bytes: isInteger }),
+  resized: object({ type: literal("resized"), id: isInteger, ok: isBoolean }),
+  exit: object({ type: literal("exit"), code: nullable(isInteger), signal: nullable(isString) }),
+};
+
+const RUNTIME_MESSAGES: { [T in RuntimeMessage["type"]]: Guard<Extract<RuntimeMessage, { type: T }>> } = {
+  abort: object({ type: literal("abort"), message: isString }),
+  signal: object({ type: literal("signal"), signal: isExecSignal }),
+  ack: object({ type: literal("ack"), bytes: isInteger }),
+  resize: object({ type: literal("resize"), id: isInteger, rows: isPositiveInt, cols: isPositiveInt }),
+};
+
+function decode<M extends { type: string }>(guards: Record<string, Guard<M>>, payload: Buffer | string): M | null {
+  const value = parseJson(payload);
+  if (!isRecord(value) || typeof value.type !== "string" || !Object.hasOwn(guards, value.type)) return null;
+  const guard = guards[value.type]!;
+  return guard(value) ? value : null;
+}
+
+/** An agent's JSON frame, or null when it is not one of the messages above. */
+export function decodeAgentMessage(payload: Buffer | string): AgentMessage | null {
+  return decode<AgentMessage>(AGENT_MESSAGES, payload);
+}
+
+/** A runtime's JSON frame after the request, or null when it is not one of the messages above. */
+export function decodeRuntimeMessage(payload: Buffer | string): RuntimeMessage | null {
+  return decode<RuntimeMessage>(RUNTIME_MESSAGES, payload);
+}
+
+const isWorkspaceView: Guard<WorkspaceView> = object({
+  lifecycle: literal("ready", "paused"),
+  cwd: isString,
+  lifecycleEnvironment: isStringMap,
+});
+
+const isNull = literal(null);
+
+/** What each one-shot op may answer; a runtime refuses any other value. */
+export const ANSWERS: { [Op in OneShotOp]: Guard<AgentAnswer<Op>> } = {
+  ping: object({ pong: literal(true) }),
+  facts: object({
+    os: isString,
+    arch: isString,
+    node: isString,
+    nodePath: isString,
+    git: nullable(isString),
+    root: isString,
+    freeBytes: nullable(isNumber),
+  }),
+  "workspace.create": object({ view: isWorkspaceView, materializedFreshContent: isBoolean }),
+  "workspace.inspect": oneOf(
+    object({ status: literal("missing") }),
+    object({ status: literal("error"), message: isString }),
+    object({ status: literal("ready", "paused"), view: isWorkspaceView }),
+  ),
+  "workspace.pause": isNull,
+  "workspace.resume": isWorkspaceView,
+  "workspace.destroy": isNull,
+  "workspace.release-backing": isNull,
+  "workspace.reconcile": object({ removed: arrayOf(object({ workspaceId: isString, dir: isString })) }),
+  "workspace.merge-info": object({
+    head: isString,
+    createdFrom: isString,
+    integration: object({ localPath: isString, baseBranch: isString }),
+  }),
+  "workspace.adopt": isNull,
+  "workspace.export-objects": object({ head: isString, bytes: isInteger }),
+  "exec.signal": object({ state: isString }),
+  "exec.processes": object({ processes: arrayOf(object({ pid: isInteger, state: isString, command: isString })) }),
+};
+
+/** True when `value` is what `op` answers. */
+export function isAnswer<Op extends OneShotOp>(op: Op, value: unknown): value is AgentAnswer<Op> {
+  return ANSWERS[op](value);
 }

@@ -4,7 +4,16 @@
 import { EventEmitter } from "node:events";
 import type { Readable, Writable } from "node:stream";
 import { FrameDecoder, FrameKind, MarkerScanner, encodeJson, type Frame } from "../shared/frames.js";
-import { RuntimeError, fromWireError, oneLine, type WireError } from "../shared/errors.js";
+import { RuntimeError, fromWireError, oneLine } from "../shared/errors.js";
+import {
+  decodeAgentMessage,
+  isAnswer,
+  type AgentAnswer,
+  type AgentMessage,
+  type AgentRequest,
+  type OneShotOp,
+  type RuntimeMessage,
+} from "../shared/agent-api.js";
 
 export interface ByteDuplex {
   stdin: Writable;
@@ -109,7 +118,8 @@ export class AgentChannel extends EventEmitter<AgentChannelEvents> {
     });
   }
 
-  sendJson(value: unknown): void {
+  /** Sends the conversation's request (first frame) or a later control message. */
+  sendJson(value: AgentRequest | RuntimeMessage): void {
     this.send(encodeJson(value));
   }
 
@@ -124,30 +134,36 @@ export class AgentChannel extends EventEmitter<AgentChannelEvents> {
   }
 
   /**
-   * Sends one request and waits for its single `result`/`error` frame. `timeoutMs` bounds the
-   * whole exchange; the error names the op so a user knows what hung.
+   * Sends one request and waits for its single `result`/`error` frame, checking the result against
+   * what the op answers. `timeoutMs` bounds the whole exchange; the error names the op so a user
+   * knows what hung.
    */
-  async request<T = unknown>(req: Record<string, unknown>, timeoutMs = 120_000): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
+  async request<Op extends OneShotOp>(req: AgentRequest<Op>, timeoutMs = 120_000): Promise<AgentAnswer<Op>> {
+    return new Promise<AgentAnswer<Op>>((resolve, reject) => {
       const timer = setTimeout(() => {
         cleanup();
         this.destroy();
-        reject(new RuntimeError("network", `remote agent did not answer ${String(req.op)} within ${timeoutMs} ms`));
+        reject(new RuntimeError("network", `remote agent did not answer ${req.op} within ${timeoutMs} ms`));
       }, timeoutMs);
       const onFrame = (f: Frame) => {
         if (f.kind !== FrameKind.Json) return;
-        const msg = JSON.parse(f.payload.toString("utf8")) as { type: string; value?: T } & Partial<WireError>;
-        if (msg.type === "result") {
+        const msg = decodeAgentMessage(f.payload);
+        if (msg?.type === "result") {
           cleanup();
-          resolve(msg.value as T);
-        } else if (msg.type === "error") {
+          if (isAnswer(req.op, msg.value)) resolve(msg.value);
+          else reject(new RuntimeError("remote", `remote agent answered ${req.op} with a malformed value`));
+        } else if (msg?.type === "error") {
           cleanup();
-          reject(fromWireError(msg as WireError));
+          reject(fromWireError(msg));
+        } else if (!msg) {
+          cleanup();
+          this.destroy();
+          reject(new RuntimeError("remote", `remote agent sent a malformed message during ${req.op}`));
         }
       };
       const onClose = () => {
         cleanup();
-        reject(new RuntimeError("network", `connection to the remote agent closed during ${String(req.op)}`));
+        reject(new RuntimeError("network", `connection to the remote agent closed during ${req.op}`));
       };
       const cleanup = () => {
         clearTimeout(timer);
@@ -159,4 +175,9 @@ export class AgentChannel extends EventEmitter<AgentChannelEvents> {
       this.sendJson(req);
     });
   }
+}
+
+/** A decoded JSON frame, or null for data frames and for JSON that is not an agent message. */
+export function agentMessage(f: Frame): AgentMessage | null {
+  return f.kind === FrameKind.Json ? decodeAgentMessage(f.payload) : null;
 }

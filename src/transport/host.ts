@@ -1,8 +1,9 @@
 // What the runtime's operations need from a remote host, independent of how it is reached:
-// agent conversations (framed channels) and PTY channels. Implemented over ssh2 (ssh-host.ts),
-// later through the shared per-host broker, and by LocalHost for tests of agent logic.
+// agent conversations (framed channels) and PTY channels. Implemented over one ssh2 connection
+// (ssh-host.ts) and through the shared per-host broker (src/broker/broker-host.ts).
 import type { AgentChannel } from "./agent-channel.js";
 import type { Readable, Writable } from "node:stream";
+import type { AgentAnswer, AgentOp, AgentRequest, ExecRunRequest, OneShotOp, OpRequest } from "../shared/agent-api.js";
 
 export interface PtyRequest {
   rows: number;
@@ -33,20 +34,28 @@ export interface RemoteHost {
    * given size: `node agent.cjs <args…>`. `args` must carry no user data (tokens only).
    */
   openPty(args: string[], pty: PtyRequest): Promise<PtyChannel>;
-  /** One request/response conversation with a fresh agent channel. */
-  call<T = unknown>(req: Record<string, unknown>, timeoutMs?: number): Promise<T>;
+  /** One request/response conversation with a fresh agent channel; the answer is checked for `op`. */
+  call<Op extends OneShotOp>(op: Op, fields: OpRequest<Op>, timeoutMs?: number): Promise<AgentAnswer<Op>>;
   close(): void;
 }
 
+/** The first frame of a conversation with `host`'s agent: the one place `root` is added. */
+export function requestFor<Op extends OneShotOp>(host: Pick<RemoteHost, "root">, op: Op, fields: OpRequest<Op>): AgentRequest<Op>;
+export function requestFor(host: Pick<RemoteHost, "root">, op: "exec.run", fields: ExecRunRequest): AgentRequest<"exec.run">;
+export function requestFor(host: Pick<RemoteHost, "root">, op: AgentOp, fields: object): object {
+  return { op, root: host.root, ...fields };
+}
+
 /** One request/response conversation on a fresh agent channel: the body of every `call`. */
-export async function callAgent<T>(
+export async function callAgent<Op extends OneShotOp>(
   host: Pick<RemoteHost, "root" | "openAgent">,
-  req: Record<string, unknown>,
+  op: Op,
+  fields: OpRequest<Op>,
   timeoutMs?: number,
-): Promise<T> {
+): Promise<AgentAnswer<Op>> {
   const ch = await host.openAgent();
   try {
-    return await ch.request<T>({ root: host.root, ...req }, timeoutMs);
+    return await ch.request(requestFor(host, op, fields), timeoutMs);
   } finally {
     ch.end();
   }

@@ -6,6 +6,7 @@ import { dirname, join } from "node:path";
 import { AgentChannel } from "./agent-channel.js";
 import { callAgent, type PtyChannel, type PtyRequest, type RemoteHost } from "./host.js";
 import { RuntimeError } from "../shared/errors.js";
+import type { AgentAnswer, OneShotOp, OpRequest } from "../shared/agent-api.js";
 
 export function bundledAgentPath(): string {
   // dist/cli.js and dist/remote-agent.cjs sit side by side; from src/ (tests) look in ../../dist.
@@ -30,8 +31,8 @@ export class LocalHost implements RemoteHost {
     throw new RuntimeError("input", "LocalHost has no PTY support");
   }
 
-  call<T = unknown>(req: Record<string, unknown>, timeoutMs?: number): Promise<T> {
-    return callAgent<T>(this, req, timeoutMs);
+  call<Op extends OneShotOp>(op: Op, fields: OpRequest<Op>, timeoutMs?: number): Promise<AgentAnswer<Op>> {
+    return callAgent(this, op, fields, timeoutMs);
   }
 
   close(): void {}

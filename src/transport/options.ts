@@ -26,8 +26,8 @@ const localPath = z
   .refine((s) => !s.includes("\0"));
 
 /**
- * Field schemas, exported so later features (e.g. the per-host broker) can add their keys in one
- * place; each key also needs a line in EXPECTED below.
+ * Field schemas: every key, its default and its normal form are declared here once (RuntimeOptions
+ * is their output); each key also needs a line in EXPECTED below.
  */
 export const runtimeOptionFields = {
   /** A host name, address or ssh_config Host alias. */
@@ -37,23 +37,31 @@ export const runtimeOptionFields = {
     .min(1)
     .refine((s) => !/[\s\0]/.test(s)),
   port: z.int().min(1).max(65535).default(22),
+  /** Default: the local user name. */
   user: z
     .string()
     .min(1)
     .refine((s) => !/[\s\0]/.test(s))
-    .optional(),
-  identityFile: localPath.optional(),
-  knownHostsFile: localPath.default("~/.ssh/known_hosts"),
+    .optional()
+    .transform((u) => u ?? userInfo().username),
+  /** Absolute local path (`~` expanded). */
+  identityFile: localPath.transform(expandLocalPath).optional(),
+  /** Absolute local path (`~` expanded). */
+  knownHostsFile: localPath.default("~/.ssh/known_hosts").transform(expandLocalPath),
+  /** Remote base directory as configured: absolute, or `~/…` expanded on the host. */
   root: remoteRoot.default("~/.paseo-ssh"),
   remoteNode: absoluteRemotePath.optional(),
   connectTimeoutMs: z.int().min(100).max(600_000).default(10_000),
   keepaliveIntervalMs: z.int().min(0).max(3_600_000).default(15_000),
-  // Per-host broker (src/broker): one shared SSH connection for all runtime processes.
+  /** Share one SSH connection per host through the broker (false or PASEO_SSH_NO_BROKER=1: in-process). */
   broker: z.boolean().default(true),
+  /** The broker exits after this long without clients or channels. */
   brokerIdleMs: z.int().min(1000).max(86_400_000).default(60_000),
+  /** Session channels one SSH connection may carry at once (OpenSSH MaxSessions). */
   maxSessions: z.int().min(1).max(1000).default(10),
-  // ssh_config (src/transport/ssh-config): a file, or false to ignore config files.
-  sshConfig: z.union([localPath, z.literal(false)]).optional(),
+  /** Absolute local path (`~` expanded); absent: ~/.ssh/config and the system file, as ssh reads them. */
+  sshConfig: z.union([localPath.transform(expandLocalPath), z.literal(false)]).optional(),
+  /** Lets `StrictHostKeyChecking accept-new` in ssh_config record an unknown host key. */
   acceptNewHostKeys: z.boolean().default(false),
 };
 
@@ -77,32 +85,11 @@ const EXPECTED: Record<keyof typeof runtimeOptionFields, string> = {
 
 const schema = z.strictObject(runtimeOptionFields);
 
-export interface RuntimeOptions {
-  host: string;
-  port: number;
-  user: string;
-  /** Absolute local path (`~` expanded). */
-  identityFile?: string;
-  /** Absolute local path (`~` expanded). */
-  knownHostsFile: string;
-  /** Remote base directory as configured: absolute, or `~/…` expanded on the host. */
-  root: string;
-  remoteNode?: string;
-  connectTimeoutMs: number;
-  keepaliveIntervalMs: number;
-  /** Share one SSH connection per host through the broker (default; false or PASEO_SSH_NO_BROKER=1: in-process). Optional so hand-built options keep compiling. */
-  broker?: boolean;
-  /** The broker exits after this long without clients or channels. */
-  brokerIdleMs?: number;
-  /** Session channels one SSH connection may carry at once (OpenSSH MaxSessions, default 10). */
-  maxSessions?: number;
-  /** ssh_config file (absolute), false to ignore config files; absent: ~/.ssh/config and the system file, as ssh reads them. */
-  sshConfig?: string | false;
-  /** Lets `StrictHostKeyChecking accept-new` in ssh_config record an unknown host key. */
-  acceptNewHostKeys?: boolean;
+/** Parsed runtime options: every default applied, local paths absolute. */
+export type RuntimeOptions = z.output<typeof schema> & {
   /** Keys the options object named; these win over ssh_config. Absent: every key set here counts. */
   explicit?: string[];
-}
+};
 
 export function parseRuntimeOptions(raw: unknown): RuntimeOptions {
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
@@ -118,22 +105,5 @@ export function parseRuntimeOptions(raw: unknown): RuntimeOptions {
     const missing = (raw as Record<string, unknown>)[key] === undefined;
     throw new RuntimeError("input", `${missing ? "Missing" : "Invalid"} runtime option "${key}": ${EXPECTED[key] ?? issue.message}`);
   }
-  const o = parsed.data;
-  return {
-    host: o.host,
-    port: o.port,
-    user: o.user ?? userInfo().username,
-    ...(o.identityFile !== undefined ? { identityFile: expandLocalPath(o.identityFile) } : {}),
-    knownHostsFile: expandLocalPath(o.knownHostsFile),
-    root: o.root,
-    ...(o.remoteNode !== undefined ? { remoteNode: o.remoteNode } : {}),
-    connectTimeoutMs: o.connectTimeoutMs,
-    keepaliveIntervalMs: o.keepaliveIntervalMs,
-    broker: o.broker,
-    brokerIdleMs: o.brokerIdleMs,
-    maxSessions: o.maxSessions,
-    ...(o.sshConfig !== undefined ? { sshConfig: o.sshConfig === false ? false : expandLocalPath(o.sshConfig) } : {}),
-    acceptNewHostKeys: o.acceptNewHostKeys,
-    explicit: Object.keys(raw),
-  };
+  return { ...parsed.data, explicit: Object.keys(raw) };
 }

@@ -1,7 +1,7 @@
 // RemoteHost over one SSH connection: starts the remote agent with the fixed bootstrap command,
 // installs it (once per content hash) when the host does not have it, and opens PTY channels.
-// Connection details (ssh2, host keys, auth) stay in ssh-connection.ts so a per-host broker can
-// later provide the channels instead.
+// Connection details (ssh2, host keys, auth) stay in ssh-connection.ts; the per-host broker runs
+// one SshHost per connection it holds (src/broker/pool.ts).
 import { readFileSync } from "node:fs";
 import { createHash } from "node:crypto";
 import { PassThrough } from "node:stream";
@@ -14,6 +14,7 @@ import { BootStatusScanner, agentBundle, bootstrapCommand, installCommand, type 
 import { callAgent, type PtyChannel, type PtyRequest, type RemoteHost } from "./host.js";
 import { connectSsh, type ConnectHooks, type SshConnection } from "./ssh-connection.js";
 import type { ConnectionPlan } from "./ssh-config/resolve.js";
+import type { AgentAnswer, OneShotOp, OpRequest } from "../shared/agent-api.js";
 
 /** Bound for uploading and linking the agent (a few hundred KB). */
 export const INSTALL_TIMEOUT_MS = 60_000;
@@ -74,8 +75,8 @@ export class SshHost implements RemoteHost {
     }
   }
 
-  call<T = unknown>(req: Record<string, unknown>, timeoutMs?: number): Promise<T> {
-    return callAgent<T>(this, req, timeoutMs);
+  call<Op extends OneShotOp>(op: Op, fields: OpRequest<Op>, timeoutMs?: number): Promise<AgentAnswer<Op>> {
+    return callAgent(this, op, fields, timeoutMs);
   }
 
   async openPty(args: string[], pty: PtyRequest): Promise<PtyChannel> {
@@ -231,7 +232,7 @@ export class SshHost implements RemoteHost {
 }
 
 /** Connects (host key verified before auth) and returns a RemoteHost for the given options. */
-export async function openHost(options: RuntimeOptions, hooks?: ConnectHooks, plan?: ConnectionPlan): Promise<SshHost> {
+export async function connectSshHost(options: RuntimeOptions, hooks?: ConnectHooks, plan?: ConnectionPlan): Promise<SshHost> {
   const bundle = agentBundle();
   const conn = await connectSsh(options, hooks, plan);
   return new SshHost(conn, options, bundle);

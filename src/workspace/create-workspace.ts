@@ -4,9 +4,10 @@
 import { createHash } from "node:crypto";
 import { RuntimeError, oneLine } from "../shared/errors.js";
 import type { CreateInput, PlacementIntent } from "../contract/schemas.js";
-import type { RemoteHost } from "../transport/host.js";
-import { FrameKind, type Frame } from "../shared/frames.js";
-import type { CreateRequest, CreateResult, IntegrationTarget, NeedObjectsMessage, SourceSpec, TestHooks } from "../shared/agent-api.js";
+import { requestFor, type RemoteHost } from "../transport/host.js";
+import { agentMessage } from "../transport/agent-channel.js";
+import type { Frame } from "../shared/frames.js";
+import type { CreateRequest, CreateResult, IntegrationTarget, SourceSpec } from "../shared/agent-api.js";
 import { normaliseRelativePath } from "../shared/relative-path.js";
 import { resolveLocalSource } from "./local-source.js";
 import { localHaves, sendObjects } from "./object-transfer.js";
@@ -16,15 +17,9 @@ import type { Progress } from "./progress.js";
 const CREATE_TIMEOUT_MS = 30 * 60_000;
 
 export interface PreparedCreate {
-  request: Omit<CreateRequest, "op">;
+  request: CreateRequest;
   /** Local repository objects are packed from (directory sources only). */
   repo: string | null;
-}
-
-/** Test-only delays around the claim step (README "Test hooks"); ignored unless set. */
-export function testHooksFromEnv(env: NodeJS.ProcessEnv = process.env): TestHooks {
-  const ms = (v: string | undefined) => (v && /^\d+$/.test(v) ? Number(v) : undefined);
-  return { beforeClaimMs: ms(env.PASEO_SSH_TEST_HOOK_BEFORE_CLAIM_MS), afterClaimMs: ms(env.PASEO_SSH_TEST_HOOK_AFTER_CLAIM_MS) };
 }
 
 /** Cache key of a directory project: its id plus canonical repository path, hashed. */
@@ -50,8 +45,8 @@ function gitPlacement(revision: string, placement: PlacementIntent): { revision:
   }
 }
 
-export async function prepareCreate(input: CreateInput, owner: string, hooks: TestHooks): Promise<PreparedCreate> {
-  // Escapes are refused before anything exists remotely (H1).
+export async function prepareCreate(input: CreateInput, owner: string): Promise<PreparedCreate> {
+  // Escapes are refused before anything exists remotely.
   const relativeCwd = normaliseRelativePath(input.placement.relativeCwd);
   const src = input.project.source;
   let source: SourceSpec;
@@ -74,7 +69,7 @@ export async function prepareCreate(input: CreateInput, owner: string, hooks: Te
     source = { kind: "git", url: src.url, revision, newBranch, subdirectory };
   }
   return {
-    request: { workspaceId: input.workspaceId, owner, source, relativeCwd, purpose: input.purpose ?? null, integration, hooks },
+    request: { workspaceId: input.workspaceId, owner, source, relativeCwd, purpose: input.purpose ?? null, integration },
     repo,
   };
 }
@@ -90,18 +85,17 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
   };
   let transferError: unknown = null;
   const onFrame = (f: Frame) => {
-    if (f.kind !== FrameKind.Json) return;
-    const msg = JSON.parse(f.payload.toString("utf8")) as { type?: string; phase?: string };
-    if (msg.type === "progress" && msg.phase) {
+    const msg = agentMessage(f);
+    if (msg?.type === "progress") {
       // Checkout starts only after objects are in place: none were needed if no transfer began.
       if (msg.phase === "checkout" && !transfer) noObjects();
       progress.mark(msg.phase);
     }
-    if (msg.type !== "need-objects" || transfer || !prepared.repo || prepared.request.source.kind !== "directory") return;
+    if (msg?.type !== "need-objects" || transfer || !prepared.repo || prepared.request.source.kind !== "directory") return;
     const { repo } = prepared;
     const { commit } = prepared.request.source;
     transfer = (async () => {
-      const haves = await localHaves(repo, (msg as NeedObjectsMessage).haves);
+      const haves = await localHaves(repo, msg.haves);
       const bytes = await sendObjects(channel, repo, commit, haves);
       reported = true;
       progress.mark("objects-sent", { bytes });
@@ -112,7 +106,7 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
   };
   channel.on("frame", onFrame);
   try {
-    const result = await channel.request<CreateResult>({ op: "workspace.create", root: host.root, ...prepared.request }, CREATE_TIMEOUT_MS);
+    const result = await channel.request(requestFor(host, "workspace.create", prepared.request), CREATE_TIMEOUT_MS);
     if (!transfer) noObjects();
     progress.mark("done");
     return result;

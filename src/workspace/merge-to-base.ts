@@ -1,13 +1,11 @@
-// Runtime side of the extra `merge-to-base` operation (contract §14; our choice of semantics):
+// Runtime side of the extra `merge-to-base` operation (docs/contract.md#extras; our choice of semantics):
 // bring the workspace's committed work back to the Paseo-host repository it was created from and
 // fast-forward the recorded base branch to it. Never a real merge: if the base moved on, refuse and
 // let the user merge or rebase inside the workspace. Uncommitted workspace changes are not taken.
 import { RuntimeError } from "../shared/errors.js";
 import { FrameKind, type Frame } from "../shared/frames.js";
-import type { RemoteHost } from "../transport/host.js";
-import type { MergeInfo } from "../shared/agent-api.js";
+import { requestFor, type RemoteHost } from "../transport/host.js";
 import { gitResult, gitStream, knownCommits, SHA_RE } from "../shared/git-exec.js";
-import { callWorkspaceOp } from "./host-call.js";
 
 const IMPORT_TIMEOUT_MS = 600_000;
 
@@ -26,7 +24,7 @@ async function importObjects(host: RemoteHost, owner: string, workspaceId: strin
   };
   channel.on("frame", onFrame);
   try {
-    await channel.request({ op: "workspace.export-objects", root: host.root, workspaceId, owner, haves }, IMPORT_TIMEOUT_MS);
+    await channel.request(requestFor(host, "workspace.export-objects", { workspaceId, owner, haves }), IMPORT_TIMEOUT_MS);
     await index.done;
   } catch (err) {
     index.kill();
@@ -39,7 +37,7 @@ async function importObjects(host: RemoteHost, owner: string, workspaceId: strin
 
 /** Returns the absolute Paseo-host path Paseo should refresh (localIntegrationTarget). */
 export async function mergeToBase(host: RemoteHost, owner: string, workspaceId: string): Promise<string> {
-  const info = await callWorkspaceOp<MergeInfo>(host, "workspace.merge-info", owner, workspaceId);
+  const info = await host.call("workspace.merge-info", { workspaceId, owner });
   const { localPath: repo, baseBranch } = info.integration;
   const baseRef = `refs/heads/${baseBranch}`;
   const tip = await localGit(repo, ["rev-parse", "--verify", "--quiet", `${baseRef}^{commit}`], [1]);

@@ -31,7 +31,7 @@ const accepted = (log: string) => (log.match(/Accepted publickey/g) ?? []).lengt
 async function ping(options: RuntimeOptions): Promise<unknown> {
   const host = await openHost(options);
   try {
-    return await host.call({ op: "ping" }, 20_000);
+    return await host.call("ping", {}, 20_000);
   } finally {
     host.close();
   }
@@ -43,7 +43,7 @@ describe("broker", () => {
     const offset = sshdLogOffset();
     const first = await openHost(options);
     expect(first).toBeInstanceOf(BrokerHost);
-    expect(await first.call({ op: "ping" })).toEqual({ pong: true });
+    expect(await first.call("ping", {})).toEqual({ pong: true });
     first.close();
     const afterFirst = accepted(sshdLogSince(offset));
     if (!rig().external) expect(afterFirst).toBe(1);
@@ -64,7 +64,7 @@ describe("broker", () => {
     // 10 sessions per connection (sshd's default MaxSessions): 25 need at least three connections.
     expect(during?.connections).toBeGreaterThanOrEqual(3);
     for (const ch of held) ch.end();
-    const results = await Promise.all(Array.from({ length: 50 }, () => host.call({ op: "ping" }, 60_000)));
+    const results = await Promise.all(Array.from({ length: 50 }, () => host.call("ping", {}, 60_000)));
     expect(results).toEqual(Array.from({ length: 50 }, () => ({ pong: true })));
   });
 
@@ -182,7 +182,7 @@ describe("broker", () => {
     const host = await openHost(options);
     try {
       expect(host).toBeInstanceOf(SshHost);
-      expect(await host.call({ op: "ping" })).toEqual({ pong: true });
+      expect(await host.call("ping", {})).toEqual({ pong: true });
     } finally {
       host.close();
     }

@@ -1,12 +1,11 @@
-// The `signal` operation and the workspace process set over the real sshd: scenarios C1, S1, S2,
-// S5–S8, A17/A27 process states, do-better 2–7 and 22.
+// The `signal` operation and the workspace process set over the real sshd: docs/contract.md#scenarios
+// C1, S1, S2, S5–S8, and the process states of A17/A27.
 import { execFileSync, spawn } from "node:child_process";
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { cpus, loadavg } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ExecWorkspace, eventually, exitOf, newExecId, sleep } from "../support/exec.js";
-import { TEST_DELAY_IDENTITY_ENV } from "../../src/exec/run-exec.js";
 import { execRecordPath, readRecordFile } from "../../src/remote-agent/exec/records.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { isGone } from "../../src/shared/proc-stat.js";
@@ -58,7 +57,7 @@ describe("signal operation and process set over SSH", () => {
     expect((await refused.done).fd4).toBe("");
     expect((await ws.signal(refused.execId, "SIGKILL")).code).toBe(0);
 
-    const slow = ws.start({ argv: ["/bin/sleep", "5"] }, { env: { ...process.env, [TEST_DELAY_IDENTITY_ENV]: "3000" } });
+    const slow = ws.start({ argv: ["/bin/sleep", "5"] }, { delayIdentityMs: 3000 });
     await eventually(
       () => recordOf(slow.execId)?.state,
       (s) => s === "starting",
@@ -102,7 +101,7 @@ describe("signal operation and process set over SSH", () => {
 
   it("C1: SIGTERM right after launch, before the identity is published, ends the workload within 1.5 s (six times)", async () => {
     for (let i = 0; i < 6; i++) {
-      const h = ws.start({ argv: ["/bin/sleep", "3"] }, { env: { ...process.env, [TEST_DELAY_IDENTITY_ENV]: "300" } });
+      const h = ws.start({ argv: ["/bin/sleep", "3"] }, { delayIdentityMs: 300 });
       await eventually(
         () => recordOf(h.execId)?.state,
         (s) => s === "starting",
@@ -121,7 +120,7 @@ describe("signal operation and process set over SSH", () => {
 
   it("C1 as Paseo does it: a kill() before the identity is published is held until `started`, then ends the workload within 1.5 s (six times)", async () => {
     for (let i = 0; i < 6; i++) {
-      const h = ws.start({ argv: ["/bin/sleep", "3"] }, { env: { ...process.env, [TEST_DELAY_IDENTITY_ENV]: "300" } });
+      const h = ws.start({ argv: ["/bin/sleep", "3"] }, { delayIdentityMs: 300 });
       // kill() while the identity is not yet published: Paseo stores it and signals the wrapper
       // once `started` arrives.
       await eventually(

@@ -12,6 +12,7 @@ import { CLI_PATH, TEST_RUNTIME_INSTANCE_ID, lifecycleRequest, runCli, type CliR
 import { rigOptions } from "../rig/rig.js";
 import { seedRepo } from "../fixtures/repo.js";
 import { dirInput, suiteRoot } from "./workspace.js";
+import { setExecHooks } from "./test-hooks.js";
 
 export type ProcessEvent = ReturnType<typeof decodeFrames<typeof ProcessEventSchema>>[number];
 export type Stdio = { kind: "pipes" } | { kind: "pty"; rows: number; cols: number; term?: string };
@@ -112,9 +113,18 @@ export class ExecWorkspace {
   /** Starts the wrapper; pipes mode closes fd3 after the envelope as Paseo does. */
   start(
     spec: ExecSpec,
-    opts: { stdin?: Buffer | string; keepStdinOpen?: boolean; env?: NodeJS.ProcessEnv; rawEnvelope?: string; pauseStdout?: boolean } = {},
+    opts: {
+      stdin?: Buffer | string;
+      keepStdinOpen?: boolean;
+      env?: NodeJS.ProcessEnv;
+      rawEnvelope?: string;
+      pauseStdout?: boolean;
+      /** Test hook: the agent delays publishing this exec's identity by this many ms. */
+      delayIdentityMs?: number;
+    } = {},
   ): ExecHandle {
     const execId = spec.execId ?? newExecId();
+    if (opts.delayIdentityMs !== undefined) setExecHooks(this.configuredRoot, execId, { delayIdentityMs: opts.delayIdentityMs });
     const t0 = performance.now();
     const child = spawn(process.execPath, [CLI_PATH, "exec", "--workspace-id", this.workspaceId], {
       stdio: ["pipe", "pipe", "pipe", "pipe", "pipe"],

@@ -2,18 +2,17 @@
 // login shells that print noise, and PTY channels.
 import { afterEach, describe, expect, it } from "vitest";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
-import { openHost, type SshHost } from "../../src/transport/ssh-host.js";
+import { connectSshHost, type SshHost } from "../../src/transport/ssh-host.js";
 import { AGENT_READY_MARKER } from "../../src/shared/frames.js";
-import type { HostFacts as Facts } from "../../src/remote-agent/ops-system.js";
 import { rig, rigOptions, uniqueTestRoot, waitFor } from "../rig/rig.js";
 
 const hosts: SshHost[] = [];
 async function open(extra: Record<string, unknown> = {}): Promise<SshHost> {
-  const h = await openHost(parseRuntimeOptions(rigOptions(extra)));
+  const h = await connectSshHost(parseRuntimeOptions(rigOptions(extra)));
   hosts.push(h);
   return h;
 }
-/** False only if a concurrent `npm run build` changed dist/ between two openHost calls. */
+/** False only if a concurrent `npm run build` changed dist/ between two connectSshHost calls. */
 function sameBuild(a: SshHost, b: SshHost): boolean {
   return a.bundle.hash === b.bundle.hash;
 }
@@ -25,14 +24,14 @@ describe("remote agent over sshd", () => {
   it("installs the agent once and reuses it", async () => {
     const root = uniqueTestRoot("install");
     const h = await open({ root });
-    expect(await h.call({ op: "ping" })).toEqual({ pong: true });
+    expect(await h.call("ping", {})).toEqual({ pong: true });
     expect(h.installs).toBe(1);
-    expect(await h.call({ op: "ping" })).toEqual({ pong: true });
+    expect(await h.call("ping", {})).toEqual({ pong: true });
     expect(h.installs).toBe(1);
 
     // A fresh process (new connection) finds the installed agent too.
     const h2 = await open({ root });
-    const facts = await h2.call<Facts>({ op: "facts" });
+    const facts = await h2.call("facts", {});
     expect(h2.installs).toBe(sameBuild(h, h2) ? 0 : 1);
     expect(facts.root).toBe(`${rig().remoteHome}/${root.slice(2)}`);
     expect(facts.node).toMatch(/^v\d+\./);
@@ -42,18 +41,18 @@ describe("remote agent over sshd", () => {
   it("two concurrent installs into the same root both succeed", async () => {
     const root = uniqueTestRoot("race");
     const [a, b] = await Promise.all([open({ root }), open({ root })]);
-    const [ra, rb] = await Promise.all([a.call({ op: "ping" }), b.call({ op: "ping" })]);
+    const [ra, rb] = await Promise.all([a.call("ping", {}), b.call("ping", {})]);
     expect(ra).toEqual({ pong: true });
     expect(rb).toEqual({ pong: true });
     expect(a.installs + b.installs).toBeGreaterThanOrEqual(1);
     const c = await open({ root });
-    expect(await c.call({ op: "ping" })).toEqual({ pong: true });
+    expect(await c.call("ping", {})).toEqual({ pong: true });
     expect(c.installs).toBe(sameBuild(a, c) ? 0 : 1);
   });
 
   it("many agents share one connection; concurrent first calls upload once", async () => {
     const h = await open({ root: uniqueTestRoot("many") });
-    const results = await Promise.all(Array.from({ length: 8 }, () => h.call({ op: "ping" })));
+    const results = await Promise.all(Array.from({ length: 8 }, () => h.call("ping", {})));
     expect(results).toEqual(Array(8).fill({ pong: true }));
     expect(h.installs).toBe(1);
   });
@@ -63,7 +62,7 @@ describe("remote agent over sshd", () => {
     if (!r.noisyUser) return ctx.skip(r.noisyUserSkipReason ?? "no noisy user");
     const root = uniqueTestRoot("noisy");
     const h = await open({ user: r.noisyUser, root });
-    const facts = await h.call<Facts>({ op: "facts" });
+    const facts = await h.call("facts", {});
     expect(Object.keys(facts).sort()).toEqual(["arch", "freeBytes", "git", "node", "nodePath", "os", "root"]);
     expect(facts.root.endsWith(`/${r.noisyUser}/${root.slice(2)}`)).toBe(true);
     expect(h.installs).toBe(1);
@@ -71,7 +70,7 @@ describe("remote agent over sshd", () => {
 
   it("reports a missing remoteNode as a remote-dependency error", async () => {
     const h = await open({ remoteNode: "/nonexistent/bin/node" });
-    await expect(h.call({ op: "ping" })).rejects.toMatchObject({
+    await expect(h.call("ping", {})).rejects.toMatchObject({
       errorClass: "remote-dependency",
       message: expect.stringContaining("/nonexistent/bin/node"),
     });

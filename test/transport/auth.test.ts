@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { RuntimeError } from "../../src/shared/errors.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
-import { openHost } from "../../src/transport/ssh-host.js";
+import { connectSshHost } from "../../src/transport/ssh-host.js";
 import { rig, rigOptions, waitFor } from "../rig/rig.js";
 
 const r = rig();
@@ -19,7 +19,7 @@ afterEach(() => {
 });
 
 async function failure(extra: Record<string, unknown>): Promise<RuntimeError> {
-  const err = await openHost(parseRuntimeOptions(rigOptions(extra))).then(
+  const err = await connectSshHost(parseRuntimeOptions(rigOptions(extra))).then(
     (h) => {
       h.close();
       throw new Error("connection unexpectedly succeeded");
@@ -53,7 +53,7 @@ describe.skipIf(r.encryptedIdentityFile === null)("authentication", () => {
   it("a missing identity file is an auth error after the host key was verified", async () => {
     const steps: string[] = [];
     const missing = join(r.tmpDir, "no-such-key");
-    const err = await openHost(parseRuntimeOptions(rigOptions({ identityFile: missing })), { onStep: (s) => steps.push(s) }).catch(
+    const err = await connectSshHost(parseRuntimeOptions(rigOptions({ identityFile: missing })), { onStep: (s) => steps.push(s) }).catch(
       (e: unknown) => e,
     );
     expect(err).toBeInstanceOf(RuntimeError);
@@ -75,11 +75,11 @@ describe.skipIf(r.encryptedIdentityFile === null)("authentication", () => {
       execFileSync("ssh-add", ["-q", plain], { env: { ...process.env, SSH_AUTH_SOCK: sock }, stdio: "ignore" });
       process.env.SSH_AUTH_SOCK = sock;
       const steps: string[] = [];
-      const h = await openHost(parseRuntimeOptions(rigOptions({ identityFile: r.encryptedIdentityFile })), {
+      const h = await connectSshHost(parseRuntimeOptions(rigOptions({ identityFile: r.encryptedIdentityFile })), {
         onStep: (step, detail) => steps.push(`${step} ${detail}`),
       });
       try {
-        expect(await h.call({ op: "ping" })).toEqual({ pong: true });
+        expect(await h.call("ping", {})).toEqual({ pong: true });
       } finally {
         h.close();
       }

@@ -3,7 +3,7 @@
 // local equivalent with network namespaces is jump.test.ts.
 import { describe, expect, it } from "vitest";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
-import { openHost } from "../../src/transport/ssh-host.js";
+import { connectSshHost } from "../../src/transport/ssh-host.js";
 import { testRoot } from "../rig/rig.js";
 import { runCli } from "../support/run-cli.js";
 
@@ -18,9 +18,9 @@ describe.runIf(sshConfig !== undefined && host !== undefined)("compose: the targ
   });
 
   it("an agent call through the bastion reaches the target", async () => {
-    const h = await openHost(parseRuntimeOptions({ host, sshConfig, root: testRoot(), broker: false }));
+    const h = await connectSshHost(parseRuntimeOptions({ host, sshConfig, root: testRoot(), broker: false }));
     try {
-      expect((await h.call<{ os: string }>({ op: "facts" })).os).toMatch(/^linux/);
+      expect((await h.call("facts", {})).os).toMatch(/^linux/);
     } finally {
       h.close();
     }

@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { RuntimeError } from "../../src/shared/errors.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { fingerprint } from "../../src/transport/known-hosts.js";
-import { openHost } from "../../src/transport/ssh-host.js";
+import { connectSshHost } from "../../src/transport/ssh-host.js";
 import { rig, rigOptions, sshdLogOffset, sshdLogSince } from "../rig/rig.js";
 
 const r = rig();
@@ -39,9 +39,9 @@ function fp(key: string): string {
 }
 
 async function connectOk(extra: Record<string, unknown>): Promise<void> {
-  const h = await openHost(parseRuntimeOptions(rigOptions(extra)));
+  const h = await connectSshHost(parseRuntimeOptions(rigOptions(extra)));
   try {
-    expect(await h.call({ op: "ping" })).toEqual({ pong: true });
+    expect(await h.call("ping", {})).toEqual({ pong: true });
   } finally {
     h.close();
   }
@@ -50,7 +50,7 @@ async function connectOk(extra: Record<string, unknown>): Promise<void> {
 /** Connects expecting a refusal; returns the error and the client's local port. */
 async function connectRefused(extra: Record<string, unknown>): Promise<{ err: RuntimeError; localPort: number }> {
   let localPort = 0;
-  const err = await openHost(parseRuntimeOptions(rigOptions(extra)), { onSocket: (s) => (localPort = s.localPort ?? 0) }).then(
+  const err = await connectSshHost(parseRuntimeOptions(rigOptions(extra)), { onSocket: (s) => (localPort = s.localPort ?? 0) }).then(
     (h) => {
       h.close();
       throw new Error("connection unexpectedly succeeded");

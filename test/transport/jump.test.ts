@@ -12,7 +12,7 @@ import { spawnOp, runWorkload, type RuntimeCommand } from "../../src/demo/driver
 import { RuntimeError } from "../../src/shared/errors.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { connectSsh } from "../../src/transport/ssh-connection.js";
-import { openHost } from "../../src/transport/ssh-host.js";
+import { connectSshHost } from "../../src/transport/ssh-host.js";
 import { newExecId } from "../support/exec.js";
 import { seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { rig, waitFor } from "../rig/rig.js";
@@ -175,9 +175,9 @@ function reachableDirectly(s: Sshd): Promise<boolean> {
 }
 
 async function facts(host: string): Promise<string> {
-  const h = await openHost(opts(host));
+  const h = await connectSshHost(opts(host));
   try {
-    return (await h.call<{ os: string }>({ op: "facts" })).os;
+    return (await h.call("facts", {})).os;
   } finally {
     h.close();
   }

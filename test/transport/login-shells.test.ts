@@ -10,7 +10,7 @@ import { AgentChannel } from "../../src/transport/agent-channel.js";
 import { BootStatusScanner, agentBundle, bootstrapCommand, installCommand } from "../../src/transport/bootstrap.js";
 import { RuntimeError } from "../../src/shared/errors.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
-import { openHost } from "../../src/transport/ssh-host.js";
+import { connectSshHost } from "../../src/transport/ssh-host.js";
 import { rig, rigOptions } from "../rig/rig.js";
 
 const SHELLS = ["/bin/sh", "/bin/bash", "/usr/bin/zsh", "/usr/bin/fish", "/usr/bin/csh"];
@@ -43,7 +43,7 @@ describe.each(SHELLS.filter((s) => existsSync(s)))("login shell %s", (shell) => 
     const ch = new AgentChannel({ stdin: child.stdin, stdout: child.stdout, stderr: child.stderr, destroy: () => child.kill("SIGKILL") });
     try {
       await ch.ready;
-      const facts = await ch.request<{ root: string }>({ op: "facts", root }, 20_000);
+      const facts = await ch.request({ op: "facts", root }, 20_000);
       expect(facts.root).toBe(join(home, root.slice(2)));
     } finally {
       ch.destroy();
@@ -130,9 +130,9 @@ describe("dependency errors through sshd", () => {
     writeFileSync(stub, "#!/bin/sh\necho 16.20.2\n");
     chmodSync(stub, 0o755);
     chmodSync(join(stub, ".."), 0o755);
-    const h = await openHost(parseRuntimeOptions(rigOptions({ remoteNode: stub })));
+    const h = await connectSshHost(parseRuntimeOptions(rigOptions({ remoteNode: stub })));
     try {
-      const err = await h.call({ op: "ping" }).catch((e: unknown) => e);
+      const err = await h.call("ping", {}).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(RuntimeError);
       expect((err as RuntimeError).errorClass).toBe("remote-dependency");
       expect((err as RuntimeError).exitCode).toBe(6);

@@ -46,7 +46,7 @@ describe("create through a local agent", () => {
   it("materializes committed content on main, then reuses the cache and sends only deltas", async () => {
     const before = localRepoFingerprint(fixture.path);
     const p1 = recorder();
-    const r1 = await runCreate(host, await prepareCreate(input("ws-1", fixture.path), OWNER, {}), p1);
+    const r1 = await runCreate(host, await prepareCreate(input("ws-1", fixture.path), OWNER), p1);
     expect(r1.materializedFreshContent).toBe(true);
     const checkout = workspaceLayout(root, "ws-1").checkout;
     expect(r1.view.cwd).toBe(checkout);
@@ -62,21 +62,21 @@ describe("create through a local agent", () => {
     expect(localRepoFingerprint(fixture.path)).toEqual(before);
 
     const p2 = recorder();
-    const r2 = await runCreate(host, await prepareCreate(input("ws-2", fixture.path), OWNER, {}), p2);
+    const r2 = await runCreate(host, await prepareCreate(input("ws-2", fixture.path), OWNER), p2);
     expect(r2.materializedFreshContent).toBe(true);
     expect(p2.marks.find((m) => m.phase === "objects-sent")?.bytes).toBe(0);
 
     writeFileSync(join(fixture.path, "committed.txt"), "v2\n");
     commitAll(fixture.path, "v2");
     const p3 = recorder();
-    await runCreate(host, await prepareCreate(input("ws-3", fixture.path), OWNER, {}), p3);
+    await runCreate(host, await prepareCreate(input("ws-3", fixture.path), OWNER), p3);
     const delta = p3.marks.find((m) => m.phase === "objects-sent")?.bytes ?? -1;
     expect(delta).toBeGreaterThan(0);
     expect(delta).toBeLessThan(fullPackSize(fixture.path));
     expect(readFileSync(join(workspaceLayout(root, "ws-3").checkout, "committed.txt"), "utf8")).toBe("v2\n");
     console.log(`bytes first=${first} second=0 delta=${delta}`);
 
-    const again = await runCreate(host, await prepareCreate(input("ws-1", fixture.path), OWNER, {}), recorder());
+    const again = await runCreate(host, await prepareCreate(input("ws-1", fixture.path), OWNER), recorder());
     expect(again.materializedFreshContent).toBe(false);
   });
 });

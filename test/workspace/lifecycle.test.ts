@@ -9,6 +9,7 @@ import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { commitAll, gitIn, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { lifecycleRequest } from "../support/run-cli.js";
 import { cliDriver, dirInput, gitAsRemoteUser, startCli, type Driver } from "../support/workspace.js";
+import { setWorkspaceHooks } from "../support/test-hooks.js";
 
 const OK_LINE = '{"type":"ok","protocolVersion":1}\n';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -109,9 +110,8 @@ describe("pause, resume and the extras over SSH", () => {
 
   it("a runtime killed mid-create: inspect says incomplete, destroy cleans; unattended, the agent rolls back", async () => {
     const killDuringClaim = async (id: string) => {
-      const run = startCli(["create", "--workspace-id", id], lifecycleRequest(d.options, { input: dirInput(id, fixture.path) }), {
-        PASEO_SSH_TEST_HOOK_AFTER_CLAIM_MS: "2500",
-      });
+      setWorkspaceHooks(d.root, id, { afterClaimMs: 2500 });
+      const run = startCli(["create", "--workspace-id", id], lifecycleRequest(d.options, { input: dirInput(id, fixture.path) }));
       const lock = join(workspaceLayout(d.root, id).dir, "create.lock");
       for (let i = 0; i < 500 && !existsSync(lock); i++) await sleep(20);
       expect(existsSync(lock)).toBe(true);

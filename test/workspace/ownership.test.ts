@@ -1,5 +1,5 @@
-// Ownership, races, partial state and reconciliation (scenarios J1, K1, L1, L2, M1, N1, P1, S9,
-// do-better 10 and 14) over the real sshd. Foreign state is planted directly on the host (the
+// Ownership, races, partial state and reconciliation (docs/contract.md#scenarios J1, K1, L1,
+// L2, M1, N1, P1, S9) over the real sshd. Foreign state is planted directly on the host (the
 // "remote" is this machine) and must survive every refused operation byte for byte.
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -12,6 +12,8 @@ import { MANIFEST_MARKER } from "../../src/remote-agent/workspace/manifest.js";
 import { seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { dirInput, OTHER_OWNER, OWNER, cliDriver, startCli, type Driver } from "../support/workspace.js";
 import { lifecycleRequest, runCli } from "../support/run-cli.js";
+import { setWorkspaceHooks } from "../support/test-hooks.js";
+import { TEST_HOOKS_FILE } from "../../src/remote-agent/test-hooks.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -144,8 +146,8 @@ describe("ownership, partial state and reconciliation over SSH", () => {
 
   it("M1: a foreign directory appearing before the claim is refused and left intact", async () => {
     const { dir } = workspaceLayout(d.root, "own-m1");
+    setWorkspaceHooks(d.root, "own-m1", { beforeClaimMs: 2500 });
     const run = startCli(["create", "--workspace-id", "own-m1"], lifecycleRequest(d.options, { input: dirInput("own-m1", fixture.path) }), {
-      PASEO_SSH_TEST_HOOK_BEFORE_CLAIM_MS: "2500",
       PASEO_SSH_PROGRESS: "1",
     });
     // "connect" = the agent is up; the request follows at once and the agent then waits at the hook.
@@ -161,7 +163,8 @@ describe("ownership, partial state and reconciliation over SSH", () => {
 
   it("N1: a foreign manifest appearing after the claim is refused and left untouched", async () => {
     const { dir } = workspaceLayout(d.root, "own-n1");
-    const pending = d.create(dirInput("own-n1", fixture.path), { env: { PASEO_SSH_TEST_HOOK_AFTER_CLAIM_MS: "3000" } });
+    setWorkspaceHooks(d.root, "own-n1", { afterClaimMs: 3000 });
+    const pending = d.create(dirInput("own-n1", fixture.path));
     const foreign = manifestFor("own-n1", OTHER_OWNER);
     // The create lock is written right after our manifest: from then on the agent sits in the hook.
     for (let i = 0; i < 500 && !existsSync(join(dir, "create.lock")); i++) await sleep(20);
@@ -181,7 +184,9 @@ describe("ownership, partial state and reconciliation over SSH", () => {
       expect(r.value?.placement.cwd).toBe(workspaceLayout(d.root, id).checkout);
       expect(r.value?.placement.cwd.startsWith(join(d.root, "workspaces", "paseo-ws-"))).toBe(true);
     }
-    expect(readdirSync(d.root).sort()).toEqual(["agent", "cache", "run", "tmp", "workspaces"].filter((n) => existsSync(join(d.root, n))));
+    // test-hooks.json is this suite's own (earlier tests planted it), not the runtime's.
+    const made = readdirSync(d.root).filter((n) => n !== TEST_HOOKS_FILE);
+    expect(made.sort()).toEqual(["agent", "cache", "run", "tmp", "workspaces"].filter((n) => existsSync(join(d.root, n))));
     expect(existsSync(join(d.root, "..", "x"))).toBe(false);
     for (const id of ids) expect((await d.op("destroy", id)).ok).toBe(true);
     for (const id of ids) expect(existsSync(workspaceLayout(d.root, id).dir)).toBe(false);
@@ -189,7 +194,8 @@ describe("ownership, partial state and reconciliation over SSH", () => {
 
   it("an interrupted create leaves a materializing workspace that destroy cleans", async () => {
     const { dir } = workspaceLayout(d.root, "own-int");
-    const pending = d.create(dirInput("own-int", fixture.path), { env: { PASEO_SSH_TEST_HOOK_AFTER_CLAIM_MS: "3000" } });
+    setWorkspaceHooks(d.root, "own-int", { afterClaimMs: 3000 });
+    const pending = d.create(dirInput("own-int", fixture.path));
     for (let i = 0; i < 500 && !existsSync(join(dir, "create.lock")); i++) await sleep(20);
     expect((await d.inspect("own-int")).value?.inspection).toEqual({ status: "error", message: "SSH workspace is incomplete: own-int" });
     expect((await d.op("destroy", "own-int")).ok).toBe(true);
@@ -202,7 +208,8 @@ describe("ownership, partial state and reconciliation over SSH", () => {
 
   it("a retried create while the first is still materializing is refused; reconcile leaves it alone; the first completes", async () => {
     const { dir } = workspaceLayout(d.root, "own-twice");
-    const first = d.create(dirInput("own-twice", fixture.path), { env: { PASEO_SSH_TEST_HOOK_AFTER_CLAIM_MS: "2500" } });
+    setWorkspaceHooks(d.root, "own-twice", { afterClaimMs: 2500 });
+    const first = d.create(dirInput("own-twice", fixture.path));
     for (let i = 0; i < 500 && !existsSync(join(dir, "create.lock")); i++) await sleep(20);
     const second = await d.create(dirInput("own-twice", fixture.path));
     expect(second.message).toBe("SSH workspace is being created concurrently: own-twice");

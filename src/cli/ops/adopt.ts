@@ -28,7 +28,7 @@ const operation: CliOperation = {
     const workspaceId = args.flags["workspace-id"]!;
     const from = previousOwner(args.flags);
     const ctx = await readWorkspaceRequest(io.stdin, "adopt", { workspaceId });
-    await callWorkspaceOp(ctx, "workspace.adopt", workspaceId, { from });
+    await callWorkspaceOp(ctx, "workspace.adopt", { workspaceId, owner: ctx.owner, from });
     await writeResponse(io.stdout, { type: "ok", protocolVersion: 1 });
   },
 };

@@ -3,7 +3,7 @@
 import type { CliOperation } from "../operation.js";
 import { writeResponse } from "../respond.js";
 import { readWorkspaceRequest, withHost } from "../lifecycle-command.js";
-import { prepareCreate, runCreate, testHooksFromEnv } from "../../workspace/create-workspace.js";
+import { prepareCreate, runCreate } from "../../workspace/create-workspace.js";
 import { createProgress } from "../../workspace/progress.js";
 import { stateResponse } from "../../workspace/public-state.js";
 
@@ -14,7 +14,7 @@ const operation: CliOperation = {
     const ctx = await readWorkspaceRequest(io.stdin, "create", { workspaceId, requireInput: true });
     const progress = createProgress(io.stderr);
     // Local resolution (and cwd validation) happens before any connection is opened.
-    const prepared = await prepareCreate(ctx.request.input!, ctx.request.runtimeInstanceId, testHooksFromEnv());
+    const prepared = await prepareCreate(ctx.request.input!, ctx.owner);
     const result = await withHost(ctx.options, (host) => runCreate(host, prepared, progress));
     await writeResponse(io.stdout, stateResponse(workspaceId, result.view, result.materializedFreshContent));
   },

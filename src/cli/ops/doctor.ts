@@ -6,10 +6,9 @@
 import { readFileSync } from "node:fs";
 import { RuntimeError, oneLine } from "../../shared/errors.js";
 import { parseRuntimeOptions, type RuntimeOptions } from "../../transport/options.js";
-import { openHost, type SshHost } from "../../transport/ssh-host.js";
+import { connectSshHost, type SshHost } from "../../transport/ssh-host.js";
 import type { ConnectStep } from "../../transport/ssh-connection.js";
 import { resolvePlan, type ConnectionPlan } from "../../transport/ssh-config/resolve.js";
-import type { HostFacts as Facts } from "../../remote-agent/ops-system.js";
 import type { CliOperation, OperationArgs } from "../operation.js";
 
 function readOptions(flags: Record<string, string>): RuntimeOptions {
@@ -100,7 +99,7 @@ const operation: CliOperation = {
       pass("config", `via ${plan.via}${options.sshConfig ? ` (${options.sshConfig})` : ""}: ${plan.hops.map((h) => h.label).join(" -> ")}`);
       for (const l of describePlan(plan)) io.stdout.write(`${l}\n`);
       const tag = (i: number) => (hops > 1 ? `[hop ${i + 1}/${hops}] ` : "");
-      host = await openHost(
+      host = await connectSshHost(
         options,
         {
           onStep: (step, detail, hop, i) => {
@@ -115,7 +114,7 @@ const operation: CliOperation = {
       agent.end();
       const where = `${options.root}/agent/${host.bundle.hash}`;
       pass("agent", `${host.installs > 0 ? "installed" : "found"} agent ${host.bundle.hash} in ${where}`);
-      const f = await host.call<Facts>({ op: "facts" });
+      const f = await host.call("facts", {});
       pass(
         "facts",
         `${f.os} ${f.arch}; node ${f.node} (${f.nodePath}); ${f.git ?? "git missing"}; ${gib(f.freeBytes)} free under ${f.root}`,

@@ -4,13 +4,13 @@
 import type { CliOperation } from "../operation.js";
 import { writeResponse } from "../respond.js";
 import { callWorkspaceOp, readWorkspaceRequest } from "../lifecycle-command.js";
-import type { ReconcileResult } from "../../shared/agent-api.js";
 
 const operation: CliOperation = {
   requiredFlags: [],
   async run(args, io) {
     const ctx = await readWorkspaceRequest(io.stdin, "reconcile", { requireWorkspaceIds: true });
-    const result = await callWorkspaceOp<ReconcileResult>(ctx, "workspace.reconcile", null, { workspaceIds: ctx.request.workspaceIds });
+    const workspaceIds = ctx.request.workspaceIds ?? [];
+    const result = await callWorkspaceOp(ctx, "workspace.reconcile", { owner: ctx.owner, workspaceIds });
     if (args.leading.includes("--verbose") || process.env.PASEO_SSH_VERBOSE === "1") {
       for (const r of result.removed)
         io.stderr.write(`reconcile: removed orphaned workspace ${JSON.stringify(r.workspaceId)} (${r.dir})\n`);

@@ -1,4 +1,4 @@
-// `release-backing --workspace-id <id>` (extra, contract §14): removes a paused workspace's backing; refuses a ready one.
+// `release-backing --workspace-id <id>` (extra, docs/contract.md#extras): removes a paused workspace's backing; refuses a ready one.
 import { okResponse, workspaceOperation } from "../lifecycle-command.js";
 
-export default workspaceOperation("release-backing", okResponse);
+export default workspaceOperation("workspace.release-backing", okResponse);

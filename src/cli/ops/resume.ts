@@ -1,6 +1,5 @@
 // `resume --workspace-id <id>`: continues the frozen process set and marks the workspace ready.
 import { workspaceOperation } from "../lifecycle-command.js";
 import { stateResponse } from "../../workspace/public-state.js";
-import type { WorkspaceView } from "../../shared/agent-api.js";
 
-export default workspaceOperation<WorkspaceView>("resume", stateResponse);
+export default workspaceOperation("workspace.resume", stateResponse);

@@ -4,11 +4,13 @@
 //   exec.signal     the out-of-band `signal` operation (identity-checked, waits until gone)
 //   exec.processes  the workspace's live process set (diagnostics and tests)
 import { RuntimeError } from "../../shared/errors.js";
-import type { AgentContext, OpSpec } from "../context.js";
+import type { AgentContext, OneShotHandlers } from "../context.js";
 import { readProcStat, isGone } from "../../shared/proc-stat.js";
 import { createExecRecord, readExecRecord, updateExecRecord, type ExecRecord } from "./records.js";
 import { resolveLaunch, resolveWorkloadCwd } from "./launch.js";
-import { checkProcessStrings, isExecSignal, parseRunRequest, type RunRequest } from "./request.js";
+import { checkProcessStrings, parseRunRequest } from "./request.js";
+import { isExecSignal, type ExecRunRequest } from "../../shared/agent-api.js";
+import { execHooks } from "../test-hooks.js";
 import { ExecSupervisor } from "./supervisor.js";
 import { runPipes } from "./pipes.js";
 import { runPty } from "./pty.js";
@@ -26,8 +28,8 @@ function notReady(phase: string, workspaceId: string): RuntimeError {
   return new RuntimeError("remote", `SSH workspace is ${status}: ${workspaceId}`);
 }
 
-async function execRun(ctx: AgentContext): Promise<void> {
-  const req: RunRequest = parseRunRequest(ctx.request);
+export async function execRun(ctx: AgentContext): Promise<void> {
+  const req: ExecRunRequest = parseRunRequest(ctx.request);
   const loaded = loadWorkspace(ctx.root, req.workspaceId, req.owner);
   if (loaded.state === "missing") throw new RuntimeError("remote", `SSH workspace is missing: ${req.workspaceId}`);
   const { layout, manifest } = loaded;
@@ -50,7 +52,7 @@ async function execRun(ctx: AgentContext): Promise<void> {
     throw err;
   }
   const pty = req.stdio.kind === "pty";
-  const sup = new ExecSupervisor(ctx, layout, record, req.workspaceId, req.owner, !pty, req.testDelayIdentityMs);
+  const sup = new ExecSupervisor(ctx, layout, record, req.workspaceId, req.owner, !pty, execHooks(ctx.root, req.execId).delayIdentityMs);
   // A hang-up or termination of the agent itself is a lost control channel, not a reason to orphan.
   for (const sig of ["SIGHUP", "SIGTERM"] as const) process.on(sig, () => void sup.abandon(0).finally(() => process.exit(1)));
   if (req.stdio.kind === "pty") await runPty(ctx, sup, launch, req);
@@ -118,8 +120,7 @@ async function execProcesses(ctx: AgentContext) {
   return { processes: await listWorkspaceProcesses(layout) };
 }
 
-export const execOps: Record<string, OpSpec> = {
-  "exec.run": { handler: execRun, streaming: true },
-  "exec.signal": { handler: execSignal },
-  "exec.processes": { handler: execProcesses },
-};
+export const execOps = {
+  "exec.signal": execSignal,
+  "exec.processes": execProcesses,
+} satisfies Partial<OneShotHandlers>;

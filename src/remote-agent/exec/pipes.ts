@@ -12,7 +12,7 @@ import type { AgentContext } from "../context.js";
 import { closeTag, openTag, taggedStdio, type Launch } from "./launch.js";
 import { identityNow, type ExecSupervisor } from "./supervisor.js";
 import { execTagPath } from "../proc/process-set.js";
-import { isExecSignal, parseJson } from "./request.js";
+import { decodeRuntimeMessage } from "../../shared/agent-api.js";
 
 export const OUTPUT_IDLE_MS = 1000;
 export const OUTPUT_MAX_MS = 10_000;
@@ -51,11 +51,11 @@ export async function runPipes(
       if (child) child.stdin.end();
       else stdinEnded = true;
     } else if (f.kind === FrameKind.Json) {
-      const msg = parseJson(f.payload);
-      if (msg?.type === "ack" && typeof msg.bytes === "number") {
+      const msg = decodeRuntimeMessage(f.payload);
+      if (msg?.type === "ack") {
         unacked -= msg.bytes;
         updateFlow();
-      } else if (msg?.type === "signal" && isExecSignal(msg.signal)) sup.deliver(msg.signal);
+      } else if (msg?.type === "signal") sup.deliver(msg.signal);
     }
   });
 

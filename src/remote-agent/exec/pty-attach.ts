@@ -12,7 +12,7 @@ import { connect } from "node:net";
 import { dirname, join } from "node:path";
 import { AGENT_READY_MARKER } from "../../shared/frames.js";
 import { closeTag, openTag, taggedStdio } from "./launch.js";
-import { onLines, sendLine } from "./attach-lines.js";
+import { isControlLine, onLines, sendLine } from "./attach-lines.js";
 import { readProcStat } from "../../shared/proc-stat.js";
 import { killMembers, membersByTag } from "../proc/process-set.js";
 
@@ -79,15 +79,15 @@ export function ptyAttachMain(token: string): void {
     if (child && child.exitCode === null && child.signalCode === null) void reapAndExit(1);
     else process.exit(0);
   });
-  onLines(sock, (msg) => {
+  onLines(sock, isControlLine, (msg) => {
     if (msg.type === "launch" && !child) {
-      tagPath = String(msg.tagPath);
+      tagPath = msg.tagPath;
       const tagFd = openTag(tagPath);
       try {
-        child = spawn(String(msg.file), (msg.args as string[]) ?? [], {
-          argv0: String(msg.argv0),
-          cwd: String(msg.cwd),
-          env: msg.env as Record<string, string>,
+        child = spawn(msg.file, msg.args, {
+          argv0: msg.argv0,
+          cwd: msg.cwd,
+          env: msg.env,
           stdio: taggedStdio(["inherit", "inherit", "inherit"], tagFd),
         });
       } finally {
@@ -100,7 +100,7 @@ export function ptyAttachMain(token: string): void {
           sendLine(sock, {
             type: "spawn-failed",
             code: err.code === "ENOENT" ? 127 : 126,
-            message: `paseo-ssh-runtime: ${String(msg.argv0)}: ${err.message}\r\n`,
+            message: `paseo-ssh-runtime: ${msg.argv0}: ${err.message}\r\n`,
           });
         }
       });
@@ -114,7 +114,7 @@ export function ptyAttachMain(token: string): void {
       });
     } else if (msg.type === "check-size") {
       const id = msg.id;
-      void confirmSize(Number(msg.rows), Number(msg.cols)).then((ok) => sendLine(sock, { type: "size", id, ok }));
+      void confirmSize(msg.rows, msg.cols).then((ok) => sendLine(sock, { type: "size", id, ok }));
     }
   });
 }

@@ -12,10 +12,10 @@ import { FrameKind, encodeData, type Frame } from "../../shared/frames.js";
 import type { AgentContext } from "../context.js";
 import { rootLayout } from "../layout.js";
 import type { Launch } from "./launch.js";
-import { parseJson, isExecSignal, type RunRequest } from "./request.js";
+import { decodeRuntimeMessage, type ExecRunRequest } from "../../shared/agent-api.js";
 import type { ExecSupervisor } from "./supervisor.js";
 import { execTagPath } from "../proc/process-set.js";
-import { onLines, sendLine } from "./attach-lines.js";
+import { isAttachLine, onLines, sendLine } from "./attach-lines.js";
 import { listen } from "../../shared/listen-unix.js";
 
 /** How long the runtime has to open the PTY channel after receiving the token. */
@@ -37,7 +37,7 @@ function sweepStaleSockets(): void {
   }
 }
 
-export async function runPty(ctx: AgentContext, sup: ExecSupervisor, launch: Launch | null, req: RunRequest): Promise<void> {
+export async function runPty(ctx: AgentContext, sup: ExecSupervisor, launch: Launch | null, req: ExecRunRequest): Promise<void> {
   if (!launch) return sup.notFound(req.argv[0]!);
   const runBase = rootLayout(ctx.root).runBase;
   mkdirSync(runBase, { recursive: true, mode: 0o700 });
@@ -64,8 +64,8 @@ export async function runPty(ctx: AgentContext, sup: ExecSupervisor, launch: Lau
   const fromRuntime: Frame[] = [];
   const onRuntimeFrame = (f: Frame) => {
     if (f.kind !== FrameKind.Json) return;
-    const msg = parseJson(f.payload);
-    if (msg?.type === "signal" && isExecSignal(msg.signal)) sup.deliver(msg.signal);
+    const msg = decodeRuntimeMessage(f.payload);
+    if (msg?.type === "signal") sup.deliver(msg.signal);
     else if (msg?.type === "resize" && attach) sendLine(attach, { type: "check-size", id: msg.id, rows: msg.rows, cols: msg.cols });
     else if (msg?.type === "resize") fromRuntime.push(f);
   };
@@ -92,21 +92,20 @@ export async function runPty(ctx: AgentContext, sup: ExecSupervisor, launch: Lau
   for (const f of fromRuntime.splice(0)) onRuntimeFrame(f);
 
   const outcome = await new Promise<"exit" | "lost" | "closed">((resolve) => {
-    onLines(sock, (msg) => {
-      if (msg.type === "spawned" && typeof msg.pid === "number") {
-        const ident = { pid: msg.pid, pgid: Number(msg.pgid), sid: Number(msg.sid), startTime: String(msg.startTime) };
+    onLines(sock, isAttachLine, (msg) => {
+      if (msg.type === "spawned") {
+        const ident = { pid: msg.pid, pgid: msg.pgid, sid: msg.sid, startTime: msg.startTime };
         void sup.publish(ident);
       } else if (msg.type === "spawn-failed") {
         void sup.publish(null).then(() => {
-          for (const fr of encodeData(FrameKind.Stderr, Buffer.from(String(msg.message)))) ctx.sendRaw(fr);
-          sup.complete(typeof msg.code === "number" ? msg.code : 127, null);
+          for (const fr of encodeData(FrameKind.Stderr, Buffer.from(msg.message))) ctx.sendRaw(fr);
+          sup.complete(msg.code, null);
           resolve("exit");
         });
       } else if (msg.type === "size") {
-        ctx.sendJson({ type: "resized", id: msg.id, ok: msg.ok === true });
+        ctx.sendJson({ type: "resized", id: msg.id, ok: msg.ok });
       } else if (msg.type === "exit") {
-        const code = typeof msg.code === "number" ? msg.code : null;
-        const signal = typeof msg.signal === "string" ? msg.signal : null;
+        const { code, signal } = msg;
         const report = () => {
           sup.complete(code, signal);
           resolve("exit");

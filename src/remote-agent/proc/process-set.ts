@@ -12,18 +12,13 @@
 import { mkdirSync, readFileSync, realpathSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { RuntimeError } from "../../shared/errors.js";
+import type { ProcessInfo } from "../../shared/agent-api.js";
 import { hashName, type WorkspaceLayout } from "../layout.js";
 import { fdLink, isGone, listPids, readArgv, readProcStat, sendSignal, type ProcStat } from "../../shared/proc-stat.js";
 import { readRecordFile } from "../exec/records.js";
 
 /** Descriptor number that carries the tag in every workload process (high, so programs leave it alone). */
 export const TAG_FD = 47;
-
-export interface ProcessInfo {
-  pid: number;
-  state: string;
-  command: string;
-}
 
 /** Bounds of the sweeps: a fork bomb cannot keep pause or destroy busy forever. */
 const MAX_SWEEPS = 20;
@@ -173,7 +168,7 @@ function tagMatcher(prefixes: string[], exact: boolean): (link: string) => boole
 /**
  * Whether a tagged process belongs to an exec nobody supervises any more: recorded abandoned, or
  * still starting/running although its control agent is gone. Resume reaps these instead of
- * reviving them (do-better 3); leftovers of execs that finished normally are resumed.
+ * reviving them; leftovers of execs that finished normally are resumed.
  */
 function unsupervised(tag: string): boolean {
   if (!tag.endsWith(".tag")) return false;

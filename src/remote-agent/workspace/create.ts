@@ -7,11 +7,13 @@ import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../../shared/errors.js";
 import type { AgentContext } from "../context.js";
-import type { CreateRequest, CreateResult, SourceSpec } from "../../shared/agent-api.js";
+import type { CreateResult, IntegrationTarget, SourceSpec } from "../../shared/agent-api.js";
+import { isRecord } from "../../shared/guards.js";
+import { sleep } from "../../shared/async.js";
+import { workspaceHooks } from "../test-hooks.js";
 import { normaliseRelativePath } from "../../shared/relative-path.js";
 import { SHA_RE } from "../../shared/git-exec.js";
 import { hashName, rootLayout, type WorkspaceLayout } from "../layout.js";
-import type { IntegrationTarget } from "./manifest.js";
 import { loadWorkspace, replaceManifest } from "./store.js";
 import { acquireCreateLock, claimWorkspace, newManifest, removeWorkspaceDir, verifyOwned } from "./claim.js";
 import { cacheTips, ensureCache, fetchGitSource, hasCommit, pinCommit, receivePack, unpinCommit } from "./git-cache.js";
@@ -25,7 +27,7 @@ const HEX_KEY = /^[0-9a-f]{16,64}$/;
 export const STAGING_PREFIX = "checkout-";
 
 function parseSource(v: unknown): SourceSpec {
-  const s = (v ?? {}) as Record<string, unknown>;
+  const s = isRecord(v) ? v : {};
   const subdirectory = normaliseRelativePath(typeof s.subdirectory === "string" ? s.subdirectory : "");
   if (s.kind === "directory") {
     const projectKey = str(s, "projectKey");
@@ -46,7 +48,8 @@ function checkBranch(source: SourceSpec): SourceSpec {
 
 function parseIntegration(v: unknown): IntegrationTarget | null {
   if (v === null || v === undefined) return null;
-  const i = v as Record<string, unknown>;
+  if (!isRecord(v)) throw new RuntimeError("input", "malformed integration target in agent request");
+  const i = v;
   const localPath = str(i, "localPath");
   const baseBranch = str(i, "baseBranch");
   if (!localPath.startsWith("/") || baseBranch.startsWith("-"))
@@ -57,12 +60,6 @@ function parseIntegration(v: unknown): IntegrationTarget | null {
 function sourceKey(source: SourceSpec): string {
   // Git caches are keyed by URL (hash only: the URL itself never becomes a path).
   return source.kind === "directory" ? source.projectKey : hashName(`git\0${source.url}`, 32);
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function hookMs(v: unknown): number {
-  return typeof v === "number" && Number.isFinite(v) && v > 0 ? Math.min(v, 60_000) : 0;
 }
 
 /** Brings objects for `source` into its cache and returns the commit/branch to check out. */
@@ -86,10 +83,10 @@ async function fillCache(
 
 export async function create(ctx: AgentContext): Promise<CreateResult> {
   const { workspaceId, owner } = target(ctx);
-  const req = ctx.request as unknown as CreateRequest;
+  const req = ctx.request;
   const source = checkBranch(parseSource(req.source));
   const relativeCwd = normaliseRelativePath(typeof req.relativeCwd === "string" ? req.relativeCwd : "");
-  const hooks = (req.hooks ?? {}) as Record<string, unknown>;
+  const hooks = workspaceHooks(ctx.root, workspaceId);
   const integration = source.kind === "directory" ? parseIntegration(req.integration) : null;
   const purpose = typeof req.purpose === "string" ? req.purpose : null;
   const inbox = new FrameInbox(ctx);
@@ -106,13 +103,13 @@ export async function create(ctx: AgentContext): Promise<CreateResult> {
     rmSync(layout.checkout, { recursive: true, force: true });
     replaceManifest(layout, { ...newManifest(workspaceId, owner, projectKey), createdAt: loaded.manifest.createdAt });
   } else {
-    await sleep(hookMs(hooks.beforeClaimMs));
+    await sleep(hooks.beforeClaimMs);
     claimWorkspace(ctx.root, layout, newManifest(workspaceId, owner, projectKey));
     release = acquireCreateLock(layout, workspaceId);
   }
 
   try {
-    await sleep(hookMs(hooks.afterClaimMs));
+    await sleep(hooks.afterClaimMs);
     inbox.assertAttended();
     verifyOwned(ctx.root, workspaceId, owner);
     const cache = await ensureCache(ctx.root, projectKey);

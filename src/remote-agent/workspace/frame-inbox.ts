@@ -4,7 +4,10 @@ import type { Writable } from "node:stream";
 import { FrameKind, type Frame } from "../../shared/frames.js";
 import { RuntimeError } from "../../shared/errors.js";
 import type { AgentContext } from "../context.js";
+import { decodeRuntimeMessage, type AbortMessage } from "../../shared/agent-api.js";
+import { parseJson } from "../../shared/guards.js";
 
+const MALFORMED: AbortMessage = { type: "abort", message: "malformed control frame from the runtime" };
 const HIGH_WATER = 8 * 1024 * 1024;
 const LOW_WATER = 1024 * 1024;
 
@@ -26,16 +29,11 @@ export class FrameInbox {
   closed = false;
   aborted: string | null = null;
 
-  constructor(ctx: AgentContext) {
+  constructor(private readonly ctx: AgentContext) {
     ctx.onFrame((f) => {
       if (f.kind === FrameKind.Json) {
-        let msg: { type?: string; message?: string };
-        try {
-          msg = JSON.parse(f.payload.toString("utf8")) as typeof msg;
-        } catch {
-          msg = { type: "abort", message: "malformed control frame from the runtime" };
-        }
-        if (msg.type === "abort") this.aborted = String(msg.message ?? "aborted by the runtime");
+        const msg = parseJson(f.payload) === undefined ? MALFORMED : decodeRuntimeMessage(f.payload);
+        if (msg?.type === "abort") this.aborted = msg.message;
       } else {
         this.queue.push(f);
         this.queuedBytes += f.payload.length;
@@ -43,7 +41,7 @@ export class FrameInbox {
         // the sender back), so a large object stream never piles up in this process.
         if (this.queuedBytes > HIGH_WATER && !this.inputPaused) {
           this.inputPaused = true;
-          process.stdin.pause();
+          ctx.pauseInput();
         }
       }
       this.notify();
@@ -89,7 +87,7 @@ export class FrameInbox {
         this.queuedBytes -= f.payload.length;
         if (this.inputPaused && this.queuedBytes < LOW_WATER) {
           this.inputPaused = false;
-          process.stdin.resume();
+          this.ctx.resumeInput();
         }
         if (f.kind === FrameKind.Eof) return;
         if (f.kind === FrameKind.Stdin && !sink.write(f.payload)) await drainOrClose(sink);

@@ -3,12 +3,7 @@
 // atomically (temp file + rename) and validated strictly before any read or mutation.
 export const MANIFEST_MARKER = "paseo-ssh-runtime/workspace-v1";
 
-/** The Paseo-host repository and branch a workspace's work is merged back into. */
-export interface IntegrationTarget {
-  /** Absolute path of the repository's top level on the Paseo host. */
-  localPath: string;
-  baseBranch: string;
-}
+import type { IntegrationTarget } from "../../shared/agent-api.js";
 
 export type WorkspacePhase = "materializing" | "ready" | "paused";
 

@@ -4,7 +4,7 @@
 // manifest through loadWorkspace() first, so ownership is verified before anything is read or
 // changed, and removal only ever touches a directory whose manifest names this owner.
 import { RuntimeError } from "../../shared/errors.js";
-import type { AgentContext, OpSpec } from "../context.js";
+import type { AgentContext, OneShotHandlers } from "../context.js";
 import type { InspectResult, MergeInfo, WorkspaceView } from "../../shared/agent-api.js";
 import { checkoutHead, streamPack } from "./export.js";
 import { loadWorkspace, replaceManifest } from "./store.js";
@@ -102,15 +102,15 @@ async function adopt(ctx: AgentContext): Promise<null> {
   return null;
 }
 
-export const workspaceOps: Record<string, OpSpec> = {
-  "workspace.create": { handler: create },
-  "workspace.inspect": { handler: inspect },
-  "workspace.pause": { handler: pause },
-  "workspace.resume": { handler: resume },
-  "workspace.destroy": { handler: destroy },
-  "workspace.reconcile": { handler: reconcile },
-  "workspace.release-backing": { handler: releaseBacking },
-  "workspace.merge-info": { handler: mergeInfo },
-  "workspace.adopt": { handler: adopt },
-  "workspace.export-objects": { handler: exportObjects },
-};
+export const workspaceOps = {
+  "workspace.create": create,
+  "workspace.inspect": inspect,
+  "workspace.pause": pause,
+  "workspace.resume": resume,
+  "workspace.destroy": destroy,
+  "workspace.reconcile": reconcile,
+  "workspace.release-backing": releaseBacking,
+  "workspace.merge-info": mergeInfo,
+  "workspace.adopt": adopt,
+  "workspace.export-objects": exportObjects,
+} satisfies Partial<OneShotHandlers>;

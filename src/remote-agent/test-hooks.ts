@@ -1,0 +1,37 @@
+// Test-only delays that widen race windows so the suites can act inside them: before and after a
+// create claims its directory, and before an exec's identity is published. They are read from
+// `<root>/test-hooks.json`, which only a test (or the host account itself) can write: nothing
+// Paseo sends and no runtime option can turn them on. Without the file every delay is 0.
+//   {"workspaces": {"<workspaceId>": {"beforeClaimMs": n, "afterClaimMs": n}},
+//    "execs": {"<execId>": {"delayIdentityMs": n}}}
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { isRecord, parseJson } from "../shared/guards.js";
+
+export const TEST_HOOKS_FILE = "test-hooks.json";
+
+function hooksFor(root: string, section: "workspaces" | "execs", id: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(join(root, TEST_HOOKS_FILE), "utf8");
+  } catch {
+    return {};
+  }
+  const all = parseJson(text);
+  const entries = isRecord(all) ? all[section] : undefined;
+  const hooks = isRecord(entries) && Object.hasOwn(entries, id) ? entries[id] : undefined;
+  return isRecord(hooks) ? hooks : {};
+}
+
+function ms(v: unknown, max: number): number {
+  return typeof v === "number" && Number.isFinite(v) && v > 0 ? Math.min(v, max) : 0;
+}
+
+export function workspaceHooks(root: string, workspaceId: string): { beforeClaimMs: number; afterClaimMs: number } {
+  const h = hooksFor(root, "workspaces", workspaceId);
+  return { beforeClaimMs: ms(h.beforeClaimMs, 60_000), afterClaimMs: ms(h.afterClaimMs, 60_000) };
+}
+
+export function execHooks(root: string, execId: string): { delayIdentityMs: number } {
+  return { delayIdentityMs: ms(hooksFor(root, "execs", execId).delayIdentityMs, 30_000) };
+}

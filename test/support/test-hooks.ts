@@ -1,0 +1,41 @@
+// Turns on the agent's test-only delays (src/remote-agent/test-hooks.ts) for one workspace or one
+// exec by writing `<root>/test-hooks.json` directly on the host: the rig's remote host is this
+// machine, and nothing the runtime sends can switch them on.
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { TEST_HOOKS_FILE } from "../../src/remote-agent/test-hooks.js";
+import { rig } from "../rig/rig.js";
+
+export interface WorkspaceHooks {
+  beforeClaimMs?: number;
+  afterClaimMs?: number;
+}
+
+export interface ExecHooks {
+  delayIdentityMs?: number;
+}
+
+function write(root: string, section: "workspaces" | "execs", id: string, hooks: object): void {
+  if (!root.startsWith("/")) throw new Error(`test hooks need an absolute root, got ${root}`);
+  if (!existsSync(root)) {
+    // Created for the agent's user, as its first operation would have.
+    mkdirSync(root, { recursive: true, mode: 0o700 });
+    execFileSync("chown", [`${rig().user}:`, root]);
+  }
+  const path = join(root, TEST_HOOKS_FILE);
+  const all = existsSync(path) ? (JSON.parse(readFileSync(path, "utf8")) as Record<string, Record<string, object>>) : {};
+  all[section] = { ...all[section], [id]: hooks };
+  writeFileSync(`${path}.tmp`, JSON.stringify(all), { mode: 0o644 });
+  renameSync(`${path}.tmp`, path);
+}
+
+/** Delays around the claim of `workspaceId`'s directory during create. */
+export function setWorkspaceHooks(root: string, workspaceId: string, hooks: WorkspaceHooks): void {
+  write(root, "workspaces", workspaceId, hooks);
+}
+
+/** Delays publishing the identity (`started`) of exec `execId`. */
+export function setExecHooks(root: string, execId: string, hooks: ExecHooks): void {
+  write(root, "execs", execId, hooks);
+}
