@@ -1,4 +1,4 @@
-// Strict argv grammar of helper protocol v1 (spec §3): Paseo's client and its tests compare the
+// Strict argv grammar of helper protocol v1 (docs/contract.md#helper-argv): Paseo's client and its tests compare the
 // exact error texts, so parsing is hand-rolled rather than delegated to a permissive parser.
 
 export type Flags = ReadonlyMap<string, string>;

@@ -1,4 +1,4 @@
-// Entry mutations (spec §6.7): create, rename, duplicate and delete workspace entries. Every
+// Entry mutations (docs/contract.md#helper-commands): create, rename, duplicate and delete workspace entries. Every
 // outcome is a JSON result with exit 0; only argument errors are hard failures.
 import { cp, lstat, mkdir, open, rename, rm, stat } from "node:fs/promises";
 import { posix, resolve } from "node:path";

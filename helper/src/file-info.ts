@@ -1,5 +1,5 @@
-// File metadata shared by fs-stat, fs-write and fs-list: revision strings (spec §7), timestamps
-// and the kind/encoding/mimeType classification (spec §6.2).
+// File metadata shared by fs-stat, fs-write and fs-list: revision strings (docs/contract.md#helper-revisions), timestamps
+// and the kind/encoding/mimeType classification (docs/contract.md#helper-revisions).
 import type { BigIntStats } from "node:fs";
 import { open, stat } from "node:fs/promises";
 import { extname } from "node:path";

@@ -1,4 +1,4 @@
-// fs-list (spec §6.3): one directory level, newest first; escaping or dangling symlinks are
+// fs-list (docs/contract.md#helper-commands): one directory level, newest first; escaping or dangling symlinks are
 // left out rather than failing the whole listing.
 import { readdir } from "node:fs/promises";
 import { posix } from "node:path";

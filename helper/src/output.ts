@@ -1,4 +1,4 @@
-// stdout carries protocol data only and stderr one diagnostic line (spec §4); exiting must not
+// stdout carries protocol data only and stderr one diagnostic line (docs/contract.md#helper-output); exiting must not
 // lose bytes still queued for a pipe, so every exit goes through `exitAfterFlush`.
 
 export const PROTOCOL_VERSION = 1;
@@ -35,7 +35,7 @@ export function exitAfterFlush(code: number): void {
   void Promise.all([flushed(process.stdout), flushed(process.stderr)]).then(() => process.exit(code));
 }
 
-/** Hard error (spec §4): one stderr line, exit 1, nothing more on stdout. */
+/** Hard error (docs/contract.md#helper-output): one stderr line, exit 1, nothing more on stdout. */
 export function failHard(err: unknown): void {
   if (exiting) return;
   process.stderr.write(`${errorMessage(err)}\n`);

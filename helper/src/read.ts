@@ -1,4 +1,4 @@
-// fs-read (spec §6.4): raw bytes to stdout, unframed and streamed with back-pressure. No SIGTERM
+// fs-read (docs/contract.md#helper-commands): raw bytes to stdout, unframed and streamed with back-pressure. No SIGTERM
 // handler anywhere: Paseo cancels a read by SIGTERM and expects death by that signal.
 import { constants } from "node:fs";
 import { open } from "node:fs/promises";

@@ -1,4 +1,4 @@
-// resolve-command (spec §6.6): finds an executable the way the workspace environment would,
+// resolve-command (docs/contract.md#helper-commands): finds an executable the way the workspace environment would,
 // reading only PATH. Not confined to the workspace: commands normally live outside it.
 import { constants } from "node:fs";
 import { access, realpath } from "node:fs/promises";

@@ -1,4 +1,4 @@
-// Workspace confinement (spec §5): the helper itself is the security boundary for every path
+// Workspace confinement (docs/contract.md#helper-confinement): the helper itself is the security boundary for every path
 // Paseo hands it, so absolute paths, `..` escapes and symlink escapes are refused here.
 import { realpath } from "node:fs/promises";
 import { dirname, isAbsolute, relative, resolve, sep } from "node:path";

@@ -1,4 +1,4 @@
-// fs-write (spec §6.5): replaces an existing file atomically from stdin, guarded by revision or
+// fs-write (docs/contract.md#helper-commands): replaces an existing file atomically from stdin, guarded by revision or
 // mtime preconditions. It never creates a file: callers use fs-create-entry for that.
 import { randomUUID } from "node:crypto";
 import { open, rename, unlink } from "node:fs/promises";

@@ -1,4 +1,4 @@
-// Reads and checks the lifecycle request Paseo writes on stdin (contract §5, §7.5) before an
+// Reads and checks the lifecycle request Paseo writes on stdin (docs/contract.md#schemas) before an
 // operation does anything else: no network use happens for a request we would refuse.
 import type { Readable } from "node:stream";
 import { RuntimeError } from "../shared/errors.js";

@@ -1,4 +1,4 @@
-// The runtime executable Paseo spawns once per operation (contract §3):
+// The runtime executable Paseo spawns once per operation (docs/contract.md#invocation):
 //   <leading args from the daemon config…> <operation> [--flag value]…
 // Finds the operation word, parses its flags strictly, runs the operation module and turns every
 // failure into one stderr line plus a stable exit code. Never prints a stack trace.

@@ -1,4 +1,4 @@
-// Writes an operation's single stdout value (contract §5): validated, canonical bytes, one line.
+// Writes an operation's single stdout value (docs/contract.md#exit-status): validated, canonical bytes, one line.
 import type { Writable } from "node:stream";
 import {
   DescribeResponseSchema,
@@ -8,7 +8,7 @@ import {
   type OperationResponse,
 } from "../contract/index.js";
 
-/** Ours (contract §1, §7.8); the extras are deliberately not advertised. */
+/** Ours (docs/contract.md#schemas); the extras are deliberately not advertised. */
 export const DESCRIBE: DescribeResponse = { protocolVersion: 1, modes: ["pipes", "pty"], reconcile: true };
 
 /** Resolves once the bytes are handed to the stream, so the dispatcher may exit right after. */

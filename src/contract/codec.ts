@@ -1,4 +1,4 @@
-// Canonical encoding (contract §6.1) and strict validation with one-line messages. Every message we
+// Canonical encoding (docs/contract.md#encoding) and strict validation with one-line messages. Every message we
 // write goes through `encodeCanonical`; every message we read goes through `parseJsonText` and
 // `validateMessage`, so the byte rules and the error texts live in one place.
 import type * as z from "zod";

@@ -1,4 +1,4 @@
-// Paseo's fd4 phase machine (contract §8.4): started -> [resized…] -> eof -> exit, every violation
+// Paseo's fd4 phase machine (docs/contract.md#exec-ordering): started -> [resized…] -> eof -> exit, every violation
 // fatal with a fixed text. The exec wrapper runs its own events through it before writing them, and
 // tests use it to judge recorded fd4 streams.
 import { RuntimeError } from "../shared/errors.js";

@@ -1,4 +1,4 @@
-// Newline-delimited frame decoding exactly as Paseo decodes our fd4 (contract §6.2); we use the same
+// Newline-delimited frame decoding exactly as Paseo decodes our fd4 (docs/contract.md#framing); we use the same
 // rules for the fd3 controls we read. Chunks may split frames (and UTF-8 sequences) anywhere.
 import type { Readable } from "node:stream";
 import type * as z from "zod";

@@ -1,5 +1,5 @@
-// The v1 wire shapes Paseo and this runtime exchange (contract.md §7), as strict zod schemas.
-// Field order in every object IS the canonical encoding order (§6.1): parsing rebuilds objects in
+// The v1 wire shapes Paseo and this runtime exchange (docs/contract.md#schemas), as strict zod schemas.
+// Field order in every object IS the canonical encoding order (docs/contract.md#encoding): parsing rebuilds objects in
 // shape order, so do not reorder fields here. Every object rejects unknown keys; the only open
 // maps are `options` (JSON values) and `env` / `lifecycleEnvironment` (strings).
 import * as z from "zod";
@@ -19,7 +19,7 @@ function discriminated<const K extends string, const T extends readonly [z.core.
   });
 }
 
-// ---- §7.1 primitives -------------------------------------------------------------------------
+// ---- primitives -------------------------------------------------------------------------
 
 export const ProtocolVersionSchema = z.literal(1);
 export const EnvironmentSchema = z.record(z.string(), z.string());
@@ -28,7 +28,7 @@ const nonEmpty = z.string().min(1);
 const positiveInt = z.int().positive();
 const nonNegativeInt = z.int().nonnegative();
 
-// ---- §7.2 project source ---------------------------------------------------------------------
+// ---- project source ---------------------------------------------------------------------
 
 export const DirectorySourceSchema = z.strictObject({ kind: z.literal("directory"), path: z.string() });
 export const GitSourceSchema = z.strictObject({
@@ -39,7 +39,7 @@ export const GitSourceSchema = z.strictObject({
 });
 export const ProjectSourceSchema = discriminated("kind", [DirectorySourceSchema, GitSourceSchema], ["directory", "git"]);
 
-// ---- §7.3 placement intent -------------------------------------------------------------------
+// ---- placement intent -------------------------------------------------------------------
 
 export const CheckoutRefSchema = z.strictObject({ remoteName: z.string().optional(), remoteRef: z.string() });
 
@@ -92,7 +92,7 @@ export const PlacementIntentSchema = discriminated(
   ["existing", "branch", "checkout", "resolved-worktree"],
 );
 
-// ---- §7.4 / §7.5 create input and lifecycle request ------------------------------------------
+// ---- create input and lifecycle request ------------------------------------------
 
 export const ProjectSchema = z.strictObject({ projectId: z.string(), source: ProjectSourceSchema });
 
@@ -114,7 +114,7 @@ export const LifecycleRequestSchema = z.strictObject({
   workspaceIds: z.array(z.string()).optional(),
 });
 
-// ---- §7.6 state, placement, inspection -------------------------------------------------------
+// ---- state, placement, inspection -------------------------------------------------------
 
 export const CommandRuntimeStateSchema = z.strictObject({
   workspaceId: z.string(),
@@ -135,7 +135,7 @@ export const InspectionSchema = discriminated(
   ["missing", "paused", "ready", "error"],
 );
 
-// ---- §7.7 lifecycle responses, §7.12 merge-to-base response ----------------------------------
+// ---- lifecycle responses, merge-to-base response ----------------------------------
 
 export const StateResponseSchema = z.strictObject({
   type: z.literal("state"),
@@ -157,7 +157,7 @@ export const LifecycleResponseSchema = discriminated(
   ["state", "inspection", "ok"],
 );
 
-/** Our choice for the extra `merge-to-base` operation (§7.12, §14). */
+/** Our choice for the extra `merge-to-base` operation (docs/contract.md#extras). */
 export const MergeToBaseResponseSchema = z.strictObject({
   type: z.literal("merge-to-base"),
   protocolVersion: ProtocolVersionSchema,
@@ -171,7 +171,7 @@ export const OperationResponseSchema = discriminated(
   ["state", "inspection", "ok", "merge-to-base"],
 );
 
-// ---- §7.8 describe ---------------------------------------------------------------------------
+// ---- describe ---------------------------------------------------------------------------
 
 export const DescribeResponseSchema = z.strictObject({
   protocolVersion: ProtocolVersionSchema,
@@ -179,7 +179,7 @@ export const DescribeResponseSchema = z.strictObject({
   reconcile: z.boolean().default(false),
 });
 
-// ---- §7.9 exec messages ----------------------------------------------------------------------
+// ---- exec messages ----------------------------------------------------------------------
 
 export const PROCESS_PURPOSE_KINDS = [
   "agent",
@@ -220,7 +220,7 @@ export const SpawnControlSchema = z.strictObject({
   type: z.literal("spawn"),
   protocolVersion: ProtocolVersionSchema,
   runtimeInstanceId: nonEmpty,
-  // Our choice (§7.9, §18): tolerated here exactly as in lifecycle requests.
+  // Our choice (docs/contract.md#choices): tolerated here exactly as in lifecycle requests.
   runtimeGeneration: nonEmpty.optional(),
   argv: z.array(z.string()).min(1),
   cwd: z.string().optional(),
@@ -231,7 +231,7 @@ export const SpawnControlSchema = z.strictObject({
   stdio: StdioSchema,
 });
 
-// ---- §7.10 fd3 controls ----------------------------------------------------------------------
+// ---- fd3 controls ----------------------------------------------------------------------
 
 export const ResizeControlSchema = z.strictObject({
   type: z.literal("resize"),
@@ -252,7 +252,7 @@ export const ControlFrameSchema = discriminated(
   ["spawn", "resize", "signal"],
 );
 
-// ---- §7.11 fd4 events ------------------------------------------------------------------------
+// ---- fd4 events ------------------------------------------------------------------------
 
 export const StartedEventSchema = z.strictObject({ type: z.literal("started"), protocolVersion: ProtocolVersionSchema });
 export const EofEventSchema = z.strictObject({ type: z.literal("eof"), protocolVersion: ProtocolVersionSchema });
@@ -289,7 +289,7 @@ export type ResolvedWorktreeSource = z.infer<typeof ResolvedWorktreeSourceSchema
 export type PlacementIntent = z.infer<typeof PlacementIntentSchema>;
 export type CreateInput = z.infer<typeof CreateInputSchema>;
 export type LifecycleRequest = z.infer<typeof LifecycleRequestSchema>;
-/** Exactly the public state Paseo sees (contract §17.1.10); no physical details. */
+/** Exactly the public state Paseo sees (docs/contract.md#schemas); no physical details. */
 export interface CommandRuntimeState {
   workspaceId: string;
   lifecycle: "ready" | "paused";

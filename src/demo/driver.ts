@@ -1,4 +1,4 @@
-// Drives the runtime executable the way Paseo does (contract §3, §8): a fresh process per
+// Drives the runtime executable the way Paseo does (docs/contract.md#invocation, docs/contract.md#exec): a fresh process per
 // operation, a canonical lifecycle request on stdin, and for exec five pipes with the spawn
 // envelope on fd3 and process events decoded from fd4 through Paseo's phase machine. The demo
 // uses it so that what it shows is the real code path, not a shortcut into our modules.
@@ -105,7 +105,7 @@ export async function spawnOp(
 ): Promise<{ response: unknown; stdout: string; stderr: string }> {
   const child = spawn(cmd.argv[0]!, [...cmd.argv.slice(1), op, ...flagArgs(flags)], {
     env: cmd.env ?? process.env,
-    // `signal` runs as Paseo runs it: stdout ignored, detached (contract §9).
+    // `signal` runs as Paseo runs it: stdout ignored, detached (docs/contract.md#signal).
     stdio: op === "signal" ? ["pipe", "ignore", "pipe"] : ["pipe", "pipe", "pipe"],
     detached: op === "signal",
   });
@@ -123,7 +123,7 @@ export async function spawnOp(
 }
 
 export interface ExecHandle {
-  /** Resolves with the fd4 `exit` result once fd4 ended and the wrapper closed (contract §8.5). */
+  /** Resolves with the fd4 `exit` result once fd4 ended and the wrapper closed (docs/contract.md#exec-finished). */
   exited: Promise<ExitResult>;
   /** Writes workload stdin (fd0). */
   stdin: Writable;
@@ -257,7 +257,7 @@ export function execWorkload(cmd: RuntimeCommand, workspaceId: string, envelope:
 }
 
 /**
- * Paseo's forced cleanup (contract §10.2), bounded: signal op SIGKILL, then the wrapper's group.
+ * Paseo's forced cleanup (docs/contract.md#cleanup), bounded: signal op SIGKILL, then the wrapper's group.
  * Returns the signal operation's failure, if any, for the caller's message.
  */
 async function cleanup(

@@ -1,7 +1,7 @@
-// Reading fd3 (contract §8.2): newline-delimited frames decoded exactly like Paseo's decoder, then
+// Reading fd3 (docs/contract.md#exec-fd3): newline-delimited frames decoded exactly like Paseo's decoder, then
 // validated strictly. The first frame must be the spawn envelope; later ones (PTY) are resize and
 // signal controls. A resize with a non-positive or non-integer size is named `Invalid PTY size`
-// (scenarios §1) before any other validation message.
+// before any other validation message (docs/contract.md#exec-fd3).
 import type { Readable } from "node:stream";
 import * as z from "zod";
 import { RuntimeError } from "../shared/errors.js";

@@ -1,4 +1,4 @@
-// fd4 process events (contract §8.3): canonical bytes, validated, in the order Paseo's phase
+// fd4 process events (docs/contract.md#exec-fd4): canonical bytes, validated, in the order Paseo's phase
 // machine accepts (started → [resized…] → eof → exit). The writer itself refuses an out-of-order
 // event, so a bug here cannot produce a sequence Paseo would reject with a confusing message.
 import type { Writable } from "node:stream";

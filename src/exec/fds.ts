@@ -1,4 +1,4 @@
-// The wrapper's extra descriptors (contract §8.1): fd3 carries Paseo's control frames in, fd4 our
+// The wrapper's extra descriptors (docs/contract.md#exec-fds): fd3 carries Paseo's control frames in, fd4 our
 // process events out. Paseo passes socket pairs or pipes; both work as net.Socket (non-blocking).
 // A regular file (hand-run tests) falls back to fs streams.
 import { createReadStream, createWriteStream, fstatSync } from "node:fs";

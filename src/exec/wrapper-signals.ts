@@ -1,4 +1,4 @@
-// Signals sent to the wrapper process (contract §8.7): SIGINT, SIGTERM and SIGHUP are forwarded to
+// Signals sent to the wrapper process (docs/contract.md#exec-signals): SIGINT, SIGTERM and SIGHUP are forwarded to
 // the workload's process group on the remote. One that arrives before the workload exists is held
 // (latest wins) and delivered right after `started`. Installed first thing, so no early signal
 // kills the wrapper with its default action.
@@ -41,7 +41,7 @@ export class WrapperSignals {
   }
 }
 
-/** Signals whose default action ends a process: re-raising them mirrors a signal death (§8.6). */
+/** Signals whose default action ends a process: re-raising them mirrors a signal death (docs/contract.md#exec-exit-status). */
 const TERMINATING = new Set([
   "SIGHUP",
   "SIGINT",

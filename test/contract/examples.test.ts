@@ -1,5 +1,5 @@
-// §17.1.1: every example of examples/v1.json re-encodes to its `bytes` entry exactly, whatever the
-// key order of the input object, and the canonical encoder's byte rules (§6.1).
+// Every example of the contract's examples/v1.json re-encodes to its `bytes` entry exactly, whatever the
+// key order of the input object, and the canonical encoder's byte rules (docs/contract.md#encoding).
 import { describe, expect, it } from "vitest";
 import type * as z from "zod";
 import {
@@ -145,7 +145,7 @@ describe("canonical encoder", () => {
   });
 });
 
-describe("raw byte vectors (§16.3)", () => {
+describe("raw byte vectors", () => {
   it("match their textual descriptions", () => {
     expect(RAW.pipes.stdin.toString("latin1")).toBe("raw\u0000stdin\n");
     expect([...RAW.pipes.stdout]).toEqual([0x00, 0x6f, 0x75, 0x74, 0xff]);

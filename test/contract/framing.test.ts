@@ -1,4 +1,4 @@
-// §6.2 / §17.1.6–7: NDJSON decoding (any chunking, non-fatal UTF-8, exact framing errors) and the
+// docs/contract.md#framing and #exec-ordering: NDJSON decoding (any chunking, non-fatal UTF-8, exact framing errors) and the
 // fd4 phase machine with each violation's exact text.
 import { Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
@@ -182,7 +182,7 @@ describe("Fd4PhaseMachine", () => {
 });
 
 describe("checkFd4Stream", () => {
-  it("returns the exit of a valid pipes stream (§17.1.3 bytes)", () => {
+  it("returns the exit of a valid pipes stream (the contract's example bytes)", () => {
     expect(checkFd4Stream(bytes.startedEvent! + bytes.eofEvent! + bytes.exitEvent!, "pipes")).toEqual(ev.exit);
   });
   it("fails with an error event's message", () => {

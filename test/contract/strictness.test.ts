@@ -1,4 +1,4 @@
-// §17.1.8–10: every object is strict (injected `root` / `unknownV1Field` fail), the three open maps
+// docs/contract.md#schemas: every object is strict (injected `root` / `unknownV1Field` fail), the three open maps
 // stay open, protocolVersion 2 fails everywhere, and public state never carries `root`.
 import { describe, expect, expectTypeOf, it } from "vitest";
 import type * as z from "zod";
@@ -159,7 +159,7 @@ function objectAt(message: unknown, at: (string | number)[]): Json {
   return node;
 }
 
-describe("strict objects (§17.1.8)", () => {
+describe("strict objects", () => {
   for (const c of cases) {
     it(`${c.name} is valid before injection`, () => {
       expect(c.schema.safeParse(c.message).success).toBe(true);
@@ -182,7 +182,7 @@ describe("strict objects (§17.1.8)", () => {
   });
 });
 
-describe("open maps (§17.1.9)", () => {
+describe("open maps", () => {
   it("options accept any keys and JSON values, also with runtimeGeneration", () => {
     const options = { root: "/anything", vendorExtension: { nested: true } };
     const message = { protocolVersion: 1, runtimeInstanceId: RID, runtimeGeneration: "gen-1", options };
@@ -227,7 +227,7 @@ describe("protocolVersion 2 anywhere fails /expected 1/", () => {
   });
 });
 
-describe("public state (§17.1.10)", () => {
+describe("public state", () => {
   it("rejects a computed root key, bare and nested in a state response", () => {
     const key = ["ro", "ot"].join("");
     const bare = { ...state, [key]: "/home/u/.paseo-ssh" };

@@ -1,5 +1,5 @@
-// Test vectors of contract §16 shared by every suite: the verbatim examples/v1.json and the raw
-// byte conversations of §16.3 (exec suites replay these against the real wrapper).
+// The contract's test vectors shared by every suite: the verbatim examples/v1.json and raw byte
+// conversations (exec suites replay these against the real wrapper).
 import { readFileSync } from "node:fs";
 
 export const V1_PATH = new URL("../fixtures/v1.json", import.meta.url);
@@ -13,13 +13,13 @@ export function v1Examples(): Examples {
 
 const hex = (text: string) => Buffer.from(text.replace(/ /g, ""), "hex");
 
-/** §16.3 raw byte vectors. */
+/** Raw byte vectors. */
 export const RAW = {
   pipes: { stdin: hex("72 61 77 00 73 74 64 69 6e 0a"), stdout: hex("00 6f 75 74 ff"), stderr: hex("65 72 72 00") },
   pty: { stdin: hex("74 65 72 6d 00 ff"), stdout: hex("74 65 72 6d 00 ff"), stderr: hex("70 74 79 00") },
 };
 
-/** §16.3 further frames. */
+/** Further frames. */
 export const FRAMES = {
   ptyExitAfterSigterm: '{"type":"exit","protocolVersion":1,"code":null,"signal":"SIGTERM"}\n',
   wrongVersion: ['{"type":"exit","protocolVersion":2,"code":0,"signal":null}\n', '{"type":"started","protocolVersion":2}\n'],

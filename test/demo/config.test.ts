@@ -1,5 +1,6 @@
 // `config` prints the entry users paste into Paseo's config.json. Its output is checked against a
-// strict schema written here from contract §2 (independent of the implementation's own), and
+// strict schema written here from docs/contract.md#registration (independent of the implementation's
+// own), and
 // the command it names is spawned exactly as Paseo would: directly, without a shell.
 import { describe, expect, it, beforeAll, afterAll } from "vitest";
 import { z } from "zod";

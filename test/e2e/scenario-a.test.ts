@@ -1,7 +1,7 @@
-// Scenario A (scenarios.md §3) end to end, in order, in one workspace: every step goes through
+// Scenario A (docs/contract.md#scenarios A1–A28) end to end, in order, in one workspace: every step goes through
 // the built runtime executable the way Paseo drives it (src/demo/driver.ts: a process per
 // operation, exec with five pipes, fd4 decoded by the phase machine) against the real sshd rig.
-// Run `npm run build` first. Skipped steps of §3 (A3, A7 watch, A24, A27) belong to other suites.
+// Run `npm run build` first. Steps A3, A7 (watch), A24 and A27 are proven by other suites.
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync, readdirSync, readlinkSync, rmSync } from "node:fs";
@@ -55,7 +55,7 @@ const envelope = (argv: string[], env: Record<string, string>, extra: Partial<Sp
 const run = (argv: string[], env: Record<string, string> = {}, extra: Partial<SpawnEnvelope> = {}, input = "") =>
   runWorkload(cmd, workspaceId, envelope(argv, env, extra), input);
 const git = (args: string[]) => run(["git", ...args], { PATH }, { purpose: { kind: "git" } });
-// Paseo launches the helper by its bare name with env {} (contract §12).
+// Paseo launches the helper by its bare name with env {} (docs/contract.md#helper).
 const helper = (args: string[], input = "") =>
   run(["paseo-workspace-helper", ...args], {}, { purpose: { kind: "workspace-helper" } }, input);
 const text = (b: Buffer) => b.toString("utf8");
@@ -125,7 +125,7 @@ describe.skipIf(rig().external)("scenario A: materialization, pipes, files, git,
   });
 
   it("A4 a setup run sees exactly Paseo's merged env, nothing from sshd or a login shell", async () => {
-    // Paseo merges the published lifecycleEnvironment and the setup port into the envelope env (contract §11.4).
+    // Paseo merges the published lifecycleEnvironment and the setup port into the envelope env (docs/contract.md#lifecycle).
     const published = (await inspection()).state.lifecycleEnvironment as Record<string, string>;
     expect(Object.keys(published).sort()).toEqual([
       "PASEO_BRANCH_NAME",

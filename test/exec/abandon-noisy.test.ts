@@ -1,5 +1,5 @@
-// PTY abandonment (scenarios S2, do-better 7 and 22) and immunity to noisy login shells (S4,
-// do-better 21) for exec, over the real sshd.
+// PTY abandonment (docs/contract.md#scenarios S2) and immunity to noisy login shells (S4) for
+// exec, over the real sshd.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { existsSync } from "node:fs";
 import { ExecWorkspace, eventually, exitOf, sleep } from "../support/exec.js";

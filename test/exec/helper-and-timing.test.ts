@@ -1,5 +1,5 @@
-// The bare `paseo-workspace-helper` resolves without PATH (contract §12, do-better 20), and the
-// cost of one whole exec through the protocol (do-better 11), measured against the real sshd.
+// The bare `paseo-workspace-helper` resolves without PATH (docs/contract.md#helper), and the
+// cost of one whole exec through the protocol, measured against the real sshd.
 import { cpus, loadavg } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ExecWorkspace, exitOf } from "../support/exec.js";

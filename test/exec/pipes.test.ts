@@ -1,4 +1,5 @@
-// Pipes-mode exec over the real sshd (scenarios A15, A16, A19, A26, I1, C2, S3; do-better 1, 23):
+// Pipes-mode exec over the real sshd (docs/contract.md#scenarios A15, A16, A19, A26, I1,
+// C2, S3):
 // exact bytes both ways, exact env, real exit status, cwd confinement, signal forwarding.
 import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";

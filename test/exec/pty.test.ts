@@ -1,4 +1,4 @@
-// PTY-mode exec over the real sshd (scenarios A21–A24, contract §17.2.8, do-better 24): the
+// PTY-mode exec over the real sshd (docs/contract.md#scenarios A21–A24, #exec-fd3): the
 // terminal is sshd's pty with the initial size in place before the program starts; resizes are
 // acknowledged only once applied; signals arrive as fd3 frames; unsupported ones kill first.
 import { existsSync, utimesSync, writeFileSync } from "node:fs";

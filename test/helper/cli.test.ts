@@ -1,5 +1,5 @@
-// Helper invocation surface: `describe` (spec §6.1), the strict argv grammar (§3) and the
-// start-up failure when the cwd has vanished (§2).
+// Helper invocation surface: `describe` (docs/contract.md#helper-commands), the strict argv grammar (#helper-argv) and
+// the start-up failure when the cwd has vanished.
 import { spawn } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";

@@ -1,4 +1,4 @@
-// Entry mutations (spec §6.7, checklist §11.1 item 5): JSON results with exit 0, exact error
+// Entry mutations (docs/contract.md#helper-commands): JSON results with exit 0, exact error
 // texts, confinement of every created, renamed, copied and deleted path.
 import { lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, statSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -17,7 +17,7 @@ beforeEach(() => {
 });
 afterEach(() => fx.cleanup());
 
-describe("entry mutations, checklist sequence", () => {
+describe("entry mutations, in sequence", () => {
   it("creates, renames, duplicates and deletes inside docs", async () => {
     expect(await run(["fs-create-entry", "--name", "docs", "--kind", "directory"])).toEqual(ok("docs"));
     expect(await run(["fs-create-entry", "--parent-path", "docs", "--name", "note.txt", "--kind", "file"])).toEqual(ok("docs/note.txt"));

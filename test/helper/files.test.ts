@@ -1,5 +1,5 @@
-// One-shot file commands against the built helper (spec §5-§7, checklist §11.1 items 14 and
-// the brief's stat/list/read/write cases). Every run uses env {} (no PATH), as Paseo does.
+// One-shot file commands against the built helper (docs/contract.md#helper-protocol: stat, list,
+// read and write cases). Every run uses env {} (no PATH), as Paseo does.
 import { execFileSync } from "node:child_process";
 import {
   chmodSync,

@@ -1,4 +1,4 @@
-// Packaging (spec §2, checklist §11.3): the helper is one self-contained file that runs from
+// Packaging (docs/contract.md#helper): the helper is one self-contained file that runs from
 // anywhere with only Node built-ins, in an empty environment, on node >= 18.
 import { builtinModules } from "node:module";
 import { chmodSync, copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";

@@ -1,4 +1,4 @@
-// resolve-command (spec §6.6): PATH is the only environment input; without PATH the helper
+// resolve-command (docs/contract.md#helper-commands): PATH is the only environment input; without PATH the helper
 // falls back to /usr/local/bin:/usr/bin:/bin, after the directory of the Node running it.
 import { execFileSync } from "node:child_process";
 import { chmodSync, mkdirSync, realpathSync, writeFileSync } from "node:fs";

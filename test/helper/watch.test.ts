@@ -1,5 +1,4 @@
-// The long-lived `watch` session (spec §8, checklist §11.1 items 2, 6-8, §11.2 item 16, §11.3
-// item 19): NDJSON framing, fatal commands, acknowledgements, debounce and change reporting.
+// The long-lived `watch` session (docs/contract.md#helper-watch): NDJSON framing, fatal commands, acknowledgements, debounce and change reporting.
 import { appendFileSync, mkdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { ensureHelperBuilt, makeFixture, runJson, sleep, type Fixture } from "../support/helper.js";

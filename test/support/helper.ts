@@ -66,7 +66,7 @@ export interface Fixture {
   cleanup(): void;
 }
 
-/** `parent/workspace/` (spec §11 fixture convention), canonical paths. */
+/** `parent/workspace/` (docs/contract.md#helper-protocol fixture convention), canonical paths. */
 export function makeFixture(): Fixture {
   const parent = realpathSync(mkdtempSync(join(tmpdir(), "paseo-helper-")));
   const workspace = join(parent, "workspace");

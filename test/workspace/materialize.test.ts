@@ -1,4 +1,4 @@
-// Scenario A's materialization (A1, A2, A9, A10, A25, A28), E4 and do-better 11–13, 19 over the
+// Scenario A's materialization (docs/contract.md#scenarios A1, A2, A9, A10, A25, A28) and E4 over the
 // real sshd: only committed content reaches the host, the checkout is a real repository on the
 // branch, a second workspace ships no objects and a new commit ships only its delta.
 import { execFileSync } from "node:child_process";

@@ -1,4 +1,4 @@
-// Placement kinds and relativeCwd for directory sources (do-better 13, 19; H1): each kind checks
+// Placement kinds and relativeCwd for directory sources (docs/contract.md#scenarios H1): each kind checks
 // out the branch or ref it names, resolved on the Paseo host without modifying its repository;
 // escapes are refused before anything exists remotely, symlink escapes after checkout with a
 // full rollback.

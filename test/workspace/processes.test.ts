@@ -1,4 +1,4 @@
-// Removal paths reap the workspace's processes (P1 "removed with its processes", B1/B2 on a
+// Removal paths reap the workspace's processes (docs/contract.md#scenarios P1, B1/B2 on a
 // paused workspace, release-backing of a paused workspace): driven through the exec harness so
 // the processes are real workload processes started by our exec over the real sshd.
 import { execFileSync } from "node:child_process";

@@ -1,4 +1,4 @@
-// The long-lived `watch` sub-command (spec §8): NDJSON commands on stdin, events on stdout.
+// The long-lived `watch` sub-command (docs/contract.md#helper-watch): NDJSON commands on stdin, events on stdout.
 // Lines are handled strictly in order, each fully set up before the next is read; any
 // malformed command is fatal so that Paseo relaunches a clean watcher.
 import { writeResult } from "../output.js";

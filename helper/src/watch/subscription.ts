@@ -1,4 +1,4 @@
-// One watch subscription (spec §8.2-8.3): its OS watchers, its per-path 50 ms trailing debounce
+// One watch subscription (docs/contract.md#helper-watch): its OS watchers, its per-path 50 ms trailing debounce
 // and its ignored paths. Every `changed` line carries exactly one path.
 import { type FSWatcher, lstatSync, type Stats, watch } from "node:fs";
 import { readdir, stat } from "node:fs/promises";
@@ -110,7 +110,7 @@ export class Subscription {
     if (stats?.isDirectory() && recursive) {
       await this.watchTree(scoped.absolute);
     } else if (scoped.relative === ".") {
-      // Our choice for the open point of spec §8.2: a non-recursive `.` watches the root's own
+      // Our choice for the open point of docs/contract.md#helper-watch: a non-recursive `.` watches the root's own
       // entries (one level) instead of the root's parent, which lies outside the workspace.
       this.watchLevel(scoped.absolute, false);
     } else {

@@ -1,6 +1,6 @@
 // `config --host [user@]host[:port]|alias [--id ssh] [--identity-file …] [--known-hosts-file …]
 // [--ssh-config <file>|false] [--root …] [--remote-node …] [--label …] [--doctor true]`: prints the `workspaceRuntimes` entry to paste
-// into Paseo's config.json (contract §2), pointing at this installation. The options are checked
+// into Paseo's config.json (docs/contract.md#registration), pointing at this installation. The options are checked
 // with the same parser every operation uses, so a pasted entry cannot fail on a typo later.
 import { accessSync, constants, existsSync, realpathSync } from "node:fs";
 import { z } from "zod";
@@ -9,10 +9,10 @@ import { expandLocalPath, parseRuntimeOptions } from "../../transport/options.js
 import type { CliOperation, OperationIO } from "../operation.js";
 import { hostOptions, parseHostSpec } from "../host-spec.js";
 
-/** Paseo's built-in runtimes own these ids (contract §2). */
+/** Paseo's built-in runtimes own these ids (docs/contract.md#registration). */
 const RESERVED_IDS = new Set(["local", "worktree"]);
 
-/** The entry shape Paseo accepts (contract §2), strict like Paseo's own parser. */
+/** The entry shape Paseo accepts (docs/contract.md#registration), strict like Paseo's own parser. */
 export const RuntimeConfigEntrySchema = z.strictObject({
   type: z.literal("command"),
   label: z.string().min(1).optional(),

@@ -1,4 +1,4 @@
-// `describe`: tells Paseo the protocol version and modes we speak (contract §7.8, §13.1).
+// `describe`: tells Paseo the protocol version and modes we speak (docs/contract.md#schemas, docs/contract.md#target).
 // It takes no flags and never touches stdin (Paseo closes it without data).
 import type { CliOperation } from "../operation.js";
 import { writeDescribe } from "../respond.js";

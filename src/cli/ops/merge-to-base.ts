@@ -1,4 +1,4 @@
-// `merge-to-base --workspace-id <id>` (extra, contract §14): brings the workspace's commits back to
+// `merge-to-base --workspace-id <id>` (extra, docs/contract.md#extras): brings the workspace's commits back to
 // the Paseo-host repository and fast-forwards its base branch (src/workspace/merge-to-base.ts);
 // answers the trusted localIntegrationTarget, the repository path Paseo should refresh.
 import type { CliOperation } from "../operation.js";

@@ -4,7 +4,7 @@ import type { CliOperation } from "../operation.js";
 
 type Loader = () => Promise<{ default: CliOperation }>;
 
-/** Contract operations (contract.md §4) in contract order, then the extras, then our own tools. */
+/** Contract operations (docs/contract.md#operations) in contract order, then the extras, then our own tools. */
 export const OPERATIONS = {
   describe: () => import("./describe.js"),
   create: () => import("./create.js"),

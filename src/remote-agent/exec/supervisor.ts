@@ -13,7 +13,7 @@ import { loadWorkspace } from "../workspace/store.js";
 
 /**
  * Grace between losing the runtime's control channel (wrapper SIGKILLed, link cut) and killing the
- * exec's whole tree (scenarios S2). Long enough to ride out an orderly close racing the exit.
+ * exec's whole tree, so a killed wrapper leaves no orphan. Long enough to ride out an orderly close racing the exit.
  */
 export const ABANDON_GRACE_MS = 1000;
 
@@ -52,7 +52,7 @@ export class ExecSupervisor {
 
   /** Records the running identity, then (and only then) tells the runtime `started`. */
   async publish(ident: ExecIdentity | null): Promise<void> {
-    // Test-only hook (scenarios C1): widen the window between launch and publication.
+    // Test-only hook (test-hooks.ts): widens the window between launch and publication.
     if (this.delayIdentityMs > 0) await new Promise((r) => setTimeout(r, this.delayIdentityMs));
     if (this.finished || this.abandoned) return;
     this.ident = ident;

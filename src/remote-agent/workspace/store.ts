@@ -1,6 +1,6 @@
 // Reads, verifies and writes workspace manifests. Every agent operation on a workspace goes
 // through loadWorkspace() first, so ownership is checked before anything is read or changed
-// (scenarios.md §1 fixes the texts).
+// (the refusal texts are fixed; the ownership tests compare them).
 import {
   readFileSync,
   writeFileSync,
