@@ -1,0 +1,122 @@
+// PTY mode on the runtime side. The agent answers `exec.run` with a token; we open an SSH channel
+// with a server-side pty of the envelope's size running `pty-attach <token>`, and from then on fd0
+// is terminal input and terminal output goes to fd1. Resizes are processed one at a time: applied
+// with an SSH window-change, confirmed on the remote terminal, then acknowledged on fd4.
+import { RuntimeError } from "../shared/errors.js";
+import { sleep } from "../shared/async.js";
+import type { ExecAgentMessage } from "../shared/agent-api.js";
+import type { PtyChannel } from "../transport/host.js";
+import { Conversation, type ConversationParts, type ResizeControl } from "./conversation.js";
+
+/** After a PTY workload exited: how long to wait for the pty channel to deliver its last output. */
+export const PTY_DRAIN_MS = 2000;
+
+export interface PtyStdio {
+  kind: "pty";
+  rows: number;
+  cols: number;
+  term?: string;
+}
+
+export class PtyConversation extends Conversation {
+  private pty: PtyChannel | null = null;
+  private forwarding = false;
+  /** Terminal input that arrived before the pty channel was open. */
+  private early: Buffer[] = [];
+  private readonly resizes: ResizeControl[] = [];
+  private resizeInFlight: number | null = null;
+
+  constructor(
+    parts: ConversationParts,
+    private readonly stdio: PtyStdio,
+  ) {
+    super(parts);
+  }
+
+  /** A terminal has no end of input: fd0 EOF in PTY mode only means Paseo is done writing. */
+  protected pumpStdin(): void {
+    const stdin = this.io.stdin;
+    stdin.on("data", (d: Buffer) => {
+      if (this.pty) this.pty.stdin.write(d);
+      else this.early.push(d);
+    });
+    stdin.on("error", () => undefined);
+  }
+
+  protected onModeMessage(msg: ExecAgentMessage): void {
+    if (msg.type === "pty-token") void this.attach(msg.token);
+    else if (msg.type === "resized") this.onResized(msg.id, msg.ok);
+  }
+
+  protected override afterStarted(): void {
+    this.forwardOutput();
+  }
+
+  protected override async drainOutput(): Promise<void> {
+    if (this.pty) await Promise.race([this.pty.closed, sleep(PTY_DRAIN_MS)]);
+  }
+
+  protected override release(): void {
+    this.pty?.destroy();
+  }
+
+  private async attach(token: string): Promise<void> {
+    try {
+      const pty = await this.parts.host.openPty(["pty-attach", token], {
+        rows: this.stdio.rows,
+        cols: this.stdio.cols,
+        ...(this.stdio.term ? { term: this.stdio.term } : {}),
+      });
+      this.pty = pty;
+      if (this.events.started) this.forwardOutput();
+      pty.stdin.on("error", () => undefined);
+      for (const d of this.early.splice(0)) pty.stdin.write(d);
+    } catch (err) {
+      this.ch.destroy();
+      this.settle({ kind: "error", err: err instanceof RuntimeError ? err : new RuntimeError("network", String(err)) });
+    }
+  }
+
+  /**
+   * Terminal output goes to fd1 only after fd4 `started`, so Paseo never sees workload bytes of an
+   * exec it cannot signal yet; until then the stream holds them (bounded by the SSH window).
+   */
+  private forwardOutput(): void {
+    const pty = this.pty;
+    if (!pty || this.forwarding) return;
+    this.forwarding = true;
+    pty.output.on("data", (d: Buffer) => {
+      if (!this.io.stdout.write(d)) {
+        pty.output.pause();
+        this.io.stdout.once("drain", () => pty.output.resume());
+      }
+    });
+  }
+
+  protected onResize(r: ResizeControl): void {
+    this.resizes.push(r);
+    this.nextResize();
+  }
+
+  private nextResize(): void {
+    if (this.resizeInFlight !== null || !this.pty) return;
+    const r = this.resizes.shift();
+    if (!r) return;
+    this.resizeInFlight = r.id;
+    this.pty.setWindow(r.rows, r.cols);
+    this.ch.sendJson({ type: "resize", id: r.id, rows: r.rows, cols: r.cols });
+  }
+
+  private onResized(id: number, ok: boolean): void {
+    if (id !== this.resizeInFlight) return;
+    this.resizeInFlight = null;
+    if (this.events.done || this.failing) return;
+    if (!ok) {
+      void this.fail("PTY resize was not applied by the remote terminal");
+      return;
+    }
+    // The exit may already be known; `resized` after `eof` would be fatal, so it cannot follow.
+    this.events.resized(id);
+    this.nextResize();
+  }
+}
