@@ -24,58 +24,130 @@ export const OUTPUT_MAX_MS = 10_000;
 export const OUTPUT_WINDOW = 4 * 1024 * 1024;
 
 type Child = ChildProcessByStdio<Writable, Readable, Readable>;
+type Status = { code: number | null; signal: string | null; spawnError?: string };
 
-export async function runPipes(
-  ctx: AgentContext,
-  sup: ExecSupervisor,
-  launch: Launch | null,
-  env: Record<string, string>,
-  argv0: string,
-): Promise<void> {
-  let child: Child | null = null;
-  const stdinQueue: Buffer[] = [];
-  let stdinEnded = false;
+/**
+ * Workload stdin: frames that arrive before the child exists are queued. Each chunk is
+ * acknowledged once the workload's pipe took it; the wrapper keeps at most STDIN_WINDOW
+ * unacknowledged (it stops reading fd0), so this channel is never paused and controls (signals,
+ * acks) always get through.
+ */
+class StdinForwarder {
+  private child: Child | null = null;
+  private readonly queue: Buffer[] = [];
+  private ended = false;
 
-  // Each stdin chunk is acknowledged once the workload's pipe took it; the wrapper keeps at most
-  // STDIN_WINDOW unacknowledged (it stops reading fd0), so this channel is never paused and
-  // controls (signals, acks) always get through.
-  const writeStdin = (data: Buffer) => {
-    if (!child || child.stdin.destroyed) return;
-    child.stdin.write(data, () => ctx.sendJson({ type: "stdin-ack", bytes: data.length }));
-  };
-  ctx.onFrame((f: Frame) => {
-    if (f.kind === FrameKind.Stdin) {
-      if (child) writeStdin(f.payload);
-      else stdinQueue.push(f.payload);
-    } else if (f.kind === FrameKind.Eof && f.payload[0] === 0) {
-      if (child) child.stdin.end();
-      else stdinEnded = true;
-    } else if (f.kind === FrameKind.Json) {
-      const msg = decodeRuntimeMessage(f.payload);
-      if (msg?.type === "ack") {
-        unacked -= msg.bytes;
-        updateFlow();
-      } else if (msg?.type === "signal") sup.deliver(msg.signal);
-    }
-  });
+  constructor(private readonly ctx: AgentContext) {}
 
-  // Output flow: paused while the SSH channel wants draining or the wrapper's window is full.
-  let unacked = 0;
-  let drainWait = false;
-  const outputs: Readable[] = [];
-  const updateFlow = () => {
-    const hold = drainWait || unacked > OUTPUT_WINDOW;
-    for (const o of outputs) {
+  data(payload: Buffer): void {
+    if (this.child) this.write(payload);
+    else this.queue.push(payload);
+  }
+
+  end(): void {
+    if (this.child) this.child.stdin.end();
+    else this.ended = true;
+  }
+
+  /** From now on input goes to `child` (what was queued first). */
+  attach(child: Child): void {
+    this.child = child;
+    for (const d of this.queue.splice(0)) this.write(d);
+    if (this.ended) child.stdin.end();
+  }
+
+  private write(data: Buffer): void {
+    if (!this.child || this.child.stdin.destroyed) return;
+    this.child.stdin.write(data, () => this.ctx.sendJson({ type: "stdin-ack", bytes: data.length }));
+  }
+}
+
+/**
+ * Workload output as frames. Reading pauses while the channel wants draining or the wrapper's
+ * window of unacknowledged bytes is full; `lastData` tells the drain after exit when output went
+ * quiet.
+ */
+class OutputFlow {
+  private unacked = 0;
+  private drainWait = false;
+  private readonly outputs: Readable[] = [];
+  lastData = Date.now();
+
+  constructor(private readonly ctx: AgentContext) {}
+
+  /** True while output is held back by flow control (not the workload's silence). */
+  get held(): boolean {
+    return this.drainWait || this.unacked > OUTPUT_WINDOW;
+  }
+
+  acknowledged(bytes: number): void {
+    this.unacked -= bytes;
+    this.update();
+  }
+
+  /** Forwards `stream` as `kind` frames; resolves when it ends. */
+  pump(stream: Readable, kind: FrameKind): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.outputs.push(stream);
+      stream.on("data", (chunk: Buffer) => {
+        this.lastData = Date.now();
+        this.unacked += chunk.length;
+        let full = false;
+        for (const fr of encodeData(kind, chunk)) full = !this.ctx.sendRaw(fr) || full;
+        if (full && !this.drainWait) {
+          this.drainWait = true;
+          void this.ctx.drained().then(() => {
+            this.drainWait = false;
+            this.lastData = Date.now();
+            this.update();
+          });
+        }
+        this.update();
+      });
+      stream.once("end", resolve);
+      stream.once("close", resolve);
+      stream.once("error", () => resolve());
+    });
+  }
+
+  private update(): void {
+    const hold = this.held;
+    for (const o of this.outputs) {
       if (hold) o.pause();
       else o.resume();
     }
-  };
+  }
 
-  const closed = new Promise<void>((resolve) => ctx.onClose(() => resolve()));
+  /**
+   * After the exit: until the pipes close, or no byte arrived for OUTPUT_IDLE_MS (idle counted
+   * from the exit at the earliest, and not while flow control holds output back), or
+   * OUTPUT_MAX_MS passed.
+   */
+  async drainAfterExit(drained: Promise<unknown>, closed: Promise<void>): Promise<void> {
+    const exitAt = Date.now();
+    this.lastData = Math.max(this.lastData, exitAt);
+    await Promise.race([
+      drained,
+      closed,
+      new Promise<void>((resolve) => {
+        const tick = setInterval(() => {
+          if (this.held) this.lastData = Date.now();
+          const idle = !this.held && Date.now() - this.lastData >= OUTPUT_IDLE_MS;
+          if (idle || Date.now() - exitAt >= OUTPUT_MAX_MS) {
+            clearInterval(tick);
+            resolve();
+          }
+        }, 50);
+        void drained.then(() => clearInterval(tick));
+      }),
+    ]);
+  }
+}
 
-  if (!launch) return sup.notFound(argv0);
-
+/** Spawns the workload in its own group with the exec's tag; `exited` settles with its status. */
+function spawnWorkload(sup: ExecSupervisor, launch: Launch, env: Record<string, string>): { child: Child; exited: Promise<Status> } {
   const tagFd = openTag(execTagPath(sup.layout, sup.execId));
+  let child: Child;
   try {
     child = spawn(launch.file, launch.args, {
       argv0: launch.argv0,
@@ -88,45 +160,45 @@ export async function runPipes(
     closeTag(tagFd);
   }
   const c = child;
-  // Read the identity now: until the event loop runs, an exited child is still an unreaped zombie.
-  const ident = c.pid !== undefined ? identityNow(c.pid) : null;
   c.stdin.on("error", () => undefined); // the workload closed its stdin: further input is dropped
   // A program that exists but cannot be executed is reported like a shell would: 126 (127: missing).
-  const exited = new Promise<{ code: number | null; signal: string | null; spawnError?: string }>((resolve) => {
+  const exited = new Promise<Status>((resolve) => {
     c.once("exit", (code, signal) => resolve({ code, signal }));
     c.once("error", (err: NodeJS.ErrnoException) => {
       if (c.pid === undefined) resolve({ code: err.code === "ENOENT" ? 127 : 126, signal: null, spawnError: err.message });
     });
   });
+  return { child: c, exited };
+}
 
+export async function runPipes(
+  ctx: AgentContext,
+  sup: ExecSupervisor,
+  launch: Launch | null,
+  env: Record<string, string>,
+  argv0: string,
+): Promise<void> {
+  const stdin = new StdinForwarder(ctx);
+  const flow = new OutputFlow(ctx);
+  ctx.onFrame((f: Frame) => {
+    if (f.kind === FrameKind.Stdin) stdin.data(f.payload);
+    else if (f.kind === FrameKind.Eof && f.payload[0] === 0) stdin.end();
+    else if (f.kind === FrameKind.Json) {
+      const msg = decodeRuntimeMessage(f.payload);
+      if (msg?.type === "ack") flow.acknowledged(msg.bytes);
+      else if (msg?.type === "signal") sup.deliver(msg.signal);
+    }
+  });
+  const closed = new Promise<void>((resolve) => ctx.onClose(() => resolve()));
+
+  if (!launch) return sup.notFound(argv0);
+  const { child, exited } = spawnWorkload(sup, launch, env);
+  // Read the identity now: until the event loop runs, an exited child is still an unreaped zombie.
+  const ident = child.pid !== undefined ? identityNow(child.pid) : null;
   await sup.publish(ident);
   if (sup.abandoned) return;
-  for (const d of stdinQueue.splice(0)) writeStdin(d);
-  if (stdinEnded) c.stdin.end();
-
-  let lastData = Date.now();
-  const pump = (stream: Readable, kind: FrameKind) =>
-    new Promise<void>((resolve) => {
-      outputs.push(stream);
-      stream.on("data", (chunk: Buffer) => {
-        lastData = Date.now();
-        unacked += chunk.length;
-        for (const fr of encodeData(kind, chunk)) ctx.sendRaw(fr);
-        if (process.stdout.writableNeedDrain && !drainWait) {
-          drainWait = true;
-          process.stdout.once("drain", () => {
-            drainWait = false;
-            lastData = Date.now();
-            updateFlow();
-          });
-        }
-        updateFlow();
-      });
-      stream.once("end", resolve);
-      stream.once("close", resolve);
-      stream.once("error", () => resolve());
-    });
-  const drained = Promise.all([pump(c.stdout, FrameKind.Stdout), pump(c.stderr, FrameKind.Stderr)]);
+  stdin.attach(child);
+  const drained = Promise.all([flow.pump(child.stdout, FrameKind.Stdout), flow.pump(child.stderr, FrameKind.Stderr)]);
 
   const status = await Promise.race([exited, closed.then(() => null)]);
   if (status === null) {
@@ -134,32 +206,13 @@ export async function runPipes(
     await sup.abandon();
     return;
   }
-  const result = status;
-  const exitAt = Date.now();
-  // Idle is counted from the exit at the earliest, so bytes still in the pipe are never cut off.
-  lastData = Math.max(lastData, exitAt);
-  await Promise.race([
-    drained,
-    closed,
-    new Promise<void>((resolve) => {
-      const tick = setInterval(() => {
-        const held = drainWait || unacked > OUTPUT_WINDOW;
-        if (held) lastData = Date.now();
-        const idle = !held && Date.now() - lastData >= OUTPUT_IDLE_MS;
-        if (idle || Date.now() - exitAt >= OUTPUT_MAX_MS) {
-          clearInterval(tick);
-          resolve();
-        }
-      }, 50);
-      void drained.then(() => clearInterval(tick));
-    }),
-  ]);
-  c.stdout.destroy();
-  c.stderr.destroy();
-  if (result.spawnError) {
-    for (const fr of encodeData(FrameKind.Stderr, Buffer.from(`paseo-ssh-runtime: ${argv0}: ${result.spawnError}\n`))) ctx.sendRaw(fr);
+  await flow.drainAfterExit(drained, closed);
+  child.stdout.destroy();
+  child.stderr.destroy();
+  if (status.spawnError) {
+    for (const fr of encodeData(FrameKind.Stderr, Buffer.from(`paseo-ssh-runtime: ${argv0}: ${status.spawnError}\n`))) ctx.sendRaw(fr);
   }
   ctx.sendRaw(encodeFrame(FrameKind.Eof, Buffer.from([1])));
   ctx.sendRaw(encodeFrame(FrameKind.Eof, Buffer.from([2])));
-  sup.complete(result.code, result.signal);
+  sup.complete(status.code, status.signal);
 }
