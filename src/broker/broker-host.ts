@@ -10,6 +10,7 @@ import { connectBroker, type BrokerTarget } from "./client.js";
 import {
   ACQUIRE_WAIT_MS,
   BrokerLineError,
+  BrokerResultSchema,
   reconnectWindowMs,
   readLine,
   writeLine,
@@ -60,7 +61,7 @@ export class BrokerHost implements RemoteHost {
       writeLine(sock, req);
       let result: BrokerResult;
       try {
-        result = await readLine<BrokerResult>(sock, timeoutMs, "answer");
+        result = await readLine(sock, BrokerResultSchema, timeoutMs, "answer");
       } catch (err) {
         sock.destroy();
         // A broker that died between hello and answer is replaced once; the channel never opened.

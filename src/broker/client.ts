@@ -12,6 +12,7 @@ import { dial } from "./dial.js";
 import { withLock } from "./lock.js";
 import { brokerDir, brokerKey, brokerPaths, brokerScriptPath, brokerVersion, socketTrustworthy, type BrokerPaths } from "./paths.js";
 import type { BrokerLaunch } from "./main.js";
+import { sleep } from "../shared/async.js";
 
 /** How long a started broker may take to listen (node start-up plus module loading). */
 export const BROKER_START_MS = 10_000;
@@ -132,6 +133,6 @@ export async function connectBroker(options: RuntimeOptions, initial: BrokerTarg
         `SSH broker for ${options.host} did not start within ${BROKER_START_MS} ms (${last}); see ${target.paths.log} or set the "broker" option to false`,
       );
     }
-    await new Promise((r) => setTimeout(r, 15));
+    await sleep(15);
   }
 }

@@ -1,7 +1,7 @@
 // Connecting to a broker socket and reading its hello, shared by clients (BrokerHost) and by a
 // starting broker probing whether the socket it wants is held by a live broker of its version.
 import { connect, type Socket } from "node:net";
-import { readLine, type BrokerHello } from "./wire.js";
+import { BrokerHelloSchema, readLine, type BrokerHello } from "./wire.js";
 
 export type DialResult =
   | { state: "ok"; sock: Socket; hello: BrokerHello }
@@ -13,7 +13,8 @@ export type DialResult =
 /** How long a live broker may take to say hello before it counts as broken. */
 export const HELLO_TIMEOUT_MS = 2000;
 
-export function dial(path: string, version: string, timeoutMs = HELLO_TIMEOUT_MS): Promise<DialResult> {
+/** `version` null accepts a broker of any build (to stop it, for instance). */
+export function dial(path: string, version: string | null, timeoutMs = HELLO_TIMEOUT_MS): Promise<DialResult> {
   return new Promise((resolve) => {
     const sock = connect({ path, allowHalfOpen: true });
     const onError = (err: NodeJS.ErrnoException) => {
@@ -23,11 +24,11 @@ export function dial(path: string, version: string, timeoutMs = HELLO_TIMEOUT_MS
     sock.once("error", onError);
     sock.once("connect", () => {
       sock.off("error", onError);
-      readLine<BrokerHello>(sock, timeoutMs, "hello").then(
+      readLine(sock, BrokerHelloSchema, timeoutMs, "hello").then(
         (hello) => {
-          if (hello && hello.v === version) return resolve({ state: "ok", sock, hello });
+          if (version === null || hello.v === version) return resolve({ state: "ok", sock, hello });
           sock.destroy();
-          resolve({ state: "mismatch", detail: `version ${String(hello?.v)}, expected ${version}` });
+          resolve({ state: "mismatch", detail: `version ${hello.v}, expected ${version}` });
         },
         (err: Error) => {
           sock.destroy();

@@ -3,6 +3,7 @@
 // STALE_LOCK_MS, far longer than any holder keeps it (a probe and an unlink).
 import { mkdirSync, rmSync, statSync } from "node:fs";
 import { RuntimeError } from "../shared/errors.js";
+import { sleep } from "../shared/async.js";
 
 const STALE_LOCK_MS = 10_000;
 const LOCK_WAIT_MS = 15_000;
@@ -21,7 +22,7 @@ export async function withLock<T>(path: string, fn: () => Promise<T>): Promise<T
         // Released meanwhile: retry at once.
       }
       if (Date.now() > until) throw new RuntimeError("network", `broker lock ${path} stayed held for ${LOCK_WAIT_MS} ms`);
-      await new Promise((r) => setTimeout(r, 15));
+      await sleep(15);
     }
   }
   try {

@@ -73,16 +73,20 @@ function trustworthy(dir: string): boolean {
   return true;
 }
 
+/** Where brokers may live, in the order they are tried (see brokerDir). */
+export function brokerDirCandidates(where: { xdgRuntimeDir?: string | undefined; tmp: string }): string[] {
+  const xdg = where.xdgRuntimeDir;
+  const base = xdg && existsSync(xdg) ? join(xdg, "paseo-ssh") : join(where.tmp, `paseo-ssh-${uid()}`);
+  return [base, ...[1, 2, 3, 4].map((i) => `${base}.${i}`)];
+}
+
 /**
  * The per-user broker directory: $XDG_RUNTIME_DIR/paseo-ssh or <tmpdir>/paseo-ssh-<uid>. If a
  * squatter owns that name, numbered alternatives are tried in a fixed order so every process of
  * ours agrees on one; null when none is usable (the caller then connects in-process).
  */
 export function brokerDir(): string | null {
-  const xdg = process.env.XDG_RUNTIME_DIR;
-  const base = xdg && existsSync(xdg) ? join(xdg, "paseo-ssh") : join(tmpdir(), `paseo-ssh-${uid()}`);
-  for (let i = 0; i < 5; i++) {
-    const dir = i === 0 ? base : `${base}.${i}`;
+  for (const dir of brokerDirCandidates({ xdgRuntimeDir: process.env.XDG_RUNTIME_DIR, tmp: tmpdir() })) {
     try {
       mkdirSync(dir, { mode: 0o700 });
     } catch (err) {

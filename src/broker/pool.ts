@@ -15,6 +15,7 @@ import { agentBundle } from "../transport/bootstrap.js";
 import { SshConnection, connectSsh } from "../transport/ssh-connection.js";
 import { SshHost } from "../transport/ssh-host.js";
 import { ACQUIRE_WAIT_MS, reconnectWindowMs } from "./wire.js";
+import { sleep } from "../shared/async.js";
 
 /** More connections than this per broker and operations queue instead. */
 export const MAX_CONNECTIONS = 16;
@@ -48,7 +49,7 @@ class CountedConnection extends SshConnection {
         // sshd frees a closed session on its next loop iteration, so an open that follows our
         // close in the same packet batch can still find the table full: retry briefly.
         if (attempt < SESSION_RETRIES && !this.closed && /open failed/.test((err as Error).message)) {
-          await new Promise((r) => setTimeout(r, 25 * attempt));
+          await sleep(25 * attempt);
           continue;
         }
         this.openChannels--;

@@ -3,7 +3,7 @@
 // asked, or once a newer broker has taken its socket path and its last channel has closed.
 import { chmodSync, rmSync, statSync } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
-import { FrameDecoder, FrameKind, encodeFrame, AGENT_READY_MARKER, type Frame } from "../shared/frames.js";
+import { BinaryFrameDecoder, FrameKind, encodeFrame, AGENT_READY_MARKER, type Frame } from "../shared/frames.js";
 import { RuntimeError, oneLine, toWireError } from "../shared/errors.js";
 import type { RuntimeOptions } from "../transport/options.js";
 import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
@@ -15,7 +15,8 @@ import type { BrokerPaths } from "./paths.js";
 import { ChannelPool, type Lease } from "./pool.js";
 import { BrokerRequestSchema, WindowMessageSchema, readLine, writeLine, type BrokerResult } from "./wire.js";
 import { parseJson } from "../shared/guards.js";
-import { listen } from "../shared/listen-unix.js";
+import { z } from "zod";
+import { listenUnix } from "../shared/listen-unix.js";
 
 /** A client must name its channel this soon after connecting. */
 const HEADER_TIMEOUT_MS = 10_000;
@@ -39,7 +40,7 @@ async function claimSocket(cfg: BrokerConfig): Promise<Server | null> {
   for (let attempt = 0; attempt < 5; attempt++) {
     const server = createServer({ allowHalfOpen: true });
     try {
-      await listen(server, socket);
+      await listenUnix(server, socket);
       chmodSync(socket, 0o600);
       return server;
     } catch (err) {
@@ -159,7 +160,7 @@ export class BrokerServer {
     writeLine(sock, { v: this.cfg.version, pid: process.pid });
     let raw: unknown;
     try {
-      raw = await readLine(sock, HEADER_TIMEOUT_MS, "header");
+      raw = await readLine(sock, z.unknown(), HEADER_TIMEOUT_MS, "header");
     } catch {
       sock.destroy();
       return;
@@ -253,7 +254,7 @@ export class BrokerServer {
     this.answer(sock, { ok: true });
     channel.output.pipe(sock);
     void channel.closed.then(() => release());
-    const decoder = new FrameDecoder();
+    const decoder = new BinaryFrameDecoder();
     sock.on("data", (d: Buffer) => {
       let frames: Frame[];
       try {

@@ -9,7 +9,8 @@
 // Eof) so a window change never mixes with keystrokes.
 import type { Socket } from "node:net";
 import { z } from "zod";
-import { RuntimeError, type ErrorClass } from "../shared/errors.js";
+import { EXIT_CODES, RuntimeError, type ErrorClass } from "../shared/errors.js";
+import { parseJson } from "../shared/guards.js";
 
 const positiveInt = z.int().min(1);
 
@@ -29,21 +30,26 @@ export type BrokerRequest = z.output<typeof BrokerRequestSchema>;
 export const WindowMessageSchema = z.object({ type: z.literal("window"), rows: positiveInt, cols: positiveInt });
 export type WindowMessage = z.output<typeof WindowMessageSchema>;
 
-export interface BrokerHello {
-  v: string;
-  pid: number;
-}
-
-export type BrokerResult = { ok: true; stats?: BrokerStats } | { ok: false; errorClass: ErrorClass; message: string };
+export const BrokerHelloSchema = z.object({ v: z.string(), pid: z.int() });
+export type BrokerHello = z.output<typeof BrokerHelloSchema>;
 
 /** What `ping` answers (tests and the benchmark read it). */
-export interface BrokerStats {
-  pid: number;
-  connections: number;
-  handshakes: number;
-  liveChannels: number;
-  spareChannels: number;
-}
+export const BrokerStatsSchema = z.object({
+  pid: z.int(),
+  connections: z.int(),
+  handshakes: z.int(),
+  liveChannels: z.int(),
+  spareChannels: z.int(),
+});
+export type BrokerStats = z.output<typeof BrokerStatsSchema>;
+
+const errorClasses = Object.keys(EXIT_CODES) as [ErrorClass, ...ErrorClass[]];
+
+export const BrokerResultSchema = z.discriminatedUnion("ok", [
+  z.object({ ok: z.literal(true), stats: BrokerStatsSchema.optional() }),
+  z.object({ ok: z.literal(false), errorClass: z.enum(errorClasses), message: z.string() }),
+]);
+export type BrokerResult = z.output<typeof BrokerResultSchema>;
 
 /**
  * How long an operation may wait in the broker for a free session or a reconnect before failing
@@ -57,7 +63,7 @@ export function reconnectWindowMs(connectTimeoutMs: number): number {
 }
 
 /** Why reading a line failed, for callers that act on it (a broker that closed is replaced once). */
-export type LineFailure = "timeout" | "closed" | "failed" | "too-long" | "not-json";
+export type LineFailure = "timeout" | "closed" | "failed" | "too-long" | "not-json" | "malformed";
 
 export class BrokerLineError extends RuntimeError {
   constructor(
@@ -76,42 +82,42 @@ export function writeLine(sock: Socket, value: unknown): void {
 }
 
 /**
- * Reads one JSON line from `sock` within `timeoutMs`; bytes after the newline are unshifted back
- * so the raw stream that follows starts exactly after it.
+ * Reads one JSON line from `sock` within `timeoutMs` and checks it against `schema`; bytes after
+ * the newline are unshifted back so the raw stream that follows starts exactly after it.
  */
-export function readLine<T>(sock: Socket, timeoutMs: number, what: string): Promise<T> {
+export function readLine<T>(sock: Socket, schema: z.ZodType<T>, timeoutMs: number, what: string): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let buf = Buffer.alloc(0);
-    const timer = setTimeout(
-      () => finish(new BrokerLineError("timeout", `broker did not send its ${what} within ${timeoutMs} ms`)),
-      timeoutMs,
-    );
-    const finish = (err: Error | null, value?: T) => {
+    const timer = setTimeout(() => fail("timeout", `broker did not send its ${what} within ${timeoutMs} ms`), timeoutMs);
+    const stop = () => {
       clearTimeout(timer);
       sock.off("data", onData);
       sock.off("close", onClose);
       sock.off("error", onError);
-      if (err) reject(err);
-      else resolve(value as T);
+    };
+    const fail = (reason: LineFailure, message: string) => {
+      stop();
+      reject(new BrokerLineError(reason, message));
     };
     const onData = (chunk: Buffer) => {
       buf = Buffer.concat([buf, chunk]);
       const nl = buf.indexOf(0x0a);
       if (nl < 0) {
-        if (buf.length > MAX_LINE) finish(new BrokerLineError("too-long", `broker ${what} is too long`));
+        if (buf.length > MAX_LINE) fail("too-long", `broker ${what} is too long`);
         return;
       }
       sock.pause();
       const rest = buf.subarray(nl + 1);
       if (rest.length > 0) sock.unshift(rest);
-      try {
-        finish(null, JSON.parse(buf.subarray(0, nl).toString("utf8")) as T);
-      } catch {
-        finish(new BrokerLineError("not-json", `broker ${what} is not JSON`));
-      }
+      const value = parseJson(buf.subarray(0, nl));
+      if (value === undefined) return fail("not-json", `broker ${what} is not JSON`);
+      const parsed = schema.safeParse(value);
+      if (!parsed.success) return fail("malformed", `broker ${what} is malformed`);
+      stop();
+      resolve(parsed.data);
     };
-    const onClose = () => finish(new BrokerLineError("closed", `broker closed the connection before its ${what}`));
-    const onError = (err: Error) => finish(new BrokerLineError("failed", `broker connection failed before its ${what}: ${err.message}`));
+    const onClose = () => fail("closed", `broker closed the connection before its ${what}`);
+    const onError = (err: Error) => fail("failed", `broker connection failed before its ${what}: ${err.message}`);
     sock.on("data", onData);
     sock.once("close", onClose);
     sock.once("error", onError);

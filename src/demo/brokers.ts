@@ -2,10 +2,13 @@
 // the operation that started it (src/broker). The demo gives its runtime processes a private
 // TMPDIR, so their brokers live in a directory only the demo uses; at the end it asks each of them
 // to shut down and waits until the process is gone, so the demo leaves no process behind.
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { connect } from "node:net";
-import { readLine, writeLine, type BrokerHello, type BrokerResult } from "../broker/wire.js";
+import { BrokerResultSchema, readLine, writeLine } from "../broker/wire.js";
+import { dial } from "../broker/dial.js";
+import { brokerDirCandidates } from "../broker/paths.js";
+import { isGone } from "../shared/proc-stat.js";
+import { sleep } from "../shared/async.js";
 
 // Generous: on a loaded machine a live broker may answer slowly.
 const REPLY_TIMEOUT_MS = 5_000;
@@ -14,34 +17,20 @@ const EXIT_WAIT_MS = 5_000;
 /** Env for runtime processes whose brokers must live under `tmp` (and nowhere else). */
 export function privateBrokerEnv(tmp: string): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env, TMPDIR: tmp };
-  // The broker prefers XDG_RUNTIME_DIR; without it, it uses <TMPDIR>/paseo-ssh-<uid>.
+  // The broker prefers XDG_RUNTIME_DIR; without it, its directory is under TMPDIR.
   delete env.XDG_RUNTIME_DIR;
   return env;
 }
 
+/** Broker sockets in the directories a runtime with privateBrokerEnv(tmp) may have used. */
 function sockets(tmp: string): string[] {
-  if (!existsSync(tmp)) return [];
-  return readdirSync(tmp)
-    .filter((d) => d.startsWith("paseo-ssh-"))
-    .flatMap((d) =>
-      readdirSync(join(tmp, d))
+  return brokerDirCandidates({ tmp })
+    .filter((dir) => existsSync(dir))
+    .flatMap((dir) =>
+      readdirSync(dir)
         .filter((f) => f.endsWith(".sock"))
-        .map((f) => join(tmp, d, f)),
+        .map((f) => join(dir, f)),
     );
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  // An exited broker whose parent is gone may linger as a zombie until init reaps it.
-  try {
-    return !/^\d+ \(.*\) Z /.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
-  } catch {
-    return true;
-  }
 }
 
 /**
@@ -50,21 +39,16 @@ function alive(pid: number): boolean {
  * installation (rebuilt meanwhile) must be stopped all the same.
  */
 async function shutdown(socket: string): Promise<number | null> {
-  const sock = connect({ path: socket, allowHalfOpen: true });
+  const r = await dial(socket, null, REPLY_TIMEOUT_MS);
+  if (r.state === "absent") return null;
+  if (r.state === "mismatch") throw new Error(`SSH broker at ${socket} did not answer: ${r.detail}`);
   try {
-    const connected = await new Promise<boolean>((resolve) => {
-      sock.once("connect", () => resolve(true));
-      sock.once("error", () => resolve(false));
-    });
-    if (!connected) return null;
-    sock.on("error", () => undefined); // Reported through readLine's timeout or close.
-    const hello = await readLine<BrokerHello>(sock, REPLY_TIMEOUT_MS, "hello");
-    writeLine(sock, { kind: "shutdown" });
-    const result = await readLine<BrokerResult>(sock, REPLY_TIMEOUT_MS, "shutdown result");
-    if (!result.ok) throw new Error(`SSH broker ${hello.pid} refused to shut down: ${result.message}`);
-    return hello.pid;
+    writeLine(r.sock, { kind: "shutdown" });
+    const result = await readLine(r.sock, BrokerResultSchema, REPLY_TIMEOUT_MS, "shutdown result");
+    if (!result.ok) throw new Error(`SSH broker ${r.hello.pid} refused to shut down: ${result.message}`);
+    return r.hello.pid;
   } finally {
-    sock.destroy();
+    r.sock.destroy();
   }
 }
 
@@ -76,9 +60,10 @@ export async function stopPrivateBrokers(tmp: string): Promise<number> {
     if (pid !== null) pids.push(pid);
   }
   const deadline = Date.now() + EXIT_WAIT_MS;
+  const alive = (pid: number) => !isGone(pid);
   while (pids.some(alive)) {
     if (Date.now() > deadline) throw new Error(`SSH broker ${pids.filter(alive).join(", ")} did not exit within ${EXIT_WAIT_MS} ms`);
-    await new Promise((r) => setTimeout(r, 25));
+    await sleep(25);
   }
   return pids.length;
 }

@@ -12,6 +12,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "no
 import { tmpdir, userInfo } from "node:os";
 import { dirname, join } from "node:path";
 import { RuntimeError } from "../shared/errors.js";
+import { sleep } from "../shared/async.js";
 
 // ssh2 is CommonJS: named imports do not survive the ESM bundle, the default export does.
 const { Server: SshServer, utils } = ssh2;
@@ -267,19 +268,13 @@ async function shutdown(server: Server, connections: Set<Connection>, children: 
   await waitFor(() => children.size === 0, CLOSE_GRACE_MS);
   // A daemonized grandchild may still hold a pipe open; our side of it must not keep node alive.
   for (const child of children) for (const stream of child.stdio) stream?.destroy();
-  await Promise.race([stopped, delay(CLOSE_GRACE_MS)]);
+  await Promise.race([stopped, sleep(CLOSE_GRACE_MS)]);
   rmSync(dir, { recursive: true, force: true });
 }
 
 async function waitFor(done: () => boolean, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (!done() && Date.now() < deadline) await delay(20);
-}
-
-// Not unref'd: while close() waits, these timers may be all that keeps the process alive, and
-// exiting mid-close would skip the caller's own cleanup.
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+  while (!done() && Date.now() < deadline) await sleep(20);
 }
 
 function sameBytes(a: Buffer, b: Buffer): boolean {

@@ -5,6 +5,7 @@ import { randomBytes } from "node:crypto";
 import type { Writable } from "node:stream";
 import type { DemoSource } from "./source-repo.js";
 import { execWorkload, runWorkload, spawnOp, type RuntimeCommand, type SpawnEnvelope } from "./driver.js";
+import { sleep } from "../shared/async.js";
 
 export interface TourTarget {
   cmd: RuntimeCommand;
@@ -261,10 +262,6 @@ export async function runTour(target: TourTarget, out: Writable): Promise<TourTo
     }
   }
   return totals;
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 async function until(done: () => boolean, timeoutMs: number, message: string): Promise<void> {

@@ -5,6 +5,7 @@
 import type { Readable } from "node:stream";
 import * as z from "zod";
 import { RuntimeError } from "../shared/errors.js";
+import { isPositiveInt, isRecord } from "../shared/guards.js";
 import { ControlFrameSchema, FrameDecoder, SpawnControlSchema, validateMessage } from "../contract/index.js";
 
 export type SpawnEnvelope = z.output<typeof SpawnControlSchema>;
@@ -14,14 +15,9 @@ export type ControlFrame = z.output<typeof ControlFrameSchema>;
 export const ENVELOPE_TIMEOUT_MS = 30_000;
 const RUNTIME_INSTANCE_ID = /^[a-f0-9]{64}$/;
 
-function positiveInt(v: unknown): boolean {
-  return typeof v === "number" && Number.isInteger(v) && v >= 1;
-}
-
 export function validateControl(value: unknown): ControlFrame {
-  if (typeof value === "object" && value !== null && (value as { type?: unknown }).type === "resize") {
-    const r = value as { rows?: unknown; cols?: unknown };
-    if (!positiveInt(r.rows) || !positiveInt(r.cols)) throw new RuntimeError("input", "Invalid PTY size");
+  if (isRecord(value) && value.type === "resize" && (!isPositiveInt(value.rows) || !isPositiveInt(value.cols))) {
+    throw new RuntimeError("input", "Invalid PTY size");
   }
   return validateMessage(ControlFrameSchema, value, "Invalid control frame: ");
 }

@@ -4,7 +4,7 @@
 // Secrets (workload env) arrive only in frames, never on a command line or in a file.
 import { homedir } from "node:os";
 import { dirname, resolve } from "node:path";
-import { AGENT_READY_MARKER, FrameDecoder, FrameKind, encodeJson, type Frame } from "../shared/frames.js";
+import { AGENT_READY_MARKER, BinaryFrameDecoder, FrameKind, encodeJson, type Frame } from "../shared/frames.js";
 import { RuntimeError, toWireError } from "../shared/errors.js";
 import { isRecord, parseJson } from "../shared/guards.js";
 import type { AgentMessage } from "../shared/agent-api.js";
@@ -22,7 +22,7 @@ function main(): void {
   if (process.argv[2] === "pty-attach") return ptyAttachMain(process.argv[3] ?? "");
   const out = process.stdout;
   out.write(AGENT_READY_MARKER);
-  const decoder = new FrameDecoder();
+  const decoder = new BinaryFrameDecoder();
   const frameListeners: Array<(f: Frame) => void> = [];
   const closeListeners: Array<() => void> = [];
   let request: ReceivedRequest | undefined;

@@ -55,7 +55,7 @@ export function encodeData(kind: FrameKind, data: Buffer): Buffer[] {
 export class FrameError extends Error {}
 
 /** Incremental decoder: push chunks of any size, get whole frames back in order. */
-export class FrameDecoder {
+export class BinaryFrameDecoder {
   private buf: Buffer = Buffer.alloc(0);
 
   push(chunk: Buffer): Frame[] {

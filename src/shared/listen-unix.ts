@@ -2,7 +2,7 @@
 // how a second broker, or a stale PTY token, finds out). Built-ins only: the agent bundles it too.
 import type { Server } from "node:net";
 
-export function listen(server: Server, path: string): Promise<void> {
+export function listenUnix(server: Server, path: string): Promise<void> {
   return new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen(path, () => {

@@ -3,7 +3,7 @@
 // decodes frames and offers request/response and streaming use.
 import { EventEmitter } from "node:events";
 import type { Readable, Writable } from "node:stream";
-import { FrameDecoder, FrameKind, MarkerScanner, encodeJson, type Frame } from "../shared/frames.js";
+import { BinaryFrameDecoder, FrameKind, MarkerScanner, encodeJson, type Frame } from "../shared/frames.js";
 import { RuntimeError, fromWireError, oneLine } from "../shared/errors.js";
 import {
   decodeAgentMessage,
@@ -34,7 +34,7 @@ export const AGENT_READY_TIMEOUT_MS = 20_000;
 
 export class AgentChannel extends EventEmitter<AgentChannelEvents> {
   private readonly scanner = new MarkerScanner();
-  private readonly decoder = new FrameDecoder();
+  private readonly decoder = new BinaryFrameDecoder();
   private stderrText = "";
   private closedFlag = false;
   private readyResolve!: () => void;

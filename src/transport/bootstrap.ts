@@ -7,8 +7,9 @@
 // shell prints before the agent's ready marker is noise and is ignored.
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { RuntimeError } from "../shared/errors.js";
-import { bundledAgentPath } from "./local-host.js";
 
 export const BOOT_SENTINEL = "PASEO-SSH-BOOT-1";
 
@@ -22,6 +23,12 @@ export interface AgentBundle {
 }
 
 declare const __AGENT_HASH__: string | undefined;
+
+/** dist/remote-agent.cjs: beside dist/cli.js in a build; from src/ (tests) in ../../dist. */
+export function bundledAgentPath(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  return here.endsWith("dist") ? join(here, "remote-agent.cjs") : join(here, "..", "..", "dist", "remote-agent.cjs");
+}
 
 /** The agent build next to dist/cli.js. Its bytes are read only when an install is needed. */
 export function agentBundle(path = bundledAgentPath()): AgentBundle {

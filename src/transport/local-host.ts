@@ -1,18 +1,11 @@
 // A RemoteHost that runs the bundled agent as a local child process. Used by unit tests of agent
 // logic (no SSH involved); behaviour is always proven again through the real sshd.
 import { spawn } from "node:child_process";
-import { fileURLToPath } from "node:url";
-import { dirname, join } from "node:path";
 import { AgentChannel } from "./agent-channel.js";
+import { bundledAgentPath } from "./bootstrap.js";
 import { callAgent, type PtyChannel, type PtyRequest, type RemoteHost } from "./host.js";
 import { RuntimeError } from "../shared/errors.js";
 import type { AgentAnswer, OneShotOp, OpRequest } from "../shared/agent-api.js";
-
-export function bundledAgentPath(): string {
-  // dist/cli.js and dist/remote-agent.cjs sit side by side; from src/ (tests) look in ../../dist.
-  const here = dirname(fileURLToPath(import.meta.url));
-  return here.endsWith("dist") ? join(here, "remote-agent.cjs") : join(here, "..", "..", "dist", "remote-agent.cjs");
-}
 
 export class LocalHost implements RemoteHost {
   constructor(

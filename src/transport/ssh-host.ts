@@ -15,18 +15,11 @@ import { callAgent, type PtyChannel, type PtyRequest, type RemoteHost } from "./
 import { connectSsh, type ConnectHooks, type SshConnection } from "./ssh-connection.js";
 import type { ConnectionPlan } from "./ssh-config/resolve.js";
 import type { AgentAnswer, OneShotOp, OpRequest } from "../shared/agent-api.js";
+import { withTimeout } from "../shared/async.js";
 
 /** Bound for uploading and linking the agent (a few hundred KB). */
 export const INSTALL_TIMEOUT_MS = 60_000;
 const DEFAULT_TERM = "xterm-256color";
-
-function withTimeout<T>(p: Promise<T>, ms: number, onTimeout: () => RuntimeError): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(onTimeout()), ms);
-  });
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
-}
 
 export class SshHost implements RemoteHost {
   /** Agent uploads this host object performed (observable by doctor and tests). */

@@ -4,8 +4,9 @@ import { parseRuntimeOptions, type RuntimeOptions } from "../../src/transport/op
 import { brokerTarget, type BrokerTarget } from "../../src/broker/client.js";
 import { dial } from "../../src/broker/dial.js";
 import { resolvePlan } from "../../src/transport/ssh-config/resolve.js";
-import { readLine, writeLine, type BrokerResult, type BrokerStats } from "../../src/broker/wire.js";
+import { BrokerResultSchema, readLine, writeLine, type BrokerResult, type BrokerStats } from "../../src/broker/wire.js";
 import { rigOptions, uniqueTestRoot } from "../rig/rig.js";
+import { isGone } from "../../src/shared/proc-stat.js";
 
 export function brokerOptions(extra: Record<string, unknown> = {}): RuntimeOptions {
   return parseRuntimeOptions(rigOptions({ root: uniqueTestRoot("broker"), brokerIdleMs: 3000, ...extra }));
@@ -24,7 +25,7 @@ async function ask(options: RuntimeOptions, kind: "ping" | "shutdown"): Promise<
   if (r.state !== "ok") return null;
   writeLine(r.sock, { kind });
   try {
-    return await readLine<BrokerResult>(r.sock, 5000, "answer");
+    return await readLine(r.sock, BrokerResultSchema, 5000, "answer");
   } finally {
     r.sock.destroy();
   }
@@ -40,11 +41,7 @@ export async function stopBroker(options: RuntimeOptions): Promise<void> {
   await ask(options, "shutdown");
 }
 
+/** The process runs (not gone, not a zombie). */
 export function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
+  return !isGone(pid);
 }

@@ -18,6 +18,7 @@ import { execMembers, killMembers, listWorkspaceProcesses } from "../proc/proces
 import { workspaceLayout } from "../layout.js";
 import { loadWorkspace } from "../workspace/store.js";
 import { sendSignal } from "../../shared/proc-stat.js";
+import { sleep } from "../../shared/async.js";
 
 /** How long `exec.signal` waits for the workload to be gone (Paseo's whole budget is 750 ms). */
 const SIGNAL_WAIT_MS = 500;
@@ -64,7 +65,7 @@ async function waitGone(targets: Array<{ pid: number; startTime: string }>, ms: 
   for (;;) {
     if (targets.every((t) => isGone(t.pid, t.startTime))) return true;
     if (Date.now() >= deadline) return false;
-    await new Promise((r) => setTimeout(r, POLL_MS));
+    await sleep(POLL_MS);
   }
 }
 

@@ -16,7 +16,7 @@ import { decodeRuntimeMessage, type ExecRunRequest } from "../../shared/agent-ap
 import type { ExecSupervisor } from "./supervisor.js";
 import { execTagPath } from "../proc/process-set.js";
 import { isAttachLine, onLines, sendLine } from "./attach-lines.js";
-import { listen } from "../../shared/listen-unix.js";
+import { listenUnix } from "../../shared/listen-unix.js";
 
 /** How long the runtime has to open the PTY channel after receiving the token. */
 export const PTY_ATTACH_TIMEOUT_MS = 20_000;
@@ -49,7 +49,7 @@ export async function runPty(ctx: AgentContext, sup: ExecSupervisor, launch: Lau
   sweepStaleSockets();
   const sockPath = `${token}.sock`;
   const server = createServer();
-  await listen(server, sockPath);
+  await listenUnix(server, sockPath);
   chmodSync(sockPath, 0o600);
   const cleanupSocket = () => {
     server.close();

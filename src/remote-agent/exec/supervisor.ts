@@ -10,6 +10,7 @@ import { updateExecRecord, type ExecRecord } from "./records.js";
 import { execMembers, killMembers, recordSession } from "../proc/process-set.js";
 import type { WorkspaceLayout } from "../layout.js";
 import { loadWorkspace } from "../workspace/store.js";
+import { sleep } from "../../shared/async.js";
 
 /**
  * Grace between losing the runtime's control channel (wrapper SIGKILLed, link cut) and killing the
@@ -53,7 +54,7 @@ export class ExecSupervisor {
   /** Records the running identity, then (and only then) tells the runtime `started`. */
   async publish(ident: ExecIdentity | null): Promise<void> {
     // Test-only hook (test-hooks.ts): widens the window between launch and publication.
-    if (this.delayIdentityMs > 0) await new Promise((r) => setTimeout(r, this.delayIdentityMs));
+    if (this.delayIdentityMs > 0) await sleep(this.delayIdentityMs);
     if (this.finished || this.abandoned) return;
     this.ident = ident;
     if (ident && this.groupSignals && ident.sid === ident.pid) recordSession(this.layout, this.execId, ident.sid, ident.startTime);
@@ -126,7 +127,7 @@ export class ExecSupervisor {
    * and kill its tree so no orphan stays on the host. Resolves when that is done (or not needed).
    */
   async abandon(graceMs = ABANDON_GRACE_MS): Promise<void> {
-    await new Promise((r) => setTimeout(r, graceMs));
+    await sleep(graceMs);
     if (this.finished) return;
     this.abandoned = true;
     this.record = updateExecRecord(this.layout, this.record, { state: "abandoned", reaped: false });

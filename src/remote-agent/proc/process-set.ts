@@ -16,6 +16,7 @@ import type { ProcessInfo } from "../../shared/agent-api.js";
 import { hashName, type WorkspaceLayout } from "../layout.js";
 import { fdLink, isGone, listPids, readArgv, readProcStat, sendSignal, type ProcStat } from "../../shared/proc-stat.js";
 import { readRecordFile } from "../exec/records.js";
+import { sleep } from "../../shared/async.js";
 
 /** Descriptor number that carries the tag in every workload process (high, so programs leave it alone). */
 export const TAG_FD = 47;
@@ -215,8 +216,6 @@ export function membersByTag(workspaceDir: string, tagPath: string, pgid?: numbe
 function toInfo(m: Member): ProcessInfo {
   return { pid: m.pid, state: m.state, command: m.argv.join(" ") };
 }
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Waits (bounded) until `done` holds; returns whether it did. */
 async function waitUntil(done: () => boolean, ms: number): Promise<boolean> {
