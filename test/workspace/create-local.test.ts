@@ -6,7 +6,7 @@ import { existsSync, lstatSync, mkdtempSync, readFileSync, readlinkSync, rmSync,
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LocalHost } from "../../src/transport/local-host.js";
+import { LocalHost } from "../support/local-host.js";
 import { prepareCreate, runCreate } from "../../src/workspace/create-workspace.js";
 import type { Progress } from "../../src/workspace/progress.js";
 import { commitAll, gitIn, localRepoFingerprint, seedRepo, type FixtureRepo } from "../fixtures/repo.js";

@@ -1,11 +1,11 @@
 // A RemoteHost that runs the bundled agent as a local child process. Used by unit tests of agent
 // logic (no SSH involved); behaviour is always proven again through the real sshd.
 import { spawn } from "node:child_process";
-import { AgentChannel } from "./agent-channel.js";
-import { bundledAgentPath } from "./bootstrap.js";
-import { callAgent, type PtyChannel, type PtyRequest, type RemoteHost } from "./host.js";
-import { RuntimeError } from "../shared/errors.js";
-import type { AgentAnswer, OneShotOp, OpRequest } from "../shared/agent-api.js";
+import { AgentChannel } from "../../src/transport/agent-channel.js";
+import { bundledAgentPath } from "../../src/transport/bootstrap.js";
+import { callAgent, type PtyChannel, type PtyRequest, type RemoteHost } from "../../src/transport/host.js";
+import { RuntimeError } from "../../src/shared/errors.js";
+import type { AgentAnswer, OneShotOp, OpRequest } from "../../src/shared/agent-api.js";
 
 export class LocalHost implements RemoteHost {
   constructor(
