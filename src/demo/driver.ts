@@ -41,11 +41,14 @@ const KILL_WAIT_MS = 750;
 // Paseo allows the signal operation 750 ms; the demo's cleanup is a fallback and may be slower.
 const SIGNAL_OP_TIMEOUT_MS = 5_000;
 
-interface Finished {
+/** How one runtime process ended. */
+export interface Finished {
   code: number | null;
   signal: NodeJS.Signals | null;
   stdout: Buffer;
   stderr: string;
+  /** Wall time from spawn to close, process start-up included. */
+  ms: number;
 }
 
 function collect(stream: Readable | null, into: Buffer[]): void {
@@ -54,6 +57,7 @@ function collect(stream: Readable | null, into: Buffer[]): void {
 
 /** Waits for `close`; SIGKILLs the process group and fails after `timeoutMs`. */
 function finished(child: ChildProcess, what: string, timeoutMs: number): Promise<Finished> {
+  const started = performance.now();
   const out: Buffer[] = [];
   const err: Buffer[] = [];
   collect(child.stdout, out);
@@ -69,7 +73,7 @@ function finished(child: ChildProcess, what: string, timeoutMs: number): Promise
     });
     child.once("close", (code, signal) => {
       clearTimeout(timer);
-      resolve({ code, signal, stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString("utf8") });
+      resolve({ code, signal, stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString("utf8"), ms: performance.now() - started });
     });
   });
 }
@@ -93,6 +97,28 @@ function failure(cmd: RuntimeCommand, op: string, result: Finished): RuntimeErro
 }
 
 /**
+ * Starts the runtime with `args` after its configured argv, as Paseo starts a non-exec operation:
+ * three pipes (`signal`: stdout ignored, detached), `stdin` written then closed. Resolves however
+ * the process ends; SIGKILLs its group and rejects after `timeoutMs`.
+ */
+export async function runRuntime(
+  cmd: RuntimeCommand,
+  args: string[],
+  opts: { stdin?: string | Buffer; timeoutMs?: number; asSignal?: boolean } = {},
+): Promise<Finished> {
+  const child = spawn(cmd.argv[0]!, [...cmd.argv.slice(1), ...args], {
+    env: cmd.env ?? process.env,
+    stdio: opts.asSignal ? ["pipe", "ignore", "pipe"] : ["pipe", "pipe", "pipe"],
+    detached: opts.asSignal === true,
+  });
+  const done = finished(child, args[0] ?? "runtime", opts.timeoutMs ?? OP_TIMEOUT_MS);
+  // The operation may fail (or, like describe, finish) before reading its request.
+  child.stdin!.on("error", () => undefined);
+  child.stdin!.end(opts.stdin);
+  return done;
+}
+
+/**
  * Runs one non-exec operation (`describe` when `request` is undefined) and returns its validated
  * response. Like Paseo: stdin gets one canonical line then EOF; any non-zero exit is a failure.
  */
@@ -103,17 +129,12 @@ export async function spawnOp(
   request: LifecycleRequest | undefined,
   timeoutMs = OP_TIMEOUT_MS,
 ): Promise<{ response: unknown; stdout: string; stderr: string }> {
-  const child = spawn(cmd.argv[0]!, [...cmd.argv.slice(1), op, ...flagArgs(flags)], {
-    env: cmd.env ?? process.env,
+  const result = await runRuntime(cmd, [op, ...flagArgs(flags)], {
+    stdin: request === undefined ? undefined : encodeCanonical(LifecycleRequestSchema, request),
+    timeoutMs,
     // `signal` runs as Paseo runs it: stdout ignored, detached (docs/contract.md#signal).
-    stdio: op === "signal" ? ["pipe", "ignore", "pipe"] : ["pipe", "pipe", "pipe"],
-    detached: op === "signal",
+    asSignal: op === "signal",
   });
-  const done = finished(child, `${op}`, timeoutMs);
-  // The operation may fail before reading its request; its stderr explains why.
-  child.stdin!.on("error", () => undefined);
-  child.stdin!.end(request === undefined ? undefined : encodeCanonical(LifecycleRequestSchema, request));
-  const result = await done;
   if (result.code !== 0) throw failure(cmd, op, result);
   if (op === "signal") return { response: undefined, stdout: "", stderr: result.stderr };
   const text = result.stdout.toString("utf8");
@@ -144,13 +165,18 @@ export interface ExecHandle {
  * (pipes: then closes fd3) and decodes fd4 strictly. On any protocol failure the exec is cleaned
  * up like Paseo does (signal operation with SIGKILL, then the wrapper's group) and `exited` rejects.
  */
-export function execWorkload(cmd: RuntimeCommand, workspaceId: string, envelope: SpawnEnvelope, timeoutMs = OP_TIMEOUT_MS): ExecHandle {
-  const mode = envelope.stdio.kind;
-  const child = spawn(cmd.argv[0]!, [...cmd.argv.slice(1), "exec", "--workspace-id", workspaceId], {
+/** `exec --workspace-id <id>` as Paseo starts it: five pipes (fd0-fd4), detached, nothing written yet. */
+export function startExec(cmd: RuntimeCommand, workspaceId: string): ChildProcess {
+  return spawn(cmd.argv[0]!, [...cmd.argv.slice(1), "exec", "--workspace-id", workspaceId], {
     env: cmd.env ?? process.env,
     stdio: ["pipe", "pipe", "pipe", "pipe", "pipe"],
     detached: true,
   });
+}
+
+export function execWorkload(cmd: RuntimeCommand, workspaceId: string, envelope: SpawnEnvelope, timeoutMs = OP_TIMEOUT_MS): ExecHandle {
+  const mode = envelope.stdio.kind;
+  const child = startExec(cmd, workspaceId);
   const out: Buffer[] = [];
   const err: Buffer[] = [];
   collect(child.stdout, out);

@@ -1,14 +1,17 @@
-// Drives the built `exec` wrapper exactly as Paseo does (five pipes, detached, envelope on fd3)
+// Drives the built `exec` wrapper as Paseo starts it (the driver's startExec: five pipes, detached)
 // and the `signal`/`processes`/lifecycle operations, against a workspace created on the real sshd
-// rig by our own `create`. Decodes fd4 with the contract decoder so ordering bugs fail loudly.
-import { spawn, type ChildProcess } from "node:child_process";
+// rig by our own `create`. Unlike the driver's execWorkload it writes fd3 raw and keeps fd4 raw,
+// so tests can send what Paseo never would and see exactly what came back; the contract decoder
+// then checks fd4 so ordering bugs fail loudly.
+import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Readable, Writable } from "node:stream";
 import { ControlFrameSchema, ProcessEventSchema, decodeFrames, encodeCanonical, type Options } from "../../src/contract/index.js";
-import { CLI_PATH, TEST_RUNTIME_INSTANCE_ID, lifecycleRequest, runCli, type CliResult } from "./run-cli.js";
+import { TEST_RUNTIME_INSTANCE_ID, cliCommand, lifecycleRequest, runCli, type CliResult } from "./run-cli.js";
+import { startExec } from "../../src/demo/driver.js";
 import { rigOptions } from "../rig/rig.js";
 import { seedRepo } from "../fixtures/repo.js";
 import { dirInput, suiteRoot } from "./workspace.js";
@@ -126,11 +129,7 @@ export class ExecWorkspace {
     const execId = spec.execId ?? newExecId();
     if (opts.delayIdentityMs !== undefined) setExecHooks(this.configuredRoot, execId, { delayIdentityMs: opts.delayIdentityMs });
     const t0 = performance.now();
-    const child = spawn(process.execPath, [CLI_PATH, "exec", "--workspace-id", this.workspaceId], {
-      stdio: ["pipe", "pipe", "pipe", "pipe", "pipe"],
-      detached: true,
-      env: opts.env ?? process.env,
-    });
+    const child = startExec(cliCommand(opts.env), this.workspaceId);
     const [stdin, stdout, stderr, control, events] = child.stdio as [Writable, Readable, Readable, Writable, Readable];
     const out: Buffer[] = [];
     const err: Buffer[] = [];
