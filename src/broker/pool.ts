@@ -1,21 +1,21 @@
-// The broker's SSH side: authenticated connections (built with the transport's connectSsh and
-// SshHost, so host-key and auth logic exist once), never more session channels on one connection
-// than the server allows (MaxSessions), extra connections beyond that, a few pre-started agent
-// channels (one, growing to three with demand) so an operation skips channel set-up and agent
-// start, and reconnection with backoff after the link drops.
+// The broker's SSH side: leases of agent and PTY channels to operations. Connections are built
+// with the transport's connectSsh and SshHost (host-key and auth logic exist once); each counts
+// its sessions (counted-connection.ts) so none carries more than MaxSessions, extra connections
+// open beyond that, and a lost link is re-established with backoff (reconnect.ts). A few
+// pre-started agent channels (one, growing to three with demand) let an operation skip channel
+// set-up and agent start.
 import { EventEmitter } from "node:events";
-import pRetry, { AbortError } from "p-retry";
-import type { ClientChannel, PseudoTtyOptions } from "ssh2";
 import { RuntimeError, oneLine } from "../shared/errors.js";
 import type { RuntimeOptions } from "../transport/options.js";
 import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
 import type { AgentChannel } from "../transport/agent-channel.js";
 import type { PtyChannel, PtyRequest } from "../transport/host.js";
 import { agentBundle } from "../transport/bootstrap.js";
-import { SshConnection, connectSsh } from "../transport/ssh-connection.js";
+import { connectSsh } from "../transport/ssh-connection.js";
 import { SshHost } from "../transport/ssh-host.js";
-import { ACQUIRE_WAIT_MS, reconnectWindowMs } from "./wire.js";
-import { sleep } from "../shared/async.js";
+import { ACQUIRE_WAIT_MS } from "./wire.js";
+import { CountedConnection } from "./counted-connection.js";
+import { reconnect } from "./reconnect.js";
 
 /** More connections than this per broker and operations queue instead. */
 export const MAX_CONNECTIONS = 16;
@@ -23,48 +23,8 @@ export const MAX_CONNECTIONS = 16;
 export const SPARE_AGENTS = 3;
 /** Bound for waiting on an agent that is already starting instead of starting another. */
 const SPARE_WAIT_MS = 20_000;
-/** Attempts at opening a session that sshd refused although our count says it has room. */
-const SESSION_RETRIES = 6;
 /** Extra connections close after being unused this long. */
 const EXTRA_IDLE_MS = 10_000;
-
-/** An SshConnection that knows how many session channels are open on it right now. */
-class CountedConnection extends SshConnection {
-  openChannels = 0;
-  constructor(
-    base: SshConnection,
-    private readonly onChange: () => void,
-  ) {
-    super(base.client, base.target, base.outer);
-  }
-
-  override async exec(command: string, pty?: PseudoTtyOptions): Promise<ClientChannel> {
-    this.openChannels++;
-    let ch: ClientChannel;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        ch = await super.exec(command, pty);
-        break;
-      } catch (err) {
-        // sshd frees a closed session on its next loop iteration, so an open that follows our
-        // close in the same packet batch can still find the table full: retry briefly.
-        if (attempt < SESSION_RETRIES && !this.closed && /open failed/.test((err as Error).message)) {
-          await sleep(25 * attempt);
-          continue;
-        }
-        this.openChannels--;
-        this.onChange();
-        throw err;
-      }
-    }
-    // The server frees the session only once the channel is closed both ways.
-    ch.once("close", () => {
-      this.openChannels--;
-      this.onChange();
-    });
-    return ch;
-  }
-}
 
 interface Conn {
   ssh: CountedConnection;
@@ -173,32 +133,9 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
   private connect(): Promise<Conn> {
     if (this.connecting) return this.connecting;
     const attempt = this.everConnected
-      ? pRetry(
-          async () => {
-            if (this.closed) throw new AbortError("broker is shutting down");
-            try {
-              return await this.connectOnce();
-            } catch (err) {
-              // Wrong key or host key: retrying cannot help.
-              if (err instanceof RuntimeError && err.errorClass !== "network") throw new AbortError(err);
-              throw err;
-            }
-          },
-          {
-            retries: 20,
-            minTimeout: 100,
-            maxTimeout: 2000,
-            maxRetryTime: reconnectWindowMs(this.options.connectTimeoutMs),
-            onFailedAttempt: ({ error, attemptNumber }) => this.log(`reconnect attempt ${attemptNumber} failed: ${oneLine(error.message)}`),
-          },
-        ).catch((err: unknown) => {
-          if (err instanceof RuntimeError && err.errorClass !== "network") throw err;
-          const window = reconnectWindowMs(this.options.connectTimeoutMs);
-          const why = oneLine(err instanceof Error ? err.message : String(err));
-          throw new RuntimeError(
-            "network",
-            `SSH connection to ${this.options.host}:${this.options.port} dropped and was not re-established within ${window} ms: ${why}`,
-          );
+      ? reconnect(() => this.connectOnce(), this.options, {
+          closed: () => this.closed,
+          log: (line) => this.log(line),
         })
       : this.connectOnce();
     this.connecting = attempt.finally(() => {
