@@ -9,7 +9,8 @@
 //     messages below before their answer.
 //   * `exec.run` streams: ExecAgentMessage frames from the agent, ExecRuntimeMessage frames and
 //     stdin data from the runtime, ending with `exit` or `error`.
-// Every JSON frame is checked with the guards below before it is used: no side trusts the other.
+// No side trusts the other: answers and messages are checked with the guards below before they
+// are used; a request's fields are checked by the agent op that reads them.
 import { EXIT_CODES, type ErrorClass } from "./errors.js";
 import {
   arrayOf,
@@ -53,7 +54,7 @@ export interface IntegrationTarget {
 /** Objects for a directory source are shipped from the Paseo host into this project's cache. */
 export interface DirectorySourceSpec {
   kind: "directory";
-  /** sha256 of projectId + canonical source path (project-key.ts); names the remote cache. */
+  /** sha256 of projectId + canonical source path (projectKey() in create-workspace.ts); names the remote cache. */
   projectKey: string;
   commit: string;
   /** Branch to check out ("" = detached at `commit`). */
