@@ -9,6 +9,7 @@ import type { Duplex } from "node:stream";
 import ssh2 from "ssh2";
 import type { Client, ClientChannel, PseudoTtyOptions } from "ssh2";
 import { RuntimeError, oneLine } from "../shared/errors.js";
+import { sleep } from "../shared/async.js";
 import type { RuntimeOptions } from "./options.js";
 import { planAuth } from "./auth.js";
 import { classifySshError, networkError } from "./classify.js";
@@ -191,7 +192,7 @@ function handshake(
         return reject(err);
       }
       // A proxy command that died is the real story: wait briefly for its exit status and stderr.
-      void Promise.race([proxy.exited, new Promise((r) => setTimeout(r, PROXY_EXIT_WAIT_MS))]).then(() => {
+      void Promise.race([proxy.exited, sleep(PROXY_EXIT_WAIT_MS)]).then(() => {
         const status = proxy.exitStatus();
         stream.destroy();
         proxy.kill();
