@@ -1,6 +1,10 @@
 import { defineConfig } from "vitest/config";
+import { fileURLToPath } from "node:url";
+import { terminalSources } from "./scripts/terminal-sources.mjs";
 
 export default defineConfig({
+  // Tests run the terminal driver from source: it needs the relay texts the agent build embeds.
+  define: terminalSources(fileURLToPath(new URL(".", import.meta.url))),
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/rig/global-setup.ts"],

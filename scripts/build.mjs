@@ -9,6 +9,7 @@ import { readFileSync, mkdirSync, chmodSync } from "node:fs";
 import { createHash } from "node:crypto";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { terminalSources } from "./terminal-sources.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const out = (p) => join(root, "dist", p);
@@ -24,7 +25,7 @@ await build({
   ...remoteTarget,
   entryPoints: [join(root, "src/remote-agent/main.ts")],
   outfile: out("remote-agent.cjs"),
-  define: { __HELPER_SOURCE__: JSON.stringify(helperSource) },
+  define: { __HELPER_SOURCE__: JSON.stringify(helperSource), ...terminalSources(root) },
 });
 const agentSource = readFileSync(out("remote-agent.cjs"));
 const agentHash = createHash("sha256").update(agentSource).digest("hex").slice(0, 16);

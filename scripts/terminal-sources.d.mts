@@ -1,0 +1,2 @@
+/** esbuild `define`s carrying the terminal relay programs' text (see terminal-sources.mjs). */
+export function terminalSources(root: string): Record<"__TERMINAL_RELAY_PY__" | "__TERMINAL_SCRIPT_CHILD__", string>;
