@@ -13,6 +13,7 @@ import { bundleHarness } from "./bundle.js";
 import {
   alive,
   collect,
+  killTagHolders,
   patternChunk,
   peakRssKb,
   scratch,
@@ -84,13 +85,17 @@ describe("terminal driver in a child process", () => {
       runAs,
     );
     const who = (await h.first) as { driver: number; relay: number; pid: number };
-    expect(tagHolders(tagPath)).toHaveLength(2);
-    process.kill(who.driver, "SIGKILL");
-    await h.exited;
-    for (let i = 0; i < 1000 && (tagHolders(tagPath).length > 0 || alive(who.relay)); i++) await sleep(10);
-    expect(tagHolders(tagPath)).toEqual([]);
-    expect(alive(who.pid)).toBe(false);
-    expect(alive(who.relay)).toBe(false);
+    try {
+      expect(tagHolders(tagPath)).toHaveLength(2);
+      process.kill(who.driver, "SIGKILL");
+      await h.exited;
+      for (let i = 0; i < 1000 && (tagHolders(tagPath).length > 0 || alive(who.relay)); i++) await sleep(10);
+      expect(tagHolders(tagPath)).toEqual([]);
+      expect(alive(who.pid)).toBe(false);
+      expect(alive(who.relay)).toBe(false);
+    } finally {
+      killTagHolders(tagPath);
+    }
   }
 
   const checkA21 = (r: A21Result, cwd: string) => {
@@ -156,7 +161,8 @@ describe("terminal backpressure (python3)", () => {
       still = now === last ? still + 1 : 0;
       last = now;
     }
-    expect(last).toBeLessThan(8 * 1024 * 1024);
+    // Measured ~80 KiB: the pty buffer plus one chunk in the relay and the socket buffers.
+    expect(last).toBeLessThan(2 * 1024 * 1024);
     expect(peakRssKb(t.relayPid)).toBeLessThan(40 * 1024);
     let got = 0;
     t.output.on("data", (d: Buffer) => (got += d.length));
@@ -190,7 +196,8 @@ describe("terminal backpressure (python3)", () => {
       const drained = await Promise.race([new Promise((r) => t.input.once("drain", () => r(true))), sleep(1000).then(() => false)]);
       if (!drained) break;
     }
-    expect(sent).toBeLessThan(8 * 1024 * 1024);
+    // Measured ~320 KiB: socket buffers, one chunk in the relay, the terminal's input queue.
+    expect(sent).toBeLessThan(2 * 1024 * 1024);
     expect(peakRssKb(t.relayPid)).toBeLessThan(40 * 1024);
     expect(t.signal("SIGCONT")).toBe(true);
     while (sent < total) {

@@ -98,6 +98,17 @@ export function tagHolders(tagPath: string): number[] {
   return out;
 }
 
+/** Cleanup after a failed assertion: SIGKILLs whatever still holds the tag. */
+export function killTagHolders(tagPath: string): void {
+  for (const pid of tagHolders(tagPath)) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // gone meanwhile
+    }
+  }
+}
+
 export function alive(pid: number): boolean {
   try {
     const state = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]![0];

@@ -7,7 +7,7 @@ import { closeSync, openSync, readFileSync, readdirSync, readlinkSync, writeFile
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { probeTerminalSupport, spawnTerminal, type UsableTerminalSupport } from "../../src/remote-agent/terminal/index.js";
-import { alive, collect, runA21, scratch, scriptOnlyPath, sleep, spec, tagHolders } from "./scenarios.js";
+import { alive, collect, killTagHolders, runA21, scratch, scriptOnlyPath, sleep, spec, tagHolders } from "./scenarios.js";
 
 async function supportFor(method: "python3" | "script"): Promise<UsableTerminalSupport> {
   const s = await probeTerminalSupport(scratch("agent"), method === "script" ? { searchPath: scriptOnlyPath() } : {});
@@ -15,9 +15,14 @@ async function supportFor(method: "python3" | "script"): Promise<UsableTerminalS
   return s;
 }
 
+/** Group and session of a process; null once it is gone (other processes come and go during a scan). */
 const stat = (pid: number) => {
-  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  return { pgid: Number(f[2]), sid: Number(f[3]) };
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    return { pgid: Number(f[2]), sid: Number(f[3]) };
+  } catch {
+    return null;
+  }
 };
 
 describe.each(["python3", "script"] as const)("terminal via %s", (method) => {
@@ -34,6 +39,13 @@ describe.each(["python3", "script"] as const)("terminal via %s", (method) => {
     expect(r.resized).toBe(true);
     expect(r.output).toContain("|héllo|103x39");
     expect(r.exit).toEqual({ code: 6, signal: null });
+  });
+
+  it("the size is in place before the workload starts: `stty size` as the very first program prints it", async () => {
+    const t = await spawnTerminal(support, spec("/usr/bin/stty", ["size"], { rows: 33, cols: 111 }));
+    const out = collect(t);
+    expect(await t.exited).toEqual({ code: 0, signal: null });
+    expect(out.text()).toBe("33 111\r\n");
   });
 
   it("a resize delivers SIGWINCH to the workload, which then reads the new size", async () => {
@@ -72,7 +84,7 @@ describe.each(["python3", "script"] as const)("terminal via %s", (method) => {
         .map(Number)
         .find((p) => {
           try {
-            return readFileSync(`/proc/${p}/cmdline`, "utf8") === "sleep\u0000200\u0000" && stat(p).sid === t.sid;
+            return readFileSync(`/proc/${p}/cmdline`, "utf8") === "sleep\u0000200\u0000" && stat(p)?.sid === t.sid;
           } catch {
             return false;
           }
@@ -84,6 +96,11 @@ describe.each(["python3", "script"] as const)("terminal via %s", (method) => {
     t.input.write("kill -9 %%\n");
     for (let i = 0; alive(fg) && i < 500; i++) await sleep(10);
     expect(alive(fg)).toBe(false);
+    // bash refuses to exit while it still lists a stopped job: let it report the kill first.
+    for (let i = 0; i < 50 && !out.text().includes("Killed"); i++) {
+      t.input.write("\n");
+      await sleep(100);
+    }
     t.input.write("exit 7\n");
     expect(await t.exited).toEqual({ code: 7, signal: null });
     expect(out.text()).not.toMatch(/no job control|cannot set terminal process group/);
@@ -142,13 +159,13 @@ describe.each(["python3", "script"] as const)("terminal via %s", (method) => {
     expect(readlinkSync(`/proc/${t.pid}/fd/47`)).toBe(tagPath);
     expect(tagHolders(tagPath)).toEqual([t.pid]);
     // Everything between the driver and the workload: the relay and (script) its descendants.
-    const relayTree = [
-      t.relayPid,
-      ...readdirSync("/proc")
-        .filter((n) => /^\d+$/.test(n))
-        .map(Number),
-    ].filter((p) => p !== t.pid && (p === t.relayPid || stat(p).sid === t.sid || stat(p).sid === t.relayPid));
+    const relayTree = readdirSync("/proc")
+      .filter((n) => /^\d+$/.test(n))
+      .map(Number)
+      .filter((p) => p === t.relayPid || (p !== t.pid && [t.sid, t.relayPid].includes(stat(p)?.sid ?? -1)));
+    expect(relayTree).toContain(t.relayPid);
     for (const p of relayTree) expect(readdirSync(`/proc/${p}/fd`)).not.toContain("47");
+    if (method === "script") expect(relayTree).toContain(t.sid); // our child under script
     if (method === "python3") {
       const links = readdirSync(`/proc/${t.relayPid}/fd`).map((fd) => readlinkSync(`/proc/${t.relayPid}/fd/${fd}`));
       expect(links).not.toContain(tagPath);
@@ -183,11 +200,15 @@ describe.each(["python3", "script"] as const)("terminal via %s", (method) => {
       spec("/bin/sh", ["-c", "trap '' HUP; sleep 1000 & echo started; wait"], { env: { PATH: "/usr/bin:/bin" }, tagFd }),
     );
     closeSync(tagFd);
-    await collect(t).wait("started");
-    expect(tagHolders(tagPath)).toHaveLength(2);
-    await t.close();
-    expect(await t.exited).toEqual({ code: null, signal: "SIGKILL" });
-    expect(tagHolders(tagPath)).toEqual([]);
-    expect(alive(t.relayPid)).toBe(false);
+    try {
+      await collect(t).wait("started");
+      expect(tagHolders(tagPath)).toHaveLength(2);
+      await t.close();
+      expect(await t.exited).toEqual({ code: null, signal: "SIGKILL" });
+      expect(tagHolders(tagPath)).toEqual([]);
+      expect(alive(t.relayPid)).toBe(false);
+    } finally {
+      killTagHolders(tagPath);
+    }
   });
 });

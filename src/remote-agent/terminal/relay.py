@@ -9,6 +9,7 @@
 #   3  control JSON lines in: first {"type":"launch",...}, then resize / signal
 #   4  status  JSON lines out: spawned | spawn-failed, resized, exit
 #   5  the exec's tag (only when the launch says so): given to the workload as fd 47, never kept
+# SIGTERM to the relay, EOF on control or an unwritable output/status all mean the same: hang up.
 # `--probe` checks that this interpreter can allocate and size a pty, prints one JSON line, exits.
 #
 # Data is copied one chunk at a time in each direction: nothing is read from the master while
@@ -23,6 +24,7 @@ import struct
 import sys
 import termios
 import time
+import traceback
 
 CHUNK = 65536
 IN, OUT, ERR, CTL, STATUS, TAG_SRC = 0, 1, 2, 3, 4, 5
@@ -354,16 +356,26 @@ class Relay:
         self.out_buf = self.out_buf[n:]
 
     def read_master(self):
-        """False once the terminal has no writer left (EIO on Linux, EOF elsewhere)."""
-        try:
-            chunk = os.read(self.master, CHUNK)
-        except OSError as e:
-            if e.errno in (errno.EAGAIN, errno.EINTR):
-                return True
-            return False
-        if not chunk:
-            return False
-        self.out_buf = chunk
+        """False once the terminal has no writer left (EIO on Linux, EOF elsewhere).
+
+        A pty hands out a few KiB per read: what is already there is gathered, up to one chunk."""
+        parts, size = [], 0
+        while size < CHUNK:
+            try:
+                chunk = os.read(self.master, CHUNK - size)
+            except OSError as e:
+                if e.errno in (errno.EAGAIN, errno.EINTR):
+                    break
+                if not parts:
+                    return False
+                break  # deliver what was read; the next read reports the end again
+            if not chunk:
+                if not parts:
+                    return False
+                break
+            parts.append(chunk)
+            size += len(chunk)
+        self.out_buf = b"".join(parts)
         return True
 
     def run(self, wake):
@@ -424,13 +436,16 @@ class Relay:
                 if self.read_master():
                     if idle_since is not None:
                         idle_since = time.monotonic()
+                    self.write_out()  # usually the reader is waiting: no need for another select
                 else:
                     # No writer is left on the terminal: everything it showed has been read.
                     os.close(self.master)
                     self.master = None
             if IN in r:
                 self.read_input()
-            if self.in_buf and self.master is not None and self.master in w:
+                if self.in_buf and self.master is not None:
+                    self.write_master()
+            elif self.in_buf and self.master is not None and self.master in w:
                 self.write_master()
         if self.ctl.gone or self.hangup_requested:
             self.hangup()
@@ -532,7 +547,15 @@ def main():
 
     signal.signal(signal.SIGTERM, on_term)
     relay.start()
-    relay.run(wake_r)
+    try:
+        relay.run(wake_r)
+    except BaseException:
+        # A fault here must not leave the workload half-alive either: report it, then hang up.
+        sys.stderr.write(traceback.format_exc())
+        sys.stderr.flush()
+        relay.hangup()
+        relay.report_exit()
+        os._exit(1)
 
 
 if __name__ == "__main__":
