@@ -2,15 +2,13 @@
 // method (python3 relay; util-linux script + our node child with python3 hidden from the probe):
 // start latency, the relay's memory and throughput. Bundles the driver with the relay texts the
 // way the agent build does. Prints a Markdown table; numbers are p50 where several samples.
-import { build } from "esbuild";
-import { createHash } from "node:crypto";
 import { once } from "node:events";
 import { mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { createRequire } from "node:module";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { terminalSources } from "../scripts/terminal-sources.mjs";
+import { bundleWithTerminal } from "../scripts/terminal-sources.mjs";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const N = 15;
@@ -18,17 +16,14 @@ const MB = 1024 * 1024;
 const TOTAL = 100 * MB;
 
 const tmp = mkdtempSync(join(tmpdir(), "paseo-terminal-bench-"));
-await build({
-  entryPoints: [join(ROOT, "src/remote-agent/terminal/index.ts")],
-  outfile: join(tmp, "terminal.cjs"),
-  bundle: true,
-  platform: "node",
-  target: "node18",
-  format: "cjs",
-  logLevel: "error",
-  define: terminalSources(ROOT),
-});
-const { probeTerminalSupport, spawnTerminal } = createRequire(import.meta.url)(join(tmp, "terminal.cjs"));
+// The driver plus the test scenarios (the 100 MiB echo is the same code the tests run).
+const bundle = join(tmp, "terminal.cjs");
+await bundleWithTerminal(
+  ROOT,
+  `export * from "./src/remote-agent/terminal/index.ts"; export { echoThrough } from "./test/terminal/scenarios.ts";`,
+  bundle,
+);
+const { probeTerminalSupport, spawnTerminal, echoThrough } = createRequire(import.meta.url)(bundle);
 
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -88,40 +83,9 @@ async function outputThroughput(support) {
 }
 
 async function echoThroughput(support) {
-  const t = await spawnTerminal(support, spec("/bin/sh", ["-c", "stty raw -echo && echo ready && exec cat"]));
-  let head = "";
-  let n = 0;
-  const sum = createHash("sha256");
-  let onAll;
-  const all = new Promise((r) => (onAll = r));
-  let onReady;
-  const ready = new Promise((r) => (onReady = r));
-  t.output.on("data", (d) => {
-    if (head !== null) {
-      head += d.toString("latin1");
-      const at = head.indexOf("ready\n");
-      if (at < 0) return;
-      d = Buffer.from(head.slice(at + 6), "latin1");
-      head = null;
-      onReady();
-    }
-    n += d.length;
-    sum.update(d);
-    if (n >= TOTAL) onAll();
-  });
-  await ready;
-  const chunk = Buffer.alloc(65536, 0x5a);
-  const sent = createHash("sha256");
-  const t0 = performance.now();
-  for (let i = 0; i < TOTAL / chunk.length; i++) {
-    sent.update(chunk);
-    if (!t.input.write(chunk)) await once(t.input, "drain");
-  }
-  await all;
-  const mbps = TOTAL / MB / ((performance.now() - t0) / 1000);
-  await t.close();
-  if (sum.digest("hex") !== sent.digest("hex")) throw new Error("echo differs");
-  return mbps;
+  const r = await echoThrough(support, TOTAL);
+  if (r.echoedSha !== r.sentSha) throw new Error("echo differs");
+  return TOTAL / MB / (r.ms / 1000);
 }
 
 /** Input written (with backpressure honoured) to a stopped workload for 5 s: what the relay side holds. */

@@ -1,11 +1,10 @@
 // Bundles the terminal harness (driver + scenarios) into one .cjs that any user can run with
 // node, embedding the relay texts the way the agent build does.
-import { build } from "esbuild";
 import { chmodSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { terminalSources } from "../../scripts/terminal-sources.mjs";
+import { bundleWithTerminal } from "../../scripts/terminal-sources.mjs";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
@@ -14,16 +13,6 @@ export async function bundleHarness(): Promise<string> {
   const dir = mkdtempSync(join(tmpdir(), "paseo-terminal-harness-"));
   chmodSync(dir, 0o755);
   const outfile = join(dir, "harness.cjs");
-  await build({
-    entryPoints: [join(ROOT, "test/terminal/harness.ts")],
-    outfile,
-    bundle: true,
-    platform: "node",
-    target: "node18",
-    format: "cjs",
-    logLevel: "error",
-    define: terminalSources(ROOT),
-  });
-  chmodSync(outfile, 0o644);
+  await bundleWithTerminal(ROOT, `import "./test/terminal/harness.ts";`, outfile);
   return outfile;
 }

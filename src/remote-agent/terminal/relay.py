@@ -472,14 +472,16 @@ class Relay:
             self.in_open = False  # a terminal has no end of input: stop reading, nothing else
 
     def write_master(self):
-        try:
-            n = os.write(self.master, self.in_buf)
-        except OSError as e:
-            if e.errno not in (errno.EAGAIN, errno.EINTR):
-                self.in_buf = b""
-                self.in_open = False
-            return
-        self.in_buf = self.in_buf[n:]
+        """Writes what the terminal takes now (a pty accepts a few KiB per write)."""
+        while self.in_buf:
+            try:
+                n = os.write(self.master, self.in_buf)
+            except OSError as e:
+                if e.errno not in (errno.EAGAIN, errno.EINTR):
+                    self.in_buf = b""
+                    self.in_open = False
+                return
+            self.in_buf = self.in_buf[n:]
 
     def hangup(self):
         """The controller is gone (or asked to stop): end the terminal and its session, bounded."""
