@@ -2,11 +2,11 @@
 // non-root login user: the controller (driver) SIGKILLed leaves no workload process behind, A21 as
 // an ordinary user, 100 MB through a terminal both ways with bounded memory, and backpressure
 // when nobody reads (output) or the workload does not read (input).
-import { spawn, execFileSync } from "node:child_process";
+import { spawn, execFileSync, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
 import { chownSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { probeTerminalSupport, spawnTerminal, type UsableTerminalSupport } from "../../src/remote-agent/terminal/index.js";
 import { rig } from "../rig/rig.js";
 import { bundleHarness } from "./bundle.js";
@@ -36,14 +36,29 @@ interface Harness {
 
 describe("terminal driver in a child process", () => {
   let harness: string;
+  const running = new Set<ChildProcess>();
   beforeAll(async () => {
     harness = await bundleHarness();
+  });
+  // A failed or timed-out test must not leave its harness (and so its terminal) running.
+  afterEach(() => {
+    for (const child of running) {
+      try {
+        process.kill(-child.pid!, "SIGKILL"); // its group: runuser and node
+      } catch {
+        // gone meanwhile
+      }
+    }
+    running.clear();
   });
 
   /** Runs the harness, as `runAs` (via runuser) when given; its agent dir and files are theirs. */
   function start(command: string, args: Record<string, unknown>, runAs?: string): Harness {
     const argv = [process.execPath, harness, command, JSON.stringify(args)];
-    const child = runAs ? spawn("runuser", ["-u", runAs, "--", ...argv]) : spawn(argv[0]!, argv.slice(1));
+    const [cmd, ...rest] = runAs ? ["runuser", "-u", runAs, "--", ...argv] : argv;
+    const child = spawn(cmd!, rest, { detached: true });
+    running.add(child);
+    child.on("exit", () => running.delete(child));
     let out = "";
     let err = "";
     child.stderr.on("data", (d: Buffer) => (err += d.toString("utf8")));

@@ -28,8 +28,10 @@
 //     input is taken one chunk at a time as the terminal accepts it. Bounded memory in python3
 //     mode. In script mode `script` itself (util-linux >= 2.35) queues input the workload does not
 //     read without bound: the daemon must limit what it writes to a terminal nobody reads.
-//   * resize(rows, cols): TIOCSWINSZ (script: `stty`), then true only if the terminal side reads
-//     back exactly that size; the kernel sends SIGWINCH to the foreground group. Answers arrive
+//   * resize(rows, cols): TIOCSWINSZ (script: `stty`, which sets rows and cols in two steps),
+//     then true only if the terminal side reads back exactly that size; the kernel sends SIGWINCH
+//     to the foreground group and the answer waits (≤ 800 ms) until no process of that group
+//     still has it pending, so input sent after the answer does not overtake it. Answers arrive
 //     in order. false for invalid sizes and once the workload has exited.
 //   * signal(name) goes to the workload's current process group (script: our child excluded).
 //   * exited: {code, null} or {null, "SIGTERM"} — the real wait status, never 128+n. It resolves
