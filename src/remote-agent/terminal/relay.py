@@ -24,7 +24,6 @@ import struct
 import sys
 import termios
 import time
-import traceback
 
 CHUNK = 65536
 IN, OUT, ERR, CTL, STATUS, TAG_SRC = 0, 1, 2, 3, 4, 5
@@ -553,6 +552,8 @@ def main():
         relay.run(wake_r)
     except BaseException:
         # A fault here must not leave the workload half-alive either: report it, then hang up.
+        import traceback  # only here: it costs start-up time
+
         sys.stderr.write(traceback.format_exc())
         sys.stderr.flush()
         relay.hangup()
