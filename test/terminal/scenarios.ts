@@ -14,7 +14,7 @@ import {
   type UsableTerminalSupport,
 } from "../../src/remote-agent/terminal/index.js";
 
-/** Scenario A21's size probe (scenarios.md), verbatim. */
+/** Scenario A21's size probe, verbatim. */
 export const SIZE_PROBE =
   "process.stdin.setEncoding('utf8');process.stdout.write(`${process.cwd()}|${process.stdout.isTTY}|${process.stdout.columns}x${process.stdout.rows}|λ`);process.stdin.once('data',data=>{process.stdout.write(`|${data.trim()}|${process.stdout.columns}x${process.stdout.rows}`);process.exit(6)})";
 
