@@ -6,7 +6,7 @@ import { spawn, execFileSync, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
 import { chownSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { probeTerminalSupport, spawnTerminal, type UsableTerminalSupport } from "../../src/remote-agent/terminal/index.js";
 import { rig } from "../rig/rig.js";
 import { bundleHarness } from "./bundle.js";
@@ -16,6 +16,7 @@ import {
   killTagHolders,
   patternChunk,
   peakRssKb,
+  removeScratch,
   scratch,
   scriptOnlyPath,
   sleep,
@@ -33,6 +34,8 @@ interface Harness {
   first: Promise<Record<string, unknown>>;
   exited: Promise<number | null>;
 }
+
+afterAll(removeScratch);
 
 describe("terminal driver in a child process", () => {
   let harness: string;

@@ -4,12 +4,14 @@
 import { execFileSync } from "node:child_process";
 import { chmodSync, existsSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { probeTerminalSupport } from "../../src/remote-agent/terminal/index.js";
 import { bundleHarness } from "./bundle.js";
-import { runA21, scratch, scriptOnlyPath } from "./scenarios.js";
+import { removeScratch, runA21, scratch, scriptOnlyPath } from "./scenarios.js";
 
 const PYTHON36 = "/root/.pyenv/versions/3.6.15/bin/python3.6";
+
+afterAll(removeScratch);
 
 describe("terminal support probe", () => {
   let harness: string;

@@ -2,7 +2,7 @@
 // node, as root or as the rig's non-root user): output collection, the A21 size probe, a held
 // terminal for controller-death tests, and a 100 MB echo with memory figures.
 import { createHash } from "node:crypto";
-import { chmodSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, realpathSync, symlinkSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, realpathSync, rmSync, symlinkSync } from "node:fs";
 import { once } from "node:events";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -20,8 +20,18 @@ export const SIZE_PROBE =
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** A fresh temp directory, by its real path. */
-export const scratch = (label: string) => realpathSync(mkdtempSync(join(tmpdir(), `paseo-terminal-${label}-`)));
+const scratchDirs: string[] = [];
+
+/** A fresh temp directory, by its real path; removed by removeScratch(). */
+export function scratch(label: string): string {
+  const dir = realpathSync(mkdtempSync(join(tmpdir(), `paseo-terminal-${label}-`)));
+  scratchDirs.push(dir);
+  return dir;
+}
+
+export function removeScratch(): void {
+  for (const dir of scratchDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+}
 
 /** A search path holding only util-linux script and stty: the probe cannot see python3. */
 export function scriptOnlyPath(): string {

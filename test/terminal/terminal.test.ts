@@ -5,9 +5,9 @@
 // descriptor, draining at exit and hang-up on close.
 import { closeSync, openSync, readFileSync, readdirSync, readlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { probeTerminalSupport, spawnTerminal, type UsableTerminalSupport } from "../../src/remote-agent/terminal/index.js";
-import { alive, collect, killTagHolders, runA21, scratch, scriptOnlyPath, sleep, spec, tagHolders } from "./scenarios.js";
+import { alive, collect, killTagHolders, removeScratch, runA21, scratch, scriptOnlyPath, sleep, spec, tagHolders } from "./scenarios.js";
 
 async function supportFor(method: "python3" | "script"): Promise<UsableTerminalSupport> {
   const s = await probeTerminalSupport(scratch("agent"), method === "script" ? { searchPath: scriptOnlyPath() } : {});
@@ -24,6 +24,8 @@ const stat = (pid: number) => {
     return null;
   }
 };
+
+afterAll(removeScratch);
 
 describe.each(["python3", "script"] as const)("terminal via %s", (method) => {
   let support: UsableTerminalSupport;
