@@ -6,7 +6,7 @@ import { spawn, type ChildProcess, type StdioOptions } from "node:child_process"
 import { constants } from "node:os";
 import type { Socket } from "node:net";
 import type { Readable, Writable } from "node:stream";
-import { RuntimeError, oneLine } from "../../errors.js";
+import { RuntimeError, oneLine } from "../../shared/errors.js";
 import type { UsableTerminalSupport } from "./probe.js";
 import { scriptArgs } from "./probe.js";
 

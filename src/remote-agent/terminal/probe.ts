@@ -6,7 +6,7 @@ import { accessSync, constants, existsSync, readFileSync, renameSync, statSync, 
 import { execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
-import { oneLine } from "../../errors.js";
+import { oneLine } from "../../shared/errors.js";
 import { installTerminalFiles, sourcesHash } from "./sources.js";
 
 export type TerminalSupport =
