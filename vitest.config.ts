@@ -10,6 +10,8 @@ export default defineConfig({
     globalSetup: ["test/rig/global-setup.ts"],
     testTimeout: 60_000,
     hookTimeout: 120_000,
+    // The rig's teardown stops the run's brokers and server and waits for their processes to end.
+    teardownTimeout: 60_000,
     reporters: ["default", "./test/support/summary-reporter.ts"],
   },
 });

@@ -3,7 +3,6 @@
 // it into a temporary ES module that plain node can import and run outside vitest.
 import { build } from "esbuild";
 import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
@@ -11,7 +10,10 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 
 /** Starts the rig; resolves to { info (RigInfo), stop() }. */
 export async function startRig() {
-  const dir = mkdtempSync(join(tmpdir(), "paseo-bench-rig-"));
+  // The benchmark measures OpenSSH: the rig must not fall back to its embedded server.
+  process.env.PASEO_TEST_SERVER = "openssh";
+  // Inside the repository, so the bundle's package imports (ssh2) resolve from node_modules.
+  const dir = mkdtempSync(join(ROOT, "node_modules", ".paseo-bench-rig-"));
   const outfile = join(dir, "global-setup.mjs");
   try {
     await build({

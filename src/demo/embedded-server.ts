@@ -1,14 +1,15 @@
 // A throw-away SSH server on 127.0.0.1 so `paseo-ssh-runtime demo` can show the real runtime
 // working without any host set up: the runtime connects to it exactly as to OpenSSH (verified
-// host key from a known_hosts file, public-key auth), and it runs exec requests as the current user.
+// host key from a known_hosts file, public-key auth), and it runs exec requests as the current user
+// (or, started by root, as a given login user). The test rig uses it where OpenSSH's sshd is absent.
 //
 // It is deliberately small: `session` channels with `exec` (plus `pty-req`, `window-change`,
 // `signal`); `env` requests are refused, shells and subsystems are refused. PTYs come from
 // util-linux `script`, so no native module is needed; without it PTY requests are refused.
-import ssh2, { type Connection, type Server, type ServerChannel, type Session } from "ssh2";
+import ssh2, { type Connection, type ParsedKey, type Server, type ServerChannel, type Session } from "ssh2";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { timingSafeEqual } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
 import { tmpdir, userInfo } from "node:os";
 import { dirname, join } from "node:path";
 import { RuntimeError } from "../shared/errors.js";
@@ -50,9 +51,23 @@ export function shortTempBase(): string {
   return base.length > 40 && existsSync("/tmp") ? "/tmp" : base;
 }
 
+/** Who exec requests run as. */
+export interface EmbeddedLogin {
+  user: string;
+  uid: number;
+  gid: number;
+  home: string;
+}
+
 export interface EmbeddedServerOptions {
   /** Serve pty-req (default: when util-linux `script` is installed; forcing true without it fails). */
   pty?: boolean;
+  /** Host private keys (OpenSSH or PEM text); default: one fresh ed25519 key. */
+  hostKeys?: string[];
+  /** Public keys (`type base64 [comment]`) accepted besides the server's own `identityFile`. */
+  authorizedKeys?: string[];
+  /** The only user that may log in, and whom commands run as (another user needs root); default: the current user. */
+  login?: EmbeddedLogin;
 }
 
 export async function startEmbeddedServer(opts: EmbeddedServerOptions = {}): Promise<EmbeddedServer> {
@@ -62,46 +77,64 @@ export async function startEmbeddedServer(opts: EmbeddedServerOptions = {}): Pro
   }
   const dir = mkdtempSync(join(shortTempBase(), "psd-"));
   try {
-    return await listen(dir, opts.pty ?? scriptFound);
+    return await listen(dir, opts.pty ?? scriptFound, opts);
   } catch (err) {
     rmSync(dir, { recursive: true, force: true });
     throw err;
   }
 }
 
-async function listen(dir: string, ptySupported: boolean): Promise<EmbeddedServer> {
-  const user = userInfo().username;
-  const hostKey = utils.generateKeyPairSync("ed25519");
+function currentLogin(): EmbeddedLogin {
+  const me = userInfo();
+  return { user: me.username, uid: me.uid, gid: me.gid, home: me.homedir };
+}
+
+function parsedKey(text: string): ParsedKey {
+  const key = utils.parseKey(text);
+  const first = Array.isArray(key) ? key[0] : key;
+  if (!first || first instanceof Error) throw new RuntimeError("input", `embedded server key: ${first?.message ?? "no key"}`);
+  return first;
+}
+
+async function listen(dir: string, ptySupported: boolean, opts: EmbeddedServerOptions): Promise<EmbeddedServer> {
+  const login = opts.login ?? currentLogin();
+  const user = login.user;
+  const hostKeys = opts.hostKeys ?? [utils.generateKeyPairSync("ed25519").private];
   const clientKey = utils.generateKeyPairSync("ed25519");
   const identityFile = join(dir, "id_ed25519");
   writeFileSync(identityFile, clientKey.private, { mode: 0o600 });
-  const allowed = utils.parseKey(clientKey.public);
-  if (allowed instanceof Error) throw new RuntimeError("remote", `embedded server key: ${allowed.message}`);
+  const allowed = [clientKey.public, ...(opts.authorizedKeys ?? [])].map(parsedKey);
+  // PTY commands publish their tty name into a file; a login user other than us needs a place
+  // of their own for it.
+  const ttyDir = join(dir, "tty");
+  mkdirSync(ttyDir, { mode: 0o700 });
+  if (login.uid !== process.getuid?.()) {
+    chownSync(ttyDir, login.uid, login.gid);
+    chmodSync(dir, 0o711);
+  }
 
   const children = new Set<ChildProcess>();
   const connections = new Set<Connection>();
 
-  const server = new SshServer({ hostKeys: [hostKey.private] }, (client) => {
+  const server = new SshServer({ hostKeys }, (client) => {
     connections.add(client);
     client.on("close", () => connections.delete(client));
     // A dropped demo client must not crash the demo; the runtime reports its own side.
     client.on("error", () => connections.delete(client));
     client.on("authentication", (ctx) => {
-      const keyMatches =
-        ctx.method === "publickey" &&
-        sameBytes(Buffer.from(ctx.username), Buffer.from(user)) &&
-        ctx.key.algo === allowed.type &&
-        sameBytes(ctx.key.data, allowed.getPublicSSH());
-      if (!keyMatches) return ctx.reject(["publickey"]);
+      if (ctx.method !== "publickey" || !sameBytes(Buffer.from(ctx.username), Buffer.from(user))) return ctx.reject(["publickey"]);
+      const offered = ctx.key;
+      const key = allowed.find((k) => offered.algo === k.type && sameBytes(offered.data, k.getPublicSSH()));
+      if (!key) return ctx.reject(["publickey"]);
       // Without a signature the client only asks whether the key would do; with one, prove it.
-      if (ctx.signature && allowed.verify(ctx.blob!, ctx.signature, ctx.hashAlgo) !== true) {
+      if (ctx.signature && key.verify(ctx.blob!, ctx.signature, ctx.hashAlgo) !== true) {
         return ctx.reject(["publickey"]);
       }
       ctx.accept();
     });
     client.on("ready", () => {
       client.on("session", (acceptSession) => {
-        serveSession(acceptSession(), { user, ptySupported, dir, children });
+        serveSession(acceptSession(), { login, ptySupported, ttyDir, children });
       });
     });
   });
@@ -115,7 +148,8 @@ async function listen(dir: string, ptySupported: boolean): Promise<EmbeddedServe
   });
 
   const knownHostsFile = join(dir, "known_hosts");
-  writeFileSync(knownHostsFile, `[127.0.0.1]:${port} ${publicKeyLine(hostKey.public)}\n`, { mode: 0o600 });
+  const publicLines = hostKeys.map((k) => `[127.0.0.1]:${port} ${publicKeyLine(parsedKey(k))}\n`);
+  writeFileSync(knownHostsFile, publicLines.join(""), { mode: 0o600 });
 
   let closing: Promise<void> | undefined;
   return {
@@ -131,9 +165,9 @@ async function listen(dir: string, ptySupported: boolean): Promise<EmbeddedServe
 }
 
 interface SessionContext {
-  user: string;
+  login: EmbeddedLogin;
   ptySupported: boolean;
-  dir: string;
+  ttyDir: string;
   children: Set<ChildProcess>;
 }
 
@@ -171,8 +205,8 @@ function serveSession(session: Session, ctx: SessionContext): void {
   session.on("exec", (accept, reject, info) => {
     if (child) return reject?.();
     const stream = accept();
-    if (pty) ttyFile = join(ctx.dir, `tty-${process.hrtime.bigint()}`);
-    child = runCommand(info.command, ctx.user, pty, ttyFile);
+    if (pty) ttyFile = join(ctx.ttyDir, `tty-${process.hrtime.bigint()}`);
+    child = runCommand(info.command, ctx.login, pty, ttyFile);
     ctx.children.add(child);
     if (pty && ttyFile) watchForTty(child, ttyFile, () => pty);
     wireChannel(stream, child, () => {
@@ -182,10 +216,11 @@ function serveSession(session: Session, ctx: SessionContext): void {
   });
 }
 
-/** Runs the command string through /bin/sh as the current user, in its own process group. */
-function runCommand(command: string, user: string, pty: PtyInfo | undefined, ttyFile: string | undefined): ChildProcess {
-  const env = loginLikeEnv(user, pty?.term);
-  const options = { cwd: env.HOME, env, detached: true, stdio: "pipe" as const };
+/** Runs the command string through /bin/sh as the login user, in its own process group. */
+function runCommand(command: string, login: EmbeddedLogin, pty: PtyInfo | undefined, ttyFile: string | undefined): ChildProcess {
+  const env = loginLikeEnv(login, pty?.term);
+  const asOther = login.uid !== process.getuid?.() ? { uid: login.uid, gid: login.gid } : {};
+  const options = { cwd: env.HOME, env, detached: true, stdio: "pipe" as const, ...asOther };
   if (!pty || !ttyFile) return spawn("/bin/sh", ["-c", command], options);
   // The size is set before the command starts; the tty name is published afterwards so a later
   // window-change can never be overwritten by the initial size.
@@ -214,8 +249,8 @@ function wireChannel(stream: ServerChannel, child: ChildProcess, done: () => voi
   });
 }
 
-function loginLikeEnv(user: string, term: string | undefined): Record<string, string> {
-  const home = userInfo().homedir;
+function loginLikeEnv(login: EmbeddedLogin, term: string | undefined): Record<string, string> {
+  const { user, home } = login;
   // node's own directory first, so the runtime finds the same node it would on a real host.
   const path = [...new Set([dirname(process.execPath), "/usr/local/bin", "/usr/bin", "/bin"])].join(":");
   return { HOME: home, USER: user, LOGNAME: user, PATH: path, SHELL: "/bin/sh", ...(term ? { TERM: term } : {}) };
@@ -282,8 +317,8 @@ function sameBytes(a: Buffer, b: Buffer): boolean {
 }
 
 /** `ssh-ed25519 AAAA…` without any comment, as known_hosts wants it. */
-function publicKeyLine(publicKey: string): string {
-  return publicKey.trim().split(/\s+/).slice(0, 2).join(" ");
+function publicKeyLine(key: ParsedKey): string {
+  return `${key.type} ${key.getPublicSSH().toString("base64")}`;
 }
 
 function shellQuote(value: string): string {

@@ -7,6 +7,7 @@ import { dirname } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { RuntimeOptions } from "../../src/transport/options.js";
 import { lifecycleRequest, runCli } from "../support/run-cli.js";
+import { needsOpenSsh } from "../rig/needs-openssh.js";
 import { rig, rigOptions, sshdLogOffset, sshdLogSince, uniqueTestRoot } from "../rig/rig.js";
 import { brokerStats, stopBroker, targetOf } from "../support/broker.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
@@ -32,7 +33,8 @@ function agentRoundTrip(raw: Record<string, unknown>, env?: NodeJS.ProcessEnv) {
 }
 
 describe("broker across runtime processes", () => {
-  it("a second runtime process performs no SSH handshake", async () => {
+  it("a second runtime process performs no SSH handshake", async (ctx) => {
+    needsOpenSsh(ctx, "counts logins in sshd's log");
     const { raw, parsed } = fresh();
     const offset = sshdLogOffset();
     const first = await agentRoundTrip(raw);
@@ -49,7 +51,8 @@ describe("broker across runtime processes", () => {
     expect((await brokerStats(parsed))?.handshakes).toBe(1);
   });
 
-  it("five processes starting at once share one broker and one login", async () => {
+  it("five processes starting at once share one broker and one login", async (ctx) => {
+    needsOpenSsh(ctx, "counts logins in sshd's log");
     const { raw, parsed } = fresh();
     const offset = sshdLogOffset();
     const results = await Promise.all(Array.from({ length: 5 }, () => agentRoundTrip(raw)));
@@ -58,7 +61,8 @@ describe("broker across runtime processes", () => {
     expect((await brokerStats(parsed))?.handshakes).toBe(1);
   });
 
-  it("with PASEO_SSH_NO_BROKER=1 every process logs in itself", async () => {
+  it("with PASEO_SSH_NO_BROKER=1 every process logs in itself", async (ctx) => {
+    needsOpenSsh(ctx, "counts logins in sshd's log");
     const { raw } = fresh();
     const offset = sshdLogOffset();
     const env = { ...process.env, PASEO_SSH_NO_BROKER: "1" };

@@ -6,7 +6,9 @@ import ssh2, { type Client as SshClient, type ClientChannel, type PseudoTtyOptio
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { execFile, spawnSync } from "node:child_process";
 import { promisify } from "node:util";
+import { userInfo } from "node:os";
 import { startEmbeddedServer, type EmbeddedServer } from "../../src/demo/embedded-server.js";
+import { rig } from "../rig/rig.js";
 
 const { Client, utils } = ssh2;
 const execFileAsync = promisify(execFile);
@@ -185,6 +187,50 @@ describe("embedded SSH server", () => {
       try {
         await expect(run(client, "true", { pty: { rows: 24, cols: 80 } })).rejects.toThrow(/pseudo-terminal/i);
         expect((await run(client, "printf plain")).stdout.toString()).toBe("plain");
+      } finally {
+        client.end();
+      }
+    } finally {
+      await own.close();
+    }
+  });
+
+  it("serves given host keys to given authorized keys, running commands (and PTYs) as the given login user", async () => {
+    const hostKey = utils.generateKeyPairSync("ecdsa", { bits: 256 });
+    const clientKey = utils.generateKeyPairSync("ed25519");
+    // As root, the rig's non-root login user (the test rig as root runs it this way); else ourselves.
+    const r = rig();
+    const name = process.getuid?.() === 0 && !r.external ? r.user : userInfo().username;
+    const [, , uid, gid, , home] = readFileSync("/etc/passwd", "utf8")
+      .split("\n")
+      .find((l) => l.startsWith(`${name}:`))!
+      .split(":");
+    const own = await startEmbeddedServer({
+      hostKeys: [hostKey.private],
+      authorizedKeys: [clientKey.public],
+      login: { user: name, uid: Number(uid), gid: Number(gid), home: home! },
+    });
+    try {
+      const [, algo, b64] = readFileSync(own.knownHostsFile, "utf8").trim().split(" ");
+      expect(`${algo} ${b64}`).toBe(hostKey.public.trim().split(" ").slice(0, 2).join(" "));
+      const client = await new Promise<SshClient>((resolve, reject) => {
+        const c = new Client();
+        c.once("ready", () => resolve(c)).once("error", reject);
+        c.connect({
+          host: own.host,
+          port: own.port,
+          username: name,
+          privateKey: clientKey.private,
+          hostVerifier: (key: Buffer) => key.equals(Buffer.from(b64!, "base64")),
+        });
+      });
+      try {
+        const ids = await run(client, 'id -u; id -g; echo "$HOME"; pwd');
+        expect(ids.stdout.toString()).toBe(`${uid}\n${gid}\n${home}\n${home}\n`);
+        if (own.ptySupported) {
+          const tty = await run(client, "stty size; id -u", { pty: { rows: 33, cols: 77 } });
+          expect(tty.stdout.toString()).toBe(`33 77\r\n${uid}\r\n`);
+        }
       } finally {
         client.end();
       }

@@ -1,50 +1,41 @@
-// vitest globalSetup: starts a real OpenSSH sshd on 127.0.0.1 (fresh host keys, client keys,
-// config and known_hosts in a temp dir) so transport and end-to-end tests run against the real
-// thing. As root it logs in as dedicated non-root users (`paseotest`, and `paseonoisy` whose rc
-// files print noise); otherwise sshd runs as the current user, who logs in as themselves.
+// vitest globalSetup: starts the SSH server the suites run against on 127.0.0.1, with fresh host
+// keys, client keys and known_hosts in a temp dir (keys.ts): OpenSSH's sshd when it is installed,
+// otherwise the embedded ssh2 server `npm run demo` uses (server-choice.ts says which and why). As
+// root it logs in as dedicated non-root users (`paseotest`, and for sshd `paseonoisy` whose rc
+// files print noise); otherwise the server runs as the current user, who logs in as themselves.
 // PASEO_TEST_SSH_HOST (+ _PORT, _USER, _IDENTITY, _KNOWN_HOSTS) targets an external host instead.
 // The description reaches test workers as JSON in PASEO_TEST_RIG (see rig.ts).
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import {
-  chmodSync,
-  copyFileSync,
-  existsSync,
-  mkdtempSync,
-  openSync,
-  readFileSync,
-  readdirSync,
-  rmSync,
-  writeFileSync,
-  mkdirSync,
-} from "node:fs";
-import { createServer, connect } from "node:net";
+//
+// The run leaves nothing behind: it gets a private TMPDIR, so every broker it starts lives in a
+// directory of its own, and every process it starts is recognisable (run-processes.ts). Teardown
+// asks those brokers to shut down, stops the server, and fails the run (exit code 1) if any
+// process of the run is still there after a short grace period (it is killed and named).
+import { execFileSync, spawn } from "node:child_process";
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
 import { tmpdir, userInfo } from "node:os";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
+import { startEmbeddedServer } from "../../src/demo/embedded-server.js";
+import { stopPrivateBrokers } from "../../src/demo/brokers.js";
+import { ENCRYPTED_KEY_PASSPHRASE, writeKnownHosts, writeRigKeys } from "./keys.js";
+import { openSshOnly } from "./needs-openssh.js";
 import type { RigInfo } from "./rig.js";
+import { RUN_MARK_VARIABLE, WATCHDOG, pin, reapRun, runProcesses, signal, type RunIdentity } from "./run-processes.js";
+import { chooseServer } from "./server-choice.js";
 import {
   NOISY_USER,
   TEST_USER,
+  applyUserSteps,
   createUserSteps,
   noisyRcSteps,
   prepareUserSteps,
-  sshdConfigText,
   type UserSetupStep,
 } from "./sshd-config.js";
+import { startSshd } from "./sshd.js";
 
-const SSHD = "/usr/sbin/sshd";
-export const ENCRYPTED_KEY_PASSPHRASE = "rig-passphrase";
-
-// Stops sshd if this vitest process dies without running teardown (SIGKILL, a timeout), so no
-// orphaned sshd outlives a run. Exits by itself once sshd is gone.
-const WATCHDOG = `
-const [parent, child] = process.argv.slice(1).map(Number);
-const alive = (pid) => { try { process.kill(pid, 0); return true; } catch (e) { return e.code === "EPERM"; } };
-setInterval(() => {
-  if (!alive(child)) process.exit(0);
-  if (!alive(parent)) { try { process.kill(child, "SIGTERM"); } catch {} process.exit(0); }
-}, 500);
-`;
+/** How long the run's processes get to end by themselves once brokers and server are stopped. */
+const GRACE_MS = 5_000;
 
 const sh = (cmd: string, args: string[]) => execFileSync(cmd, args, { stdio: ["ignore", "pipe", "pipe"], timeout: 30_000 }).toString();
 
@@ -59,35 +50,21 @@ function freePort(): Promise<number> {
   });
 }
 
-function canConnect(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = connect({ host: "127.0.0.1", port });
-    s.once("connect", () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once("error", () => resolve(false));
-  });
-}
-
-function homeOf(user: string): string {
+/** The passwd entry's uid, gid and home. */
+function account(user: string): { uid: number; gid: number; home: string } {
   const line = readFileSync("/etc/passwd", "utf8")
     .split("\n")
     .find((l) => l.startsWith(`${user}:`));
   if (!line) throw new Error(`no passwd entry for ${user}`);
-  return line.split(":")[5]!;
+  const fields = line.split(":");
+  return { uid: Number(fields[2]), gid: Number(fields[3]), home: fields[5]! };
 }
 
-function applySteps(steps: UserSetupStep[]): void {
-  for (const step of steps) {
-    if ("run" in step) {
-      sh(step.run[0]!, step.run.slice(1));
-    } else {
-      writeFileSync(step.write, step.content);
-      sh("chown", [`${step.owner}:`, step.write]);
-    }
-  }
+function homeOf(user: string): string {
+  return account(user).home;
 }
+
+const applySteps = (steps: UserSetupStep[]) => applyUserSteps(steps, (cmd, args) => void sh(cmd, args));
 
 /** Creates (if missing) a login-capable, non-root user with a usable home. */
 function ensureUser(user: string): string {
@@ -101,19 +78,17 @@ function ensureUser(user: string): string {
   return home;
 }
 
-function keygen(path: string, type: string, passphrase = ""): string {
-  sh("ssh-keygen", ["-q", "-t", type, "-N", passphrase, "-C", "paseo-rig", "-f", path]);
-  return readFileSync(`${path}.pub`, "utf8").trim();
-}
+type RigFacts = Omit<RigInfo, "tmpDir" | "runId">;
 
-function externalRig(): RigInfo {
+function externalRig(tmpDir: string): RigFacts {
   const env = process.env;
-  const tmpDir = mkdtempSync(join(tmpdir(), "paseo-rig-ext-"));
   const knownHostsFile = env.PASEO_TEST_SSH_KNOWN_HOSTS ?? join(userInfo().homedir, ".ssh", "known_hosts");
   const hashed = join(tmpDir, "known_hosts.hashed");
   copyFileSync(knownHostsFile, hashed);
   sh("ssh-keygen", ["-H", "-f", hashed]);
   return {
+    server: "external",
+    serverBecause: `PASEO_TEST_SSH_HOST=${env.PASEO_TEST_SSH_HOST}`,
     external: true,
     host: env.PASEO_TEST_SSH_HOST!,
     port: Number(env.PASEO_TEST_SSH_PORT ?? 22),
@@ -125,26 +100,27 @@ function externalRig(): RigInfo {
     hashedKnownHostsFile: hashed,
     hostPublicKeys: [],
     sshdLog: null,
-    tmpDir,
     remoteHome: null,
     noisyUser: null,
     noisyUserSkipReason: "external host: no rc-noise user",
     ptySkipReason: null,
-    runId: randomBytes(4).toString("hex"),
   };
 }
 
-export default async function setup(): Promise<() => Promise<void>> {
-  if (process.env.PASEO_TEST_SSH_HOST) {
-    const info = externalRig();
-    process.env.PASEO_TEST_RIG = JSON.stringify(info);
-    return async () => rmSync(info.tmpDir, { recursive: true, force: true });
-  }
-  if (!existsSync(SSHD)) throw new Error(`${SSHD} is missing: install openssh-server (or set PASEO_TEST_SSH_HOST)`);
+interface LocalServer {
+  facts: RigFacts;
+  /** Login users' homes: the run's remote roots are removed from them at the end. */
+  homes: string[];
+  /** sshd's pid (the embedded server lives in this process). */
+  pid: number | null;
+  stop(): Promise<void>;
+}
+
+async function localRig(tmpDir: string): Promise<LocalServer> {
+  const choice = chooseServer(process.env.PASEO_TEST_SERVER);
   const isRoot = process.getuid?.() === 0;
-  const tmpDir = mkdtempSync(join(tmpdir(), "paseo-rig-"));
-  // sshd reads AuthorizedKeysFile as the target user, so the directory must be traversable.
-  chmodSync(tmpDir, 0o755);
+  const openssh = choice.server === "openssh";
+  const keys = writeRigKeys(tmpDir);
 
   let user = userInfo().username;
   let remoteHome = userInfo().homedir;
@@ -153,101 +129,148 @@ export default async function setup(): Promise<() => Promise<void>> {
   if (isRoot) {
     remoteHome = ensureUser(TEST_USER);
     user = TEST_USER;
-    applySteps(noisyRcSteps(NOISY_USER, ensureUser(NOISY_USER)));
-    noisyUser = NOISY_USER;
-    noisyUserSkipReason = null;
-    mkdirSync("/run/sshd", { recursive: true, mode: 0o755 });
-  }
-
-  const hostPublicKeys = [keygen(join(tmpDir, "ssh_host_ed25519_key"), "ed25519"), keygen(join(tmpDir, "ssh_host_ecdsa_key"), "ecdsa")];
-  const identityFile = join(tmpDir, "id_ed25519");
-  const encryptedIdentityFile = join(tmpDir, "id_encrypted");
-  const authorized = [keygen(identityFile, "ed25519"), keygen(encryptedIdentityFile, "ed25519", ENCRYPTED_KEY_PASSPHRASE)];
-  writeFileSync(join(tmpDir, "authorized_keys"), authorized.join("\n") + "\n", { mode: 0o644 });
-
-  const port = await freePort();
-  const name = `[127.0.0.1]:${port}`;
-  const knownHostsFile = join(tmpDir, "known_hosts");
-  writeFileSync(knownHostsFile, hostPublicKeys.map((k) => `${name} ${k.split(" ").slice(0, 2).join(" ")}`).join("\n") + "\n");
-  const hashedKnownHostsFile = join(tmpDir, "known_hosts.hashed");
-  copyFileSync(knownHostsFile, hashedKnownHostsFile);
-  sh("ssh-keygen", ["-q", "-H", "-f", hashedKnownHostsFile]);
-  rmSync(`${hashedKnownHostsFile}.old`, { force: true });
-
-  const users = noisyUser ? [user, noisyUser] : [user];
-  const configFile = join(tmpDir, "sshd_config");
-  // OpenSSH >= 9.8 penalises sources whose connections fail pre-auth (our host-key tests do
-  // that on purpose); older versions reject the keyword, so keep it only if sshd accepts it.
-  const config = (perSourcePenaltiesOff: boolean) =>
-    sshdConfigText({
-      port,
-      listenAddress: "127.0.0.1",
-      hostKeys: [join(tmpDir, "ssh_host_ed25519_key"), join(tmpDir, "ssh_host_ecdsa_key")],
-      pidFile: join(tmpDir, "sshd.pid"),
-      authorizedKeysFile: join(tmpDir, "authorized_keys"),
-      allowUsers: users,
-      perSourcePenaltiesOff,
-    });
-  writeFileSync(configFile, config(true));
-  try {
-    sh(SSHD, ["-t", "-f", configFile]);
-  } catch {
-    writeFileSync(configFile, config(false));
-    sh(SSHD, ["-t", "-f", configFile]);
-  }
-
-  const sshdLog = join(tmpDir, "sshd.log");
-  writeFileSync(sshdLog, "");
-  chmodSync(sshdLog, 0o644);
-  const errFd = openSync(join(tmpDir, "sshd.stderr"), "a");
-  const sshd: ChildProcess = spawn(SSHD, ["-D", "-f", configFile, "-E", sshdLog], { stdio: ["ignore", errFd, errFd] });
-  spawn(process.execPath, ["-e", WATCHDOG, String(process.pid), String(sshd.pid)], { stdio: "ignore", detached: true }).unref();
-  const deadline = Date.now() + 10_000;
-  while (!(await canConnect(port))) {
-    if (sshd.exitCode !== null || Date.now() > deadline) {
-      sshd.kill("SIGKILL");
-      throw new Error(
-        `sshd did not start on port ${port}: ${readFileSync(sshdLog, "utf8")}${readFileSync(join(tmpDir, "sshd.stderr"), "utf8")}`,
-      );
+    if (openssh) {
+      applySteps(noisyRcSteps(NOISY_USER, ensureUser(NOISY_USER)));
+      noisyUser = NOISY_USER;
+      noisyUserSkipReason = null;
+      mkdirSync("/run/sshd", { recursive: true, mode: 0o755 });
     }
-    await new Promise((r) => setTimeout(r, 50));
   }
+  if (!openssh) noisyUserSkipReason = openSshOnly("a second login user whose login shell runs noisy rc files");
 
-  const info: RigInfo = {
-    external: false,
-    host: "127.0.0.1",
-    port,
-    user,
-    identityFile,
-    encryptedIdentityFile,
-    encryptedPassphrase: ENCRYPTED_KEY_PASSPHRASE,
-    knownHostsFile,
-    hashedKnownHostsFile,
-    hostPublicKeys,
-    sshdLog,
-    tmpDir,
-    remoteHome,
-    noisyUser,
-    noisyUserSkipReason,
-    ptySkipReason: isRoot ? null : "sshd not started as root cannot allocate pseudo-terminals",
-    runId: randomBytes(4).toString("hex"),
+  let port: number;
+  let server: { stop(): Promise<void>; pid: number | null; log: string | null; ptySkipReason: string | null };
+  if (openssh) {
+    port = await freePort();
+    const sshd = await startSshd(tmpDir, port, noisyUser ? [user, noisyUser] : [user]);
+    const ptySkipReason = isRoot ? null : "sshd not started as root cannot allocate pseudo-terminals";
+    server = { stop: () => sshd.stop(), pid: sshd.pid, log: sshd.log, ptySkipReason };
+  } else {
+    // Same credentials as sshd gets; it serves its commands as the login user, through /bin/sh.
+    const embedded = await startEmbeddedServer({
+      hostKeys: keys.hostKeyFiles.map((f) => readFileSync(f, "utf8")),
+      authorizedKeys: keys.authorizedKeys,
+      login: { user, ...account(user) },
+    });
+    port = embedded.port;
+    const ptySkipReason = embedded.ptySupported ? null : openSshOnly("PTYs (the embedded server needs util-linux script for them)");
+    server = { stop: () => embedded.close(), pid: null, log: null, ptySkipReason };
+  }
+  const { knownHostsFile, hashedKnownHostsFile } = writeKnownHosts(tmpDir, port, keys.hostPublicKeys);
+  return {
+    facts: {
+      server: choice.server,
+      serverBecause: choice.because,
+      external: false,
+      host: "127.0.0.1",
+      port,
+      user,
+      identityFile: keys.identityFile,
+      encryptedIdentityFile: keys.encryptedIdentityFile,
+      encryptedPassphrase: ENCRYPTED_KEY_PASSPHRASE,
+      knownHostsFile,
+      hashedKnownHostsFile,
+      hostPublicKeys: keys.hostPublicKeys,
+      sshdLog: server.log,
+      remoteHome,
+      noisyUser,
+      noisyUserSkipReason,
+      ptySkipReason: server.ptySkipReason,
+    },
+    homes: noisyUser ? [remoteHome, homeOf(noisyUser)] : [remoteHome],
+    pid: server.pid,
+    stop: () => server.stop(),
   };
+}
+
+export default async function setup(): Promise<() => Promise<void>> {
+  const runId = randomBytes(4).toString("hex");
+  const tmpDir = mkdtempSync(join(tmpdir(), "paseo-rig-"));
+  // sshd reads AuthorizedKeysFile as the target user, so the directory must be traversable.
+  chmodSync(tmpDir, 0o755);
+  // The run's TMPDIR, like /tmp but the run's own: brokers go to <TMPDIR>/paseo-ssh-<uid> when
+  // XDG_RUNTIME_DIR is unset (src/broker/paths.ts), and test scratch files end with the run.
+  const runTmp = join(tmpDir, "tmp");
+  mkdirSync(runTmp);
+  chmodSync(runTmp, 0o1777);
+  const savedEnv = { TMPDIR: process.env.TMPDIR, XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR };
+  process.env.TMPDIR = runTmp;
+  delete process.env.XDG_RUNTIME_DIR;
+  const unmarkedEnv = { ...process.env };
+  // Everything started from here on (the server, test workers, runtime processes) inherits it.
+  process.env[RUN_MARK_VARIABLE] = runId;
+
+  let local: LocalServer | null = null;
+  let facts: RigFacts;
+  try {
+    if (process.env.PASEO_TEST_SSH_HOST) {
+      facts = externalRig(tmpDir);
+    } else {
+      local = await localRig(tmpDir);
+      facts = local.facts;
+    }
+  } catch (err) {
+    rmSync(tmpDir, { recursive: true, force: true });
+    throw err;
+  }
+  const info: RigInfo = { ...facts, tmpDir, runId };
   process.env.PASEO_TEST_RIG = JSON.stringify(info);
+  const serverPid = local?.pid ?? null;
+  const watchdogArgs = [String(process.pid), runId, ...(serverPid ? [String(serverPid)] : [])];
+  const watchdog = spawn(process.execPath, ["-e", WATCHDOG, ...watchdogArgs], { stdio: "ignore", detached: true, env: unmarkedEnv });
+  watchdog.unref();
+
+  const identity: RunIdentity = {
+    runId,
+    // ~/.paseo-ssh-test-<id>… (rig.ts) and /tmp/paseo-ws-suite-<id>-… (test/support/workspace.ts).
+    rootMarks: [`/.paseo-ssh-test-${runId}`, `/paseo-ws-suite-${runId}-`],
+    // vitest's own workers carry the mark too; they are not the run's to stop.
+    exclude: (p) => p.ppid === process.pid && /[\\/]vitest[\\/]/.test(p.command),
+    pids: serverPid ? [serverPid] : [],
+    pinned: new Set(),
+  };
 
   return async () => {
-    if (sshd.exitCode === null) {
-      const exited = new Promise((r) => sshd.once("exit", r));
-      sshd.kill("SIGTERM");
-      await Promise.race([exited, new Promise((r) => setTimeout(r, 3000))]);
-      if (sshd.exitCode === null) sshd.kill("SIGKILL");
+    const problems: string[] = [];
+    try {
+      await stopPrivateBrokers(runTmp);
+    } catch (err) {
+      problems.push((err as Error).message);
     }
-    if (process.env.PASEO_TEST_KEEP_RIG) return;
-    rmSync(tmpDir, { recursive: true, force: true });
-    // This run's remote roots (the run id keeps concurrent runs on one machine apart).
-    for (const home of isRoot ? [remoteHome, homeOf(NOISY_USER)] : [remoteHome]) {
-      for (const name of readdirSync(home)) {
-        if (name.startsWith(`.paseo-ssh-test-${info.runId}`)) rmSync(join(home, name), { recursive: true, force: true });
+    // A broker whose socket a test replaced exits only once idle; it need not wait that long.
+    signal(
+      runProcesses(identity)
+        .filter((p) => p.command === "paseo-ssh-broker")
+        .map((p) => p.pid),
+      "SIGTERM",
+    );
+    // sshd's sessions outlive it until their connections close; they stay the run's.
+    pin(identity);
+    await local?.stop();
+    // Server sessions and remote agents end with their connections; anything else is a leak.
+    problems.push(...(await reapRun(identity, GRACE_MS)));
+    watchdog.kill();
+    delete process.env[RUN_MARK_VARIABLE];
+    for (const [name, value] of Object.entries(savedEnv)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+    if (!process.env.PASEO_TEST_KEEP_RIG) {
+      rmSync(tmpDir, { recursive: true, force: true });
+      // This run's remote roots (the run id keeps concurrent runs on one machine apart).
+      const roots = local
+        ? [
+            ...local.homes.map((home) => ({ dir: home, prefix: `.paseo-ssh-test-${runId}` })),
+            { dir: "/tmp", prefix: `paseo-ws-suite-${runId}-` },
+          ]
+        : [];
+      for (const { dir, prefix } of roots) {
+        for (const name of readdirSync(dir)) if (name.startsWith(prefix)) rmSync(join(dir, name), { recursive: true, force: true });
       }
+    }
+    if (problems.length > 0) {
+      process.stderr.write(`\nrig teardown: ${problems.join("\n  ")}\n`);
+      process.exitCode = 1;
     }
   };
 }

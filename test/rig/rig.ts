@@ -1,9 +1,13 @@
-// What tests use of the sshd rig started by global-setup.ts: connection facts, runtime options
+// What tests use of the SSH rig started by global-setup.ts: connection facts, runtime options
 // for the CLI or openHost, and a reader for the sshd log since a remembered offset.
 import { randomBytes } from "node:crypto";
 import { readFileSync, statSync } from "node:fs";
 
 export interface RigInfo {
+  /** OpenSSH's sshd, the embedded ssh2 server (no sshd here), or a host we did not start. */
+  server: "openssh" | "embedded" | "external";
+  /** Why that server, e.g. "no /usr/sbin/sshd" or "PASEO_TEST_SERVER=embedded". */
+  serverBecause: string;
   /** True when PASEO_TEST_SSH_HOST points the tests at a host we did not start. */
   external: boolean;
   host: string;
@@ -18,7 +22,7 @@ export interface RigInfo {
   hashedKnownHostsFile: string;
   /** Host public keys, `type base64 comment` lines. */
   hostPublicKeys: string[];
-  /** sshd's -E log (LogLevel VERBOSE), null on an external host. */
+  /** sshd's -E log (LogLevel VERBOSE), null on an external host or the embedded server. */
   sshdLog: string | null;
   tmpDir: string;
   /** Home directory of `user` on the host (null if unknown). */

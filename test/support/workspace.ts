@@ -51,11 +51,11 @@ export function absoluteRoot(root: string): string {
 }
 
 /**
- * A fresh absolute root in /tmp for one suite: outside `~/.paseo-ssh-test*`, which every vitest
- * start wipes (a concurrent run by someone else would otherwise delete it mid-suite).
+ * A fresh absolute root in /tmp for one suite, outside the home directory. The run id in its name
+ * lets the rig recognise the run's remote processes there (test/rig/run-processes.ts).
  */
 export function suiteRoot(label: string): string {
-  return `/tmp/paseo-ws-suite-${label}-${randomBytes(4).toString("hex")}`;
+  return `/tmp/paseo-ws-suite-${rig().runId}-${label}-${randomBytes(4).toString("hex")}`;
 }
 
 /** Drives the built CLI (dist/cli.js) exactly as Paseo does, against the real sshd rig. */
