@@ -8,11 +8,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { waitFor } from "./rig.js";
-import { RUN_MARK_VARIABLE, pin, reapRun, runProcesses, type RunIdentity } from "./run-processes.js";
+import { RUN_MARK_VARIABLE, pin, reapRun, runProcesses, signal, type RunIdentity } from "./run-processes.js";
 
 const started: ChildProcess[] = [];
 afterEach(() => {
-  for (const child of started.splice(0)) child.kill("SIGKILL");
+  // Each child leads its own process group: the group goes, grandchildren included.
+  for (const child of started.splice(0)) signal([-child.pid!], "SIGKILL");
 });
 
 function identity(): RunIdentity {
@@ -21,7 +22,12 @@ function identity(): RunIdentity {
 }
 
 function start(argv: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): number {
-  const child = spawn(argv[0]!, argv.slice(1), { stdio: "ignore", env: opts.env ?? { PATH: "/usr/bin:/bin" }, cwd: opts.cwd });
+  const child = spawn(argv[0]!, argv.slice(1), {
+    stdio: "ignore",
+    env: opts.env ?? { PATH: "/usr/bin:/bin" },
+    cwd: opts.cwd,
+    detached: true,
+  });
   started.push(child);
   return child.pid!;
 }
