@@ -5,7 +5,8 @@
 // the rig names its sshd by pid (sshd writes its process title over its environment). Their
 // descendants count too. Other runs on the machine carry other ids.
 // Linux only (/proc); elsewhere the scan finds nothing and only what the rig knows by pid is stopped.
-import { existsSync, readFileSync, readdirSync, readlinkSync } from "node:fs";
+import { existsSync, readFileSync, readlinkSync } from "node:fs";
+import { listPids, readArgv, readProcStat } from "../../src/shared/proc-stat.js";
 
 export const RUN_MARK_VARIABLE = "PASEO_TEST_RUN";
 
@@ -17,7 +18,7 @@ export interface RunProcess {
   command: string;
   cwd: string | null;
   /** Start time (clock ticks since boot): with the pid, names one process even if pids are reused. */
-  started: number;
+  started: string;
 }
 
 export interface RunIdentity {
@@ -48,21 +49,18 @@ function readOr<T>(read: () => T, fallback: T): T {
 }
 
 function processInfo(pid: number): RunProcess | null {
-  const stat = readOr(() => readFileSync(`/proc/${pid}/stat`, "utf8"), "");
-  // `pid (comm) state ppid …`: comm may contain spaces and parentheses, so split after the last ")".
-  const afterComm = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const stat = readProcStat(pid);
   // Zombies have exited; their parent just has not reaped them yet.
-  if (!stat || afterComm[0] === "Z") return null;
+  if (!stat || stat.state === "Z" || stat.state === "X") return null;
   const uidLine = readOr(() => readFileSync(`/proc/${pid}/status`, "utf8"), "").match(/^Uid:\s+(\d+)/m);
   return {
     pid,
-    ppid: Number(afterComm[1]),
+    ppid: stat.ppid,
     uid: uidLine ? Number(uidLine[1]) : -1,
-    command: readOr(() => readFileSync(`/proc/${pid}/cmdline`, "utf8"), "")
-      .replace(/\0+$/, "")
-      .replace(/\0/g, " "),
+    // A process title pads its command line with NULs.
+    command: readArgv(pid).join(" ").trim(),
     cwd: readOr(() => readlinkSync(`/proc/${pid}/cwd`), null),
-    started: Number(afterComm[19]),
+    started: stat.startTime,
   };
 }
 
@@ -71,12 +69,12 @@ function carriesMark(pid: number, runId: string): boolean {
   return environ.split("\0").includes(`${RUN_MARK_VARIABLE}=${runId}`);
 }
 
-/** Every live process of this run (not vitest's own), parents before children where known. */
+/** Every live process of this run (not vitest's own). */
 export function runProcesses(id: RunIdentity): RunProcess[] {
   if (!existsSync("/proc/self/stat")) return [];
-  const all = readdirSync("/proc")
-    .filter((name) => /^\d+$/.test(name) && Number(name) !== process.pid)
-    .map((name) => processInfo(Number(name)))
+  const all = listPids()
+    .filter((pid) => pid !== process.pid)
+    .map(processInfo)
     .filter((p): p is RunProcess => p !== null);
   const ours = new Set(
     all

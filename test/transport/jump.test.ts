@@ -7,7 +7,7 @@ import { copyFileSync, existsSync, mkdirSync, rmSync, rmdirSync, readdirSync, re
 import { connect } from "node:net";
 import { userInfo } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { spawnOp, runWorkload, type RuntimeCommand } from "../../src/demo/driver.js";
 import { RuntimeError } from "../../src/shared/errors.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
@@ -15,6 +15,7 @@ import { connectSsh } from "../../src/transport/ssh-connection.js";
 import { connectSshHost } from "../../src/transport/ssh-host.js";
 import { newExecId } from "../support/exec.js";
 import { seedRepo, type FixtureRepo } from "../fixtures/repo.js";
+import { needsOpenSsh } from "../rig/needs-openssh.js";
 import { rig, waitFor } from "../rig/rig.js";
 import { jumpRigSkipReason, startJumpRig, type JumpRig, type Sshd } from "../support/jump-rig.js";
 import { CLI_PATH, runCli } from "../support/run-cli.js";
@@ -183,7 +184,12 @@ async function facts(host: string): Promise<string> {
   }
 }
 
-describe.skipIf(skip !== null)("ProxyJump and ProxyCommand against real sshd instances", () => {
+describe("ProxyJump and ProxyCommand against real sshd instances", () => {
+  beforeEach((ctx) => {
+    needsOpenSsh(ctx, "sshd instances in network namespaces, logging in as the rig's two users");
+    if (skip) ctx.skip(skip);
+  });
+
   it("the middle and the target refuse direct connections; the bastion is reachable", async () => {
     expect(await reachableDirectly(jr.bastion)).toBe(true);
     expect(await reachableDirectly(jr.middle)).toBe(false);
