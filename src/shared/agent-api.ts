@@ -12,6 +12,7 @@
 // No side trusts the other: answers and messages are checked with the guards below before they
 // are used; a request's fields are checked by the agent op that reads them.
 import { EXIT_CODES, type ErrorClass } from "./errors.js";
+import type { DiskInfo } from "./disk-space.js";
 import {
   arrayOf,
   isBoolean,
@@ -24,6 +25,7 @@ import {
   nullable,
   object,
   oneOf,
+  optional,
   parseJson,
   recordOf,
   type Guard,
@@ -195,6 +197,8 @@ export interface ErrorMessage {
 export interface NeedObjectsMessage {
   type: "need-objects";
   haves: string[];
+  /** Free space under the remote root, so a transfer that cannot fit is refused before it starts. */
+  disk?: DiskInfo;
 }
 
 /** create, agent → runtime: progress marks. */
@@ -277,7 +281,11 @@ const isStringMap = recordOf(isString);
 const AGENT_MESSAGES: { [T in AgentMessage["type"]]: Guard<Extract<AgentMessage, { type: T }>> } = {
   result: object({ type: literal("result"), value: (_v): _v is unknown => true }),
   error: object({ type: literal("error"), errorClass: isErrorClass, message: isString }),
-  "need-objects": object({ type: literal("need-objects"), haves: arrayOf(isString) }),
+  "need-objects": object({
+    type: literal("need-objects"),
+    haves: arrayOf(isString),
+    disk: optional(object({ mount: isString, freeBytes: isNumber, freeFiles: nullable(isNumber), blockSize: isNumber })),
+  }),
   progress: object({ type: literal("progress"), phase: literal("negotiate", "checkout") }),
   "pty-token": object({ type: literal("pty-token"), token: isString }),
   started: object({ type: literal("started"), pid: nullable(isInteger) }),

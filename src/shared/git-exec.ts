@@ -9,13 +9,13 @@ import { RuntimeError, oneLine, type ErrorClass } from "./errors.js";
 const DROPPED =
   /^GIT_(DIR|WORK_TREE|INDEX_FILE|OBJECT_DIRECTORY|ALTERNATE_OBJECT_DIRECTORIES|NAMESPACE|COMMON_DIR|PREFIX|CEILING_DIRECTORIES)$/;
 
-export function gitEnv(): NodeJS.ProcessEnv {
+export function gitEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!DROPPED.test(k)) env[k] = v;
   // Never wait for a credential prompt nobody can answer; parse messages in one language.
   env.GIT_TERMINAL_PROMPT = "0";
   env.LC_ALL = "C";
-  return env;
+  return { ...env, ...extra };
 }
 
 export interface GitOptions {
@@ -26,11 +26,15 @@ export interface GitOptions {
   errorClass?: ErrorClass;
   /** Exit codes that are answers rather than failures (e.g. 1 for `cat-file -e`). */
   okCodes?: number[];
+  /** Variables for this git child only (set after the inherited ones are filtered). */
+  env?: Record<string, string>;
 }
 
 export interface GitResult {
   code: number;
   stdout: string;
+  /** The last 4000 characters git wrote to stderr (warnings, or errors it did not exit for). */
+  stderr: string;
 }
 
 const DEFAULT_TIMEOUT_MS = 120_000;
@@ -42,7 +46,7 @@ export async function git(args: string[], opts: GitOptions = {}): Promise<string
 
 export function gitResult(args: string[], opts: GitOptions = {}): Promise<GitResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn("git", args, { cwd: opts.cwd, env: gitEnv(), stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawn("git", args, { cwd: opts.cwd, env: gitEnv(opts.env), stdio: ["pipe", "pipe", "pipe"] });
     const out: Buffer[] = [];
     let err = "";
     const timer = setTimeout(() => child.kill("SIGKILL"), opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
@@ -57,7 +61,7 @@ export function gitResult(args: string[], opts: GitOptions = {}): Promise<GitRes
     child.on("close", (code, signal) => {
       clearTimeout(timer);
       const stdout = Buffer.concat(out).toString("utf8");
-      if (code === 0 || (code !== null && opts.okCodes?.includes(code))) return resolve({ code, stdout });
+      if (code === 0 || (code !== null && opts.okCodes?.includes(code))) return resolve({ code, stdout, stderr: err });
       reject(gitFailure(args, code, signal, err, opts.errorClass));
     });
   });
@@ -85,7 +89,7 @@ export interface GitStream {
 }
 
 export function gitStream(args: string[], opts: Omit<GitOptions, "input" | "okCodes"> = {}): GitStream {
-  const child = spawn("git", args, { cwd: opts.cwd, env: gitEnv(), stdio: ["pipe", "pipe", "pipe"] });
+  const child = spawn("git", args, { cwd: opts.cwd, env: gitEnv(opts.env), stdio: ["pipe", "pipe", "pipe"] });
   let err = "";
   child.stderr.on("data", (c: Buffer) => (err = (err + c.toString("utf8")).slice(-4000)));
   child.stdin.on("error", () => undefined);

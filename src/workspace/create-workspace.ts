@@ -10,7 +10,7 @@ import type { Frame } from "../shared/frames.js";
 import type { CreateRequest, CreateResult, IntegrationTarget, SourceSpec } from "../shared/agent-api.js";
 import { normaliseRelativePath } from "../shared/relative-path.js";
 import { resolveLocalSource } from "./local-source.js";
-import { localHaves, sendObjects } from "./object-transfer.js";
+import { localHaves, requireRemoteSpace, sendObjects } from "./object-transfer.js";
 import type { Progress } from "./progress.js";
 
 /** Whole-create bound: large first transfers over slow links need minutes, never forever. */
@@ -84,6 +84,8 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
     reported = true;
   };
   let transferError: unknown = null;
+  // Set once the agent has answered: our stream then stops, and its failure is no news.
+  const stop = new AbortController();
   const onFrame = (f: Frame) => {
     const msg = agentMessage(f);
     if (msg?.type === "progress") {
@@ -96,10 +98,13 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
     const { commit } = prepared.request.source;
     transfer = (async () => {
       const haves = await localHaves(repo, msg.haves);
-      const bytes = await sendObjects(channel, repo, commit, haves);
+      if (msg.disk) await requireRemoteSpace(repo, commit, haves, msg.disk);
+      const bytes = await sendObjects(channel, repo, commit, haves, stop.signal);
       reported = true;
       progress.mark("objects-sent", { bytes });
     })().catch((err: unknown) => {
+      // A stream cut because the agent stopped or went away is its consequence, not the cause.
+      if (stop.signal.aborted || channel.closed) return;
       transferError = err;
       channel.sendJson({ type: "abort", message: oneLine(err instanceof Error ? err.message : String(err)) });
     });
@@ -111,6 +116,8 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
     progress.mark("done");
     return result;
   } catch (err) {
+    // The agent's own failure (e.g. its index-pack died) ends our stream at once.
+    if (!transferError) stop.abort();
     await transfer;
     // The local cause (e.g. pack-objects failing) explains more than the agent's "aborted".
     if (transferError) throw transferError instanceof RuntimeError ? transferError : new RuntimeError("input", String(transferError));

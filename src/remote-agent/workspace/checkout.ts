@@ -6,6 +6,9 @@ import { dirname, join } from "node:path";
 import { RuntimeError } from "../../shared/errors.js";
 import { git, gitResult } from "../../shared/git-exec.js";
 import { CWD_ESCAPE_MESSAGE } from "../../shared/relative-path.js";
+import { checkoutFootprint, requireSpace } from "../../shared/disk-space.js";
+import { diskInfo } from "./disk.js";
+import { verifyCheckout } from "./checkout-verify.js";
 
 /**
  * Builds the checkout in `staging` (under `<root>/tmp`) and renames it to `checkout` at the end.
@@ -21,6 +24,9 @@ export async function materializeCheckout(
   beforeRename: () => void,
 ): Promise<void> {
   mkdirSync(dirname(staging), { recursive: true, mode: 0o700 });
+  // Refused before the first file is written when the tree cannot fit.
+  const disk = diskInfo(dirname(staging));
+  requireSpace(disk, await checkoutFootprint(cache, commit, disk.blockSize), "the checkout");
   try {
     await buildCheckout(staging, cache, commit, branch);
     beforeRename();
@@ -37,16 +43,16 @@ const PARALLEL_CHECKOUT = ["-c", "checkout.workers=0"];
 async function buildCheckout(checkout: string, cache: string, commit: string, branch: string): Promise<void> {
   mkdirSync(checkout, { mode: 0o700 });
   await git(["clone", "--quiet", "--shared", "--no-checkout", cache, checkout]);
+  const target = branch ? ["-B", branch, commit] : ["--detach", commit];
+  const { stderr } = await gitResult([...PARALLEL_CHECKOUT, "checkout", "--quiet", ...target], { cwd: checkout });
+  await verifyCheckout(checkout, stderr, dirname(checkout));
   if (branch) {
-    await git([...PARALLEL_CHECKOUT, "checkout", "--quiet", "-B", branch, commit], { cwd: checkout });
     // Git sources: track the fetched branch so status/pull behave as in a normal clone.
     const upstream = await gitResult(["rev-parse", "--verify", "--quiet", `refs/remotes/origin/${branch}`], {
       cwd: checkout,
       okCodes: [1],
     });
     if (upstream.code === 0) await git(["branch", "--quiet", `--set-upstream-to=origin/${branch}`, branch], { cwd: checkout });
-  } else {
-    await git([...PARALLEL_CHECKOUT, "checkout", "--quiet", "--detach", commit], { cwd: checkout });
   }
 }
 

@@ -1,14 +1,14 @@
 // Claiming, re-verifying and removing workspace directories. The claim is an atomic mkdir of the
 // final path plus an exclusive manifest write; every later step re-reads the manifest, so a
 // directory or manifest that someone else put in place is detected and never touched (M1, N1).
-import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, renameSync, rmdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../../shared/errors.js";
 import { rootLayout, type WorkspaceLayout } from "../layout.js";
 import { MANIFEST_MARKER, type WorkspaceManifest } from "./manifest.js";
 import { createManifestExclusive, loadWorkspace, ownershipMismatch } from "./store.js";
-import { isGone, readProcStat } from "../../shared/proc-stat.js";
+import { heldByOther, tryLock } from "./holder-lock.js";
 
 /** Creates the root's private directories (0700) up to, but not including, workspace dirs. */
 export function ensureRootDirs(root: string): void {
@@ -49,7 +49,21 @@ export function claimWorkspace(root: string, layout: WorkspaceLayout, manifest: 
       throw new RuntimeError("remote", `SSH workspace is being created concurrently: ${manifest.workspaceId}`);
     throw ownershipMismatch(layout.dir);
   }
-  createManifestExclusive(layout, manifest);
+  try {
+    createManifestExclusive(layout, manifest);
+  } catch (err) {
+    // Our own empty directory (e.g. the disk is full): left behind it would read as foreign forever.
+    if (!(err instanceof RuntimeError && err.errorClass === "ownership")) removeEmptyDir(layout.dir);
+    throw err;
+  }
+}
+
+function removeEmptyDir(dir: string): void {
+  try {
+    rmdirSync(dir);
+  } catch {
+    // Not empty: something we did not make is in it, so it stays.
+  }
 }
 
 /** Re-reads the manifest and insists it is still ours; ownership errors pass through unchanged. */
@@ -82,24 +96,9 @@ function lockPath(layout: WorkspaceLayout): string {
   return join(layout.dir, "create.lock");
 }
 
-interface LockHolder {
-  pid: number;
-  startTime: string;
-}
-
-function readHolder(layout: WorkspaceLayout): LockHolder | null {
-  try {
-    const h = JSON.parse(readFileSync(lockPath(layout), "utf8")) as Partial<LockHolder>;
-    return typeof h.pid === "number" && typeof h.startTime === "string" ? { pid: h.pid, startTime: h.startTime } : null;
-  } catch {
-    return null;
-  }
-}
-
-/** Whether an agent process (identified by pid + start time) is materializing this workspace now. */
+/** Whether another live agent is materializing this workspace now. */
 export function createInProgress(layout: WorkspaceLayout): boolean {
-  const h = readHolder(layout);
-  return h !== null && h.pid !== process.pid && !isGone(h.pid, h.startTime);
+  return heldByOther(lockPath(layout));
 }
 
 /**
@@ -108,19 +107,7 @@ export function createInProgress(layout: WorkspaceLayout): boolean {
  * (agent killed) is stale and taken over. Returns the release function.
  */
 export function acquireCreateLock(layout: WorkspaceLayout, workspaceId: string): () => void {
-  const me: LockHolder = { pid: process.pid, startTime: readProcStat(process.pid)?.startTime ?? "" };
-  const body = JSON.stringify(me);
-  for (let attempt = 0; attempt < 2; attempt++) {
-    try {
-      writeFileSync(lockPath(layout), body, { flag: "wx", mode: 0o600 });
-      return () => {
-        if (readHolder(layout)?.pid === me.pid) rmSync(lockPath(layout), { force: true });
-      };
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
-      if (createInProgress(layout)) throw new RuntimeError("remote", `SSH workspace is being created concurrently: ${workspaceId}`);
-      rmSync(lockPath(layout), { force: true });
-    }
-  }
-  throw new RuntimeError("remote", `SSH workspace is being created concurrently: ${workspaceId}`);
+  const release = tryLock(lockPath(layout));
+  if (!release) throw new RuntimeError("remote", `SSH workspace is being created concurrently: ${workspaceId}`);
+  return release;
 }

@@ -16,7 +16,9 @@ import { SHA_RE } from "../../shared/git-exec.js";
 import { hashName, rootLayout, type WorkspaceLayout } from "../layout.js";
 import { loadWorkspace, replaceManifest } from "./store.js";
 import { acquireCreateLock, claimWorkspace, newManifest, removeWorkspaceDir, verifyOwned } from "./claim.js";
-import { cacheTips, ensureCache, fetchGitSource, hasCommit, pinCommit, receivePack, unpinCommit } from "./git-cache.js";
+import { cacheTips, ensureCache, fetchGitSource, hasCommit, pinCommit, unpinCommit } from "./git-cache.js";
+import { receivePack } from "./pack-intake.js";
+import { diskInfo, explainNoSpace } from "./disk.js";
 import { materializeCheckout, resolveWorkspaceRoot } from "./checkout.js";
 import { FrameInbox } from "./frame-inbox.js";
 import { killWorkspaceProcesses } from "../proc/process-set.js";
@@ -74,8 +76,9 @@ async function fillCache(
     return source.newBranch ? { commit: resolved.commit, branch: source.newBranch } : resolved;
   }
   if (!(await hasCommit(cache, source.commit))) {
-    ctx.sendJson({ type: "need-objects", haves: await cacheTips(cache) });
-    await receivePack(cache, inbox);
+    // The free space lets the runtime refuse a transfer that cannot fit before sending anything.
+    ctx.sendJson({ type: "need-objects", haves: await cacheTips(cache), disk: diskInfo(ctx.root) });
+    await receivePack(ctx.root, cache, inbox);
     if (!(await hasCommit(cache, source.commit))) throw new RuntimeError("remote", `objects for commit ${source.commit} did not arrive`);
   }
   return { commit: source.commit, branch: source.branch };
@@ -94,21 +97,32 @@ export async function create(ctx: AgentContext): Promise<CreateResult> {
 
   const loaded = loadWorkspace(ctx.root, workspaceId, owner);
   const layout = loaded.layout;
+  if (loaded.state === "present" && isComplete(loaded.manifest)) return { view: view(loaded.manifest), materializedFreshContent: false };
   let release: () => void;
-  if (loaded.state === "present") {
-    if (isComplete(loaded.manifest)) return { view: view(loaded.manifest), materializedFreshContent: false };
-    // An owned leftover of an interrupted create (unless another agent is still on it): start over.
-    release = acquireCreateLock(layout, workspaceId);
-    await killWorkspaceProcesses(layout);
-    rmSync(layout.checkout, { recursive: true, force: true });
-    replaceManifest(layout, { ...newManifest(workspaceId, owner, projectKey), createdAt: loaded.manifest.createdAt });
-  } else {
-    await sleep(hooks.beforeClaimMs);
-    claimWorkspace(ctx.root, layout, newManifest(workspaceId, owner, projectKey));
-    release = acquireCreateLock(layout, workspaceId);
+  try {
+    if (loaded.state === "present") {
+      // An owned leftover of an interrupted create (unless another agent is still on it): start over.
+      release = acquireCreateLock(layout, workspaceId);
+    } else {
+      await sleep(hooks.beforeClaimMs);
+      claimWorkspace(ctx.root, layout, newManifest(workspaceId, owner, projectKey));
+      try {
+        release = acquireCreateLock(layout, workspaceId);
+      } catch (err) {
+        await rollback(ctx.root, layout, workspaceId, owner, null, err);
+        throw err;
+      }
+    }
+  } catch (err) {
+    throw explainNoSpace(err, ctx.root, "while claiming the workspace");
   }
 
   try {
+    if (loaded.state === "present") {
+      await killWorkspaceProcesses(layout);
+      rmSync(layout.checkout, { recursive: true, force: true });
+      replaceManifest(layout, { ...newManifest(workspaceId, owner, projectKey), createdAt: loaded.manifest.createdAt });
+    }
     await sleep(hooks.afterClaimMs);
     inbox.assertAttended();
     verifyOwned(ctx.root, workspaceId, owner);
@@ -136,9 +150,12 @@ export async function create(ctx: AgentContext): Promise<CreateResult> {
     release();
     return { view: view(done), materializedFreshContent: true };
   } catch (err) {
-    await rollback(ctx.root, layout, workspaceId, owner, projectKey, err);
-    if (existsSync(layout.dir)) release();
-    throw err;
+    try {
+      await rollback(ctx.root, layout, workspaceId, owner, projectKey, err);
+    } finally {
+      if (existsSync(layout.dir)) release();
+    }
+    throw explainNoSpace(err, ctx.root, "during create");
   }
 }
 
@@ -148,7 +165,7 @@ async function rollback(
   layout: WorkspaceLayout,
   workspaceId: string,
   owner: string,
-  projectKey: string,
+  projectKey: string | null,
   cause: unknown,
 ): Promise<void> {
   if (cause instanceof RuntimeError && cause.errorClass === "ownership") return;
@@ -160,8 +177,9 @@ async function rollback(
   }
   if (still.state === "missing") return;
   try {
-    await unpinCommit(root, projectKey, layout.key);
+    // The directory first: on a full disk its removal is what frees the space the unpin needs.
     removeWorkspaceDir(root, layout);
+    await unpinCommit(root, projectKey, layout.key);
   } catch (err) {
     const first = cause instanceof Error ? cause.message : String(cause);
     const second = err instanceof Error ? err.message : String(err);

@@ -11,16 +11,6 @@ const MALFORMED: AbortMessage = { type: "abort", message: "malformed control fra
 const HIGH_WATER = 8 * 1024 * 1024;
 const LOW_WATER = 1024 * 1024;
 
-function drainOrClose(sink: Writable): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      sink.off("drain", done).off("close", done).off("error", done);
-      resolve();
-    };
-    sink.once("drain", done).once("close", done).once("error", done);
-  });
-}
-
 export class FrameInbox {
   private queue: Frame[] = [];
   private queuedBytes = 0;
@@ -64,37 +54,70 @@ export class FrameInbox {
     if (this.closed) throw new RuntimeError("network", "the runtime disconnected during create");
   }
 
-  /**
-   * Writes Stdin frames to `sink` until the Eof frame for stdin; rejects on abort, loss, or when
-   * the stream has not finished within `timeoutMs` (a stalled runtime must not pin the agent).
-   */
-  async pipeStdinTo(sink: Writable, timeoutMs: number): Promise<void> {
-    const timer = setTimeout(() => {
-      this.aborted ??= `object stream not finished within ${timeoutMs} ms`;
-      this.notify();
-    }, timeoutMs);
-    try {
-      await this.drainInto(sink);
-    } finally {
-      clearTimeout(timer);
-    }
+  /** Resolves at the next frame, abort or close, at any other notify(), or when `extra` wakes it. */
+  private nextEvent(extra?: (wake: () => void) => () => void): Promise<void> {
+    return new Promise<void>((resolve) => {
+      let undo = () => {};
+      const wake = () => {
+        undo();
+        if (this.wake === wake) this.wake = null;
+        resolve();
+      };
+      this.wake = wake;
+      if (extra) undo = extra(wake);
+    });
   }
 
-  private async drainInto(sink: Writable): Promise<void> {
-    for (;;) {
-      const f = this.queue.shift();
-      if (f) {
+  /**
+   * Writes Stdin frames to `sink` until the Eof frame for stdin. Rejects on abort or loss, as soon
+   * as `sinkExit` rejects (the consumer died: nothing would ever drain its stdin again), or when
+   * the stream has not finished within `timeoutMs` (a stalled runtime must not pin the agent).
+   * A consumer that exits successfully before Eof has read all it needs; the rest is dropped.
+   */
+  async pipeStdinTo(sink: Writable, sinkExit: Promise<void>, timeoutMs: number): Promise<void> {
+    let failure: unknown = null;
+    let sinkDone = false;
+    const stop = (err: unknown) => {
+      failure ??= err;
+      this.notify();
+    };
+    const timer = setTimeout(() => stop(new RuntimeError("remote", `object stream not finished within ${timeoutMs} ms`)), timeoutMs);
+    sinkExit.then(
+      () => {
+        sinkDone = true;
+        this.notify();
+      },
+      (err: unknown) => stop(err),
+    );
+    const drained = (wake: () => void) => {
+      sink.once("drain", wake).once("close", wake).once("error", wake);
+      return () => sink.off("drain", wake).off("close", wake).off("error", wake);
+    };
+    try {
+      for (;;) {
+        if (failure !== null) throw failure;
+        if (this.aborted !== null) this.assertAttended();
+        const f = this.queue.shift();
+        if (!f) {
+          this.assertAttended();
+          await this.nextEvent();
+          continue;
+        }
         this.queuedBytes -= f.payload.length;
         if (this.inputPaused && this.queuedBytes < LOW_WATER) {
           this.inputPaused = false;
           this.ctx.resumeInput();
         }
         if (f.kind === FrameKind.Eof) return;
-        if (f.kind === FrameKind.Stdin && !sink.write(f.payload)) await drainOrClose(sink);
-        continue;
+        if (f.kind !== FrameKind.Stdin || sinkDone || sink.destroyed) continue;
+        if (sink.write(f.payload)) continue;
+        // Frame arrivals wake this too; only drain (or an end of any kind) lets more through.
+        while (sink.writableNeedDrain && !sink.destroyed && !sinkDone && failure === null && this.aborted === null && !this.closed) {
+          await this.nextEvent(drained);
+        }
       }
-      this.assertAttended();
-      await new Promise<void>((resolve) => (this.wake = resolve));
+    } finally {
+      clearTimeout(timer);
     }
   }
 }

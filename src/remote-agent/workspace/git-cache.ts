@@ -6,11 +6,10 @@ import { existsSync, mkdirSync, renameSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../../shared/errors.js";
-import { git, gitResult, gitStream, SHA_RE } from "../../shared/git-exec.js";
+import { git, gitResult, SHA_RE } from "../../shared/git-exec.js";
 import { rootLayout } from "../layout.js";
-import type { FrameInbox } from "./frame-inbox.js";
 
-const TRANSFER_TIMEOUT_MS = 600_000;
+export const TRANSFER_TIMEOUT_MS = 600_000;
 /** How many cache tips are offered as negotiation bases. */
 const MAX_HAVES = 64;
 
@@ -54,20 +53,6 @@ export async function hasCommit(cache: string, commit: string): Promise<boolean>
 export async function cacheTips(cache: string): Promise<string[]> {
   const out = await git(["for-each-ref", "--sort=-committerdate", `--count=${MAX_HAVES}`, "--format=%(objectname)"], { cwd: cache });
   return [...new Set(out.split("\n").filter((s) => SHA_RE.test(s)))];
-}
-
-/** Feeds the pack the runtime streams into `git index-pack --fix-thin` inside the cache. */
-export async function receivePack(cache: string, inbox: FrameInbox): Promise<void> {
-  const stream = gitStream(["index-pack", "--stdin", "--fix-thin"], { cwd: cache, timeoutMs: TRANSFER_TIMEOUT_MS });
-  stream.stdout.resume();
-  try {
-    await inbox.pipeStdinTo(stream.stdin, TRANSFER_TIMEOUT_MS);
-  } catch (err) {
-    stream.kill();
-    throw err;
-  }
-  stream.stdin.end();
-  await stream.done;
 }
 
 export async function pinCommit(cache: string, key: string, commit: string): Promise<void> {

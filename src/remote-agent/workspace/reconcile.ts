@@ -12,6 +12,7 @@ import { createInProgress } from "./claim.js";
 import { cachePath, olderThan } from "./git-cache.js";
 import { removeOwned, str } from "./common.js";
 import { STAGING_PREFIX } from "./create.js";
+import { INCOMING_PREFIX } from "./pack-intake.js";
 
 /** A staging checkout this old belongs to an agent that died (a live clone never takes hours). */
 const STAGING_MAX_AGE_MS = 6 * 3600_000;
@@ -91,14 +92,14 @@ function pruneCaches(root: string, used: Set<string>): void {
   }
 }
 
-/** Removes leftovers of killed agents: half-deleted workspaces and abandoned staging checkouts. */
+/** Removes leftovers of killed agents: half-deleted workspaces and caches, abandoned staging checkouts and pack quarantines. */
 function pruneTrash(root: string): void {
   const base = rootLayout(root).tmpBase;
   if (!existsSync(base)) return;
   for (const name of readdirSync(base)) {
     const stale =
       (name.startsWith("trash-") && olderThan(join(base, name), 60_000)) ||
-      (name.startsWith(STAGING_PREFIX) && olderThan(join(base, name), STAGING_MAX_AGE_MS));
+      ((name.startsWith(STAGING_PREFIX) || name.startsWith(INCOMING_PREFIX)) && olderThan(join(base, name), STAGING_MAX_AGE_MS));
     if (stale) rmSync(join(base, name), { recursive: true, force: true });
   }
 }

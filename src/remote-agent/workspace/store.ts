@@ -89,8 +89,13 @@ export function writeJsonAtomic(path: string, value: unknown): void {
   const dir = dirname(path);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const tmp = join(dir, `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
-  writeFileSync(tmp, JSON.stringify(value, null, 2) + "\n", { mode: 0o600, flag: "wx" });
-  renameSync(tmp, path);
+  try {
+    writeFileSync(tmp, JSON.stringify(value, null, 2) + "\n", { mode: 0o600, flag: "wx" });
+    renameSync(tmp, path);
+  } catch (err) {
+    rmSync(tmp, { force: true });
+    throw err;
+  }
 }
 
 export function writeManifest(layout: WorkspaceLayout, manifest: WorkspaceManifest): void {
@@ -122,20 +127,34 @@ export function replaceManifest(layout: WorkspaceLayout, manifest: WorkspaceMani
   const next = { ...manifest, updatedAt: new Date().toISOString() };
   const tmp = join(layout.dir, `.manifest.${randomBytes(6).toString("hex")}.tmp`);
   writeDurable(tmp, JSON.stringify(next, null, 2) + "\n");
-  renameSync(tmp, layout.manifest);
+  try {
+    renameSync(tmp, layout.manifest);
+  } catch (err) {
+    rmSync(tmp, { force: true });
+    throw err;
+  }
   return next;
 }
 
 /**
  * Creates `path` (never overwriting) and flushes it to disk before it is renamed into place: a
- * crash must not leave an empty manifest, which would read as an ownership mismatch forever.
+ * crash must not leave an empty manifest, which would read as an ownership mismatch forever. A
+ * write may take fewer bytes than offered; a failed one (a full disk) leaves no file behind.
  */
 function writeDurable(path: string, text: string): void {
   const fd = openSync(path, "wx", 0o600);
+  let ok = false;
   try {
-    writeSync(fd, text);
+    const buf = Buffer.from(text, "utf8");
+    for (let off = 0; off < buf.length;) {
+      const n = writeSync(fd, buf, off, buf.length - off);
+      if (n <= 0) throw new Error(`write of ${path} made no progress`);
+      off += n;
+    }
     fsyncSync(fd);
+    ok = true;
   } finally {
     closeSync(fd);
+    if (!ok) rmSync(path, { force: true });
   }
 }

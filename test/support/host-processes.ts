@@ -1,0 +1,39 @@
+// What the tests see of processes on the (local) remote host through /proc, as root: command
+// lines, working directories, and waiting for a process to appear. Linux only.
+import { readdirSync, readFileSync, readlinkSync } from "node:fs";
+
+export interface HostProcess {
+  pid: number;
+  argv: string[];
+  cwd: string | null;
+}
+
+function readOr<T>(read: () => T, fallback: T): T {
+  try {
+    return read();
+  } catch {
+    return fallback; // the process ended mid-scan
+  }
+}
+
+/** Every process visible now, with its argv (empty for kernel threads) and working directory. */
+export function hostProcesses(): HostProcess[] {
+  return readdirSync("/proc")
+    .filter((n) => /^\d+$/.test(n))
+    .map((n) => ({
+      pid: Number(n),
+      argv: readOr(() => readFileSync(`/proc/${n}/cmdline`, "utf8").split("\0").filter(Boolean), [] as string[]),
+      cwd: readOr(() => readlinkSync(`/proc/${n}/cwd`), null as string | null),
+    }));
+}
+
+/** Polls (every 5 ms, bounded) until a process matches; resolves with it. */
+export async function waitForProcess(match: (p: HostProcess) => boolean, ms = 30_000): Promise<HostProcess> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const found = hostProcesses().find(match);
+    if (found) return found;
+    if (Date.now() > deadline) throw new Error(`no matching process appeared within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
