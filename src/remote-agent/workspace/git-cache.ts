@@ -8,6 +8,8 @@ import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../../shared/errors.js";
 import { git, gitResult, SHA_RE } from "../../shared/git-exec.js";
 import { rootLayout } from "../layout.js";
+import { heldByOther } from "./holder-lock.js";
+import { sleep } from "../../shared/async.js";
 
 export const TRANSFER_TIMEOUT_MS = 600_000;
 /** How many cache tips are offered as negotiation bases. */
@@ -21,9 +23,34 @@ export function workspaceRef(key: string): string {
   return `refs/paseo/ws/${key}`;
 }
 
-/** Creates the cache if needed; initialised aside and renamed into place so it is never half-made. */
+/**
+ * Held by reconcile while it decides on and moves away an unused cache. A create takes no lock: it
+ * records the cache in its manifest first and then waits here until no prune is under way, so a
+ * prune either saw that manifest (and kept the cache) or finished before the create looked.
+ */
+export function pruneLockPath(root: string, projectKey: string): string {
+  return join(rootLayout(root).cacheBase, `${projectKey}.prune-lock`);
+}
+
+const PRUNE_WAIT_MS = 60_000;
+
+async function waitForPrune(root: string, projectKey: string): Promise<void> {
+  const lock = pruneLockPath(root, projectKey);
+  const deadline = Date.now() + PRUNE_WAIT_MS;
+  while (heldByOther(lock)) {
+    if (Date.now() > deadline)
+      throw new RuntimeError("remote", `project cache is locked by a reconcile for over ${PRUNE_WAIT_MS} ms: ${lock}`);
+    await sleep(50);
+  }
+}
+
+/**
+ * Creates the cache if needed; initialised aside and renamed into place so it is never half-made.
+ * Call only once the workspace's manifest names `projectKey` (reconcile keeps such caches).
+ */
 export async function ensureCache(root: string, projectKey: string): Promise<string> {
   const path = cachePath(root, projectKey);
+  await waitForPrune(root, projectKey);
   if (existsSync(join(path, "objects"))) return path;
   const l = rootLayout(root);
   mkdirSync(l.cacheBase, { recursive: true, mode: 0o700 });

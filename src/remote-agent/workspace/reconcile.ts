@@ -1,6 +1,7 @@
 // Agent side of `reconcile`: removes this runtime instance's orphaned workspaces and prunes what no
 // workspace uses any more (project caches, half-deleted directories, abandoned staging checkouts).
-import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { randomBytes } from "node:crypto";
 import { basename, join } from "node:path";
 import { RuntimeError } from "../../shared/errors.js";
 import type { AgentContext } from "../context.js";
@@ -9,7 +10,8 @@ import { WORKSPACE_PREFIX, rootLayout, workspaceLayout } from "../layout.js";
 import type { WorkspaceManifest } from "./manifest.js";
 import { loadWorkspace, parseManifest } from "./store.js";
 import { createInProgress } from "./claim.js";
-import { cachePath, olderThan } from "./git-cache.js";
+import { cachePath, olderThan, pruneLockPath } from "./git-cache.js";
+import { tryLock } from "./holder-lock.js";
 import { removeOwned, str } from "./common.js";
 import { STAGING_PREFIX } from "./create.js";
 import { INCOMING_PREFIX } from "./pack-intake.js";
@@ -82,13 +84,39 @@ async function removeOrphan(root: string, owner: string, m: WorkspaceManifest): 
   return true;
 }
 
+/** Project keys the workspace directories name right now (read afresh from every manifest). */
+function referencedKeys(root: string): Set<string> {
+  const base = rootLayout(root).workspacesBase;
+  const names = existsSync(base) ? readdirSync(base).filter((n) => n.startsWith(WORKSPACE_PREFIX)) : [];
+  return new Set(names.map((n) => readDirRecord(join(base, n)).projectKey).filter((k): k is string => k !== null));
+}
+
+/**
+ * Deletes caches no workspace uses. `used` was gathered before the orphans were removed, so under
+ * the cache's prune lock the manifests are read again: a create that started meanwhile has named
+ * its cache there before it touches it, and its cache stays.
+ */
 function pruneCaches(root: string, used: Set<string>): void {
-  const base = rootLayout(root).cacheBase;
-  if (!existsSync(base)) return;
-  for (const name of readdirSync(base)) {
+  const l = rootLayout(root);
+  if (!existsSync(l.cacheBase)) return;
+  for (const name of readdirSync(l.cacheBase)) {
     const key = name.replace(/\.git$/, "");
     if (!name.endsWith(".git") || used.has(key) || !olderThan(cachePath(root, key), CACHE_PRUNE_MIN_AGE_MS)) continue;
-    rmSync(cachePath(root, key), { recursive: true, force: true });
+    const release = tryLock(pruneLockPath(root, key));
+    if (!release) continue; // another reconcile is on it
+    const trash = join(l.tmpBase, `trash-cache-${key}-${randomBytes(4).toString("hex")}`);
+    let moved = false;
+    try {
+      if (referencedKeys(root).has(key)) continue;
+      mkdirSync(l.tmpBase, { recursive: true, mode: 0o700 });
+      renameSync(cachePath(root, key), trash);
+      moved = true;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+    } finally {
+      release();
+    }
+    if (moved) rmSync(trash, { recursive: true, force: true });
   }
 }
 
