@@ -18,6 +18,7 @@ import { loadWorkspace, replaceManifest } from "./store.js";
 import { acquireCreateLock, claimWorkspace, newManifest, removeWorkspaceDir, verifyOwned } from "./claim.js";
 import { cacheTips, ensureCache, fetchGitSource, hasCommit, pinCommit, unpinCommit } from "./git-cache.js";
 import { receivePack } from "./pack-intake.js";
+import { gitSourceAccess } from "./git-credentials.js";
 import { diskInfo, explainNoSpace } from "./disk.js";
 import { materializeCheckout, resolveWorkspaceRoot } from "./checkout.js";
 import { FrameInbox } from "./frame-inbox.js";
@@ -60,8 +61,9 @@ function parseIntegration(v: unknown): IntegrationTarget | null {
 }
 
 function sourceKey(source: SourceSpec): string {
-  // Git caches are keyed by URL (hash only: the URL itself never becomes a path).
-  return source.kind === "directory" ? source.projectKey : hashName(`git\0${source.url}`, 32);
+  // Git caches are keyed by URL (hash only: the URL itself never becomes a path), without the
+  // credentials in it: they do not name the repository.
+  return source.kind === "directory" ? source.projectKey : hashName(`git\0${gitSourceAccess(source.url).url}`, 32);
 }
 
 /** Brings objects for `source` into its cache and returns the commit/branch to check out. */

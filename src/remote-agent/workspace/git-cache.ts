@@ -10,6 +10,7 @@ import { git, gitResult, SHA_RE } from "../../shared/git-exec.js";
 import { rootLayout } from "../layout.js";
 import { heldByOther } from "./holder-lock.js";
 import { sleep } from "../../shared/async.js";
+import { gitSourceAccess, redactUrl, type GitSourceAccess } from "./git-credentials.js";
 
 export const TRANSFER_TIMEOUT_MS = 600_000;
 /** How many cache tips are offered as negotiation bases. */
@@ -109,26 +110,30 @@ async function revParse(cache: string, rev: string): Promise<string | null> {
   return r.code === 0 && SHA_RE.test(sha) ? sha : null;
 }
 
-async function defaultBranch(url: string): Promise<string> {
-  const out = await git(["ls-remote", "--symref", url, "HEAD"], { timeoutMs: TRANSFER_TIMEOUT_MS, errorClass: "remote-dependency" });
+async function defaultBranch(source: GitSourceAccess, shown: string): Promise<string> {
+  const out = await git(["ls-remote", "--symref", source.url, "HEAD"], {
+    timeoutMs: TRANSFER_TIMEOUT_MS,
+    errorClass: "remote-dependency",
+    env: source.env,
+  });
   const m = /^ref: refs\/heads\/(\S+)\tHEAD$/m.exec(out);
-  if (!m?.[1]) throw new RuntimeError("remote-dependency", `Git source has no default branch: ${url}`);
+  if (!m?.[1]) throw new RuntimeError("remote-dependency", `Git source has no default branch: ${shown}`);
   return m[1];
 }
 
 /**
  * Fetches a git source into its cache on this host (so the URL must be reachable from here) and
  * resolves the revision: "" → the default branch, a branch → that branch, a tag or sha → detached.
+ * Credentials in the URL travel to git by its environment, never its command line.
  */
 export async function fetchGitSource(cache: string, url: string, revision: string): Promise<ResolvedRevision> {
-  rejectOptionLike(url, "Git source url");
+  const shown = redactUrl(url);
+  rejectOptionLike(shown, "Git source url");
   rejectOptionLike(revision, "Git revision");
-  const branchWanted = revision === "" ? await defaultBranch(url) : revision.replace(/^refs\/heads\//, "");
-  await git(["fetch", "--quiet", "--force", "--no-tags", url, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"], {
-    cwd: cache,
-    timeoutMs: TRANSFER_TIMEOUT_MS,
-    errorClass: "remote-dependency",
-  });
+  const source = gitSourceAccess(url);
+  const remote = { cwd: cache, timeoutMs: TRANSFER_TIMEOUT_MS, errorClass: "remote-dependency" as const, env: source.env };
+  const branchWanted = revision === "" ? await defaultBranch(source, shown) : revision.replace(/^refs\/heads\//, "");
+  await git(["fetch", "--quiet", "--force", "--no-tags", source.url, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"], remote);
   const onBranch = await revParse(cache, `refs/heads/${branchWanted}`);
   if (onBranch) return { commit: onBranch, branch: branchWanted };
   const tagged = await revParse(cache, `refs/tags/${revision.replace(/^refs\/tags\//, "")}`);
@@ -137,12 +142,7 @@ export async function fetchGitSource(cache: string, url: string, revision: strin
     let sha = await revParse(cache, revision);
     // A commit no branch or tag reaches: servers that allow it can serve it by id.
     if (!sha && SHA_RE.test(revision)) {
-      await git(["fetch", "--quiet", "--no-tags", url, revision], {
-        cwd: cache,
-        timeoutMs: TRANSFER_TIMEOUT_MS,
-        errorClass: "remote-dependency",
-        okCodes: [1, 128],
-      });
+      await git(["fetch", "--quiet", "--no-tags", source.url, revision], { ...remote, okCodes: [1, 128] });
       sha = await revParse(cache, revision);
     }
     if (sha) return { commit: sha, branch: "" };
