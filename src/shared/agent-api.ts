@@ -51,6 +51,8 @@ export interface IntegrationTarget {
   /** Absolute path of the repository's top level on the Paseo host. */
   localPath: string;
   baseBranch: string;
+  /** HMAC by the Paseo host's key (src/workspace/integration-seal.ts): the host cannot forge or move it. */
+  seal?: string;
 }
 
 /** Objects for a directory source are shipped from the Paseo host into this project's cache. */

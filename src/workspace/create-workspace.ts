@@ -9,6 +9,7 @@ import { agentMessage } from "../transport/agent-channel.js";
 import type { Frame } from "../shared/frames.js";
 import type { CreateRequest, CreateResult, IntegrationTarget, SourceSpec } from "../shared/agent-api.js";
 import { normaliseRelativePath } from "../shared/relative-path.js";
+import { sealIntegration } from "./integration-seal.js";
 import { resolveLocalSource } from "./local-source.js";
 import { localHaves, requireRemoteSpace, sendObjects } from "./object-transfer.js";
 import type { Progress } from "./progress.js";
@@ -55,7 +56,9 @@ export async function prepareCreate(input: CreateInput, owner: string): Promise<
   if (src.kind === "directory") {
     const local = await resolveLocalSource(src.path, input.placement);
     repo = local.topLevel;
-    if (local.baseBranch) integration = { localPath: local.topLevel, baseBranch: local.baseBranch };
+    if (local.baseBranch) {
+      integration = sealIntegration(local.topLevel, local.baseBranch, { owner, workspaceId: input.workspaceId, commit: local.commit });
+    }
     source = {
       kind: "directory",
       projectKey: projectKey(input.project.projectId, local.topLevel),

@@ -6,6 +6,7 @@ import { RuntimeError } from "../shared/errors.js";
 import { FrameKind, type Frame } from "../shared/frames.js";
 import { requestFor, type RemoteHost } from "../transport/host.js";
 import { gitResult, gitStream, knownCommits, SHA_RE } from "../shared/git-exec.js";
+import { verifyIntegration } from "./integration-seal.js";
 
 const IMPORT_TIMEOUT_MS = 600_000;
 
@@ -38,7 +39,12 @@ async function importObjects(host: RemoteHost, owner: string, workspaceId: strin
 /** Returns the absolute Paseo-host path Paseo should refresh (localIntegrationTarget). */
 export async function mergeToBase(host: RemoteHost, owner: string, workspaceId: string): Promise<string> {
   const info = await host.call("workspace.merge-info", { workspaceId, owner });
-  const { localPath: repo, baseBranch } = info.integration;
+  // Everything the host says is checked before anything local is read or written: the target
+  // against this machine's seal, the commits as full object ids (never options or ref names).
+  if (!SHA_RE.test(String(info.head)) || !SHA_RE.test(String(info.createdFrom))) {
+    throw new RuntimeError("remote", `merge-to-base refused: the host reported malformed commit ids for workspace ${workspaceId}`);
+  }
+  const { localPath: repo, baseBranch } = verifyIntegration(info.integration, { owner, workspaceId, commit: info.createdFrom });
   const baseRef = `refs/heads/${baseBranch}`;
   const tip = await localGit(repo, ["rev-parse", "--verify", "--quiet", `${baseRef}^{commit}`], [1]);
   const baseTip = tip.stdout.trim();

@@ -55,9 +55,10 @@ function parseIntegration(v: unknown): IntegrationTarget | null {
   const i = v;
   const localPath = str(i, "localPath");
   const baseBranch = str(i, "baseBranch");
-  if (!localPath.startsWith("/") || baseBranch.startsWith("-"))
+  const seal = str(i, "seal");
+  if (!localPath.startsWith("/") || baseBranch.startsWith("-") || !/^[0-9a-f]{64}$/.test(seal))
     throw new RuntimeError("input", "malformed integration target in agent request");
-  return { localPath, baseBranch };
+  return { localPath, baseBranch, seal };
 }
 
 function sourceKey(source: SourceSpec): string {

@@ -1,0 +1,117 @@
+// merge-to-base against a host that lies: the remote manifest says where a workspace's work is
+// merged on the Paseo host, and a compromised host can rewrite it. Over the real sshd, the
+// manifest is altered (as root) to name another local repository, another branch, or an unsealed
+// target: each is refused and no local ref moves; the genuine record still merges. The head the
+// host reports is checked as a full object id (unit tests with a host that answers anything).
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { workspaceLayout } from "../../src/remote-agent/layout.js";
+import { mergeToBase } from "../../src/workspace/merge-to-base.js";
+import { sealIntegration } from "../../src/workspace/integration-seal.js";
+import type { RemoteHost } from "../../src/transport/host.js";
+import type { MergeInfo } from "../../src/shared/agent-api.js";
+import { gitIn, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
+import { cliDriver, dirInput, gitAsRemoteUser, OWNER, type Driver } from "../support/workspace.js";
+
+describe("merge-to-base with a host that rewrites its manifest", () => {
+  let base: string;
+  let fixture: FixtureRepo;
+  let other: string;
+  let d: Driver;
+
+  beforeAll(() => {
+    base = mkdtempSync(join(tmpdir(), "paseo-ws-tamper-"));
+    fixture = seedRepo(base);
+    // Another local repository with the same history: a fast-forward there would succeed.
+    other = join(base, "other");
+    gitIn(base, ["clone", "-q", fixture.path, other]);
+    d = cliDriver("tamper");
+  });
+  afterAll(() => {
+    rmSync(base, { recursive: true, force: true });
+    rmSync(d.root, { recursive: true, force: true });
+  });
+
+  it("a target moved to another repository or branch, or unsealed, is refused and nothing local moves", async () => {
+    expect((await d.create(dirInput("tamper", fixture.path))).ok).toBe(true);
+    const checkout = workspaceLayout(d.root, "tamper").checkout;
+    writeFileSync(join(checkout, "committed.txt"), "from the workspace\n");
+    gitAsRemoteUser(checkout, ["commit", "-q", "-am", "workspace work"]);
+    const head = gitAsRemoteUser(checkout, ["rev-parse", "HEAD"]).trim();
+    gitIn(fixture.path, ["branch", "side"]);
+
+    const manifest = workspaceLayout(d.root, "tamper").manifest;
+    const genuine = readFileSync(manifest, "utf8");
+    const rewrite = (integration: Record<string, unknown>) => {
+      const m = JSON.parse(genuine) as { integration: Record<string, unknown> };
+      writeFileSync(manifest, JSON.stringify({ ...m, integration: { ...m.integration, ...integration } }, null, 2) + "\n");
+    };
+    const refs = () => [gitIn(fixture.path, ["for-each-ref"]), gitIn(other, ["for-each-ref"])];
+    const before = refs();
+    const refused = `merge-to-base refused: the host's record of where workspace tamper merges was not sealed by this machine for it (altered on the host, or created elsewhere or by an older version)`;
+
+    for (const lie of [{ localPath: other }, { baseBranch: "side" }, { seal: undefined }]) {
+      rewrite(lie);
+      const r = await d.op("merge-to-base", "tamper");
+      expect(r.message).toBe(refused);
+      expect(r.exitCode).toBe(1);
+      expect(refs()).toEqual(before);
+    }
+
+    writeFileSync(manifest, genuine);
+    const ok = await d.op("merge-to-base", "tamper");
+    expect(ok.stdout).toBe(`{"type":"merge-to-base","protocolVersion":1,"localIntegrationTarget":${JSON.stringify(fixture.path)}}\n`);
+    expect(gitIn(fixture.path, ["rev-parse", "main"]).trim()).toBe(head);
+    expect(gitIn(other, ["rev-parse", "main"]).trim()).toBe(fixture.commit);
+    expect((await d.op("destroy", "tamper")).ok).toBe(true);
+  });
+});
+
+describe("merge-to-base checks the commit ids the host reports", () => {
+  let base: string;
+  let fixture: FixtureRepo;
+  const savedState = process.env.XDG_STATE_HOME;
+
+  beforeAll(() => {
+    base = mkdtempSync(join(tmpdir(), "paseo-ws-head-"));
+    mkdirSync(join(base, "state"), { mode: 0o700 });
+    process.env.XDG_STATE_HOME = join(base, "state");
+    fixture = seedRepo(base);
+  });
+  afterAll(() => {
+    if (savedState === undefined) delete process.env.XDG_STATE_HOME;
+    else process.env.XDG_STATE_HOME = savedState;
+    rmSync(base, { recursive: true, force: true });
+  });
+
+  /** A host whose merge-info answer is `info`; any further conversation is a test failure. */
+  const host = (info: unknown): RemoteHost => ({
+    root: "/nowhere",
+    call: async () => info as never,
+    openAgent: () => Promise.reject(new Error("no agent conversation expected")),
+    openPty: () => Promise.reject(new Error("no PTY expected")),
+    close: () => undefined,
+  });
+
+  it.each(["--upload-pack=touch /tmp/pwned", "HEAD~1", "main", "0123"])(
+    "a head of %j is refused before any local git runs",
+    async (head) => {
+      const integration = sealIntegration(fixture.path, "main", { owner: OWNER, workspaceId: "w", commit: fixture.commit });
+      const info: MergeInfo = { head, createdFrom: fixture.commit, integration };
+      await expect(mergeToBase(host(info), OWNER, "w")).rejects.toThrow(
+        "merge-to-base refused: the host reported malformed commit ids for workspace w",
+      );
+      expect(gitIn(fixture.path, ["rev-parse", "main"]).trim()).toBe(fixture.commit);
+    },
+  );
+
+  it("a missing or malformed target is refused", async () => {
+    for (const integration of [null, "x", { localPath: fixture.path, baseBranch: "main", seal: "00" }]) {
+      await expect(mergeToBase(host({ head: fixture.commit, createdFrom: fixture.commit, integration }), OWNER, "w")).rejects.toThrow(
+        /^merge-to-base refused: the host's record of where workspace w merges was not sealed/,
+      );
+    }
+  });
+});
