@@ -30,7 +30,21 @@ import { rig } from "../rig/rig.js";
 import { cliDriver, dirInput, startCli, type Driver, type RunningCli } from "../support/workspace.js";
 
 const MiB = 1024 * 1024;
-const canMount = process.getuid?.() === 0 && !rig().external;
+/** Whether this machine lets us mount a tmpfs (root, and not an unprivileged container). */
+function canMountTmpfs(): boolean {
+  if (process.getuid?.() !== 0 || rig().external) return false;
+  const probe = mkdtempSync(join(tmpdir(), "paseo-tmpfs-probe-"));
+  try {
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", probe], { stdio: "ignore" });
+    execFileSync("umount", [probe], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  } finally {
+    rmSync(probe, { recursive: true, force: true });
+  }
+}
+const canMount = canMountTmpfs();
 
 function repoOf(base: string, name: string, fill: (dir: string) => void): string {
   const dir = join(base, name);
