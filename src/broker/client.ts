@@ -9,6 +9,7 @@ import { RuntimeError, oneLine } from "../shared/errors.js";
 import type { RuntimeOptions } from "../transport/options.js";
 import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
 import { dial } from "./dial.js";
+import { brokerEnvironment } from "./environment.js";
 import { withLock } from "./lock.js";
 import { brokerDir, brokerKey, brokerPaths, brokerScriptPath, brokerVersion, socketTrustworthy, type BrokerPaths } from "./paths.js";
 import type { BrokerLaunch } from "./main.js";
@@ -66,8 +67,13 @@ function startBroker(options: RuntimeOptions, target: BrokerTarget, onFailed: ()
   }
   const logFd = openSync(paths.log, "a", 0o600);
   try {
-    // Only stdio 0-2 are passed: the broker must never hold Paseo's fd3/fd4 (or anything else) open.
-    const child = spawn(process.execPath, [target.script], { detached: true, stdio: ["pipe", "ignore", logFd] });
+    // Only stdio 0-2 are passed: the broker must never hold Paseo's fd3/fd4 (or anything else) open,
+    // nor (for its whole life) Paseo's environment.
+    const child = spawn(process.execPath, [target.script], {
+      detached: true,
+      stdio: ["pipe", "ignore", logFd],
+      env: brokerEnvironment(),
+    });
     const launch: BrokerLaunch = { options, paths, ...(target.plan ? { plan: target.plan } : {}) };
     child.stdin!.on("error", () => undefined);
     child.stdin!.end(JSON.stringify(launch));

@@ -1,0 +1,58 @@
+// The detached broker outlives the operation that started it, so it must not carry Paseo's
+// environment (which may hold secrets) for its whole life: only what ssh-agent auth and the
+// runtime need reaches it. Checked on the real broker process through /proc/<pid>/environ.
+import { readFileSync } from "node:fs";
+import { afterEach, describe, expect, it } from "vitest";
+import type { Options } from "../../src/contract/index.js";
+import { lifecycleRequest, runCli } from "../support/run-cli.js";
+import { brokerStats, stopBroker } from "../support/broker.js";
+import { parseRuntimeOptions } from "../../src/transport/options.js";
+import { rigOptions, uniqueTestRoot } from "../rig/rig.js";
+
+const AGENT_SOCK = "/nonexistent/paseo-test-agent.sock";
+
+/** The broker key includes SSH_AUTH_SOCK: address the broker an operation with AGENT_SOCK used. */
+async function withAgentSock<T>(fn: () => Promise<T>): Promise<T> {
+  const saved = process.env.SSH_AUTH_SOCK;
+  process.env.SSH_AUTH_SOCK = AGENT_SOCK;
+  try {
+    return await fn();
+  } finally {
+    if (saved === undefined) delete process.env.SSH_AUTH_SOCK;
+    else process.env.SSH_AUTH_SOCK = saved;
+  }
+}
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+describe("broker environment", () => {
+  it("a broker started by an operation whose env holds a secret never sees it; SSH_AUTH_SOCK is kept", async () => {
+    const raw = rigOptions({ root: uniqueTestRoot("env"), brokerIdleMs: 3000 });
+    const options = parseRuntimeOptions(raw);
+    cleanups.push(() => withAgentSock(() => stopBroker(options)));
+    const secret = `s3cret-${Math.random().toString(36).slice(2)}`;
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      PASEO_TEST_API_TOKEN: secret,
+      AWS_SECRET_ACCESS_KEY: secret,
+      SSH_AUTH_SOCK: AGENT_SOCK,
+    };
+    const r = await runCli(["inspect", "--workspace-id", "env-probe"], {
+      stdin: lifecycleRequest(raw as Options),
+      env,
+      timeoutMs: 60_000,
+    });
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    const stats = await withAgentSock(() => brokerStats(options));
+    expect(stats).not.toBeNull();
+    const environ = readFileSync(`/proc/${stats!.pid}/environ`, "utf8").split("\0").filter(Boolean);
+    expect(environ.some((kv) => kv.includes(secret))).toBe(false);
+    expect(environ).toContain(`SSH_AUTH_SOCK=${AGENT_SOCK}`);
+    const names = environ.map((kv) => kv.slice(0, kv.indexOf("=")));
+    expect(names.filter((n) => !["PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "XDG_RUNTIME_DIR", "SSH_AUTH_SOCK"].includes(n))).toEqual([]);
+  });
+});
