@@ -11,27 +11,33 @@ export const UNTERMINATED_FRAME = "Command runtime message ended before newline"
 export class FrameDecoder<S extends z.ZodType> {
   // Non-fatal: invalid bytes become U+FFFD instead of failing the stream, as in Paseo.
   private readonly utf8 = new TextDecoder("utf-8", { fatal: false });
-  private pending = "";
+  // Text of the line in progress, in pieces: searching and joining only new text keeps a long
+  // line linear instead of re-copying everything received so far on every chunk.
+  private pending: string[] = [];
 
   constructor(private readonly schema: S) {}
 
   /** Returns the frames completed by this chunk; throws on the first bad frame. */
   push(chunk: Uint8Array | string): z.output<S>[] {
-    this.pending += typeof chunk === "string" ? chunk : this.utf8.decode(chunk, { stream: true });
+    const text = typeof chunk === "string" ? chunk : this.utf8.decode(chunk, { stream: true });
     const frames: z.output<S>[] = [];
-    let newline: number;
-    while ((newline = this.pending.indexOf("\n")) >= 0) {
-      const line = this.pending.slice(0, newline);
-      this.pending = this.pending.slice(newline + 1);
+    let start = 0;
+    for (let newline = text.indexOf("\n"); newline >= 0; newline = text.indexOf("\n", start)) {
+      this.pending.push(text.slice(start, newline));
+      const line = this.pending.join("");
+      this.pending = [];
+      start = newline + 1;
       frames.push(this.decodeLine(line));
     }
+    if (start < text.length) this.pending.push(text.slice(start));
     return frames;
   }
 
   /** Call at end of stream: leftover text (even an incomplete UTF-8 sequence) is an error. */
   end(): void {
-    this.pending += this.utf8.decode();
-    if (this.pending.length > 0) throw new RuntimeError("input", UNTERMINATED_FRAME);
+    const rest = this.pending.join("") + this.utf8.decode();
+    this.pending = [];
+    if (rest.length > 0) throw new RuntimeError("input", UNTERMINATED_FRAME);
   }
 
   private decodeLine(line: string): z.output<S> {

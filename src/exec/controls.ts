@@ -13,6 +13,12 @@ export type ControlFrame = z.output<typeof ControlFrameSchema>;
 
 /** How long Paseo has to write the envelope after starting us (it writes it immediately). */
 export const ENVELOPE_TIMEOUT_MS = 30_000;
+/**
+ * Longest fd3 line we read. The largest envelope a host can run is a few MiB of argv+env (Linux
+ * allows at most 6 MiB), which stays far below this even with JSON escaping of quotes and
+ * backslashes; a writer that sends more without a newline is not Paseo.
+ */
+export const MAX_CONTROL_LINE = 16 * 1024 * 1024;
 const RUNTIME_INSTANCE_ID = /^[a-f0-9]{64}$/;
 
 export function validateControl(value: unknown): ControlFrame {
@@ -39,6 +45,24 @@ export interface ControlReader {
   close(): void;
 }
 
+/** Counts the bytes of the line in progress across chunks; throws once one exceeds `max`. */
+function lineBound(max: number): (chunk: Buffer) => void {
+  let pending = 0;
+  const check = (n: number) => {
+    if (n > max) throw new RuntimeError("input", `fd3 control frame exceeds ${max / (1024 * 1024)} MiB without a newline`);
+  };
+  return (chunk) => {
+    let start = 0;
+    for (let nl = chunk.indexOf(10); nl >= 0; nl = chunk.indexOf(10, start)) {
+      check(pending + nl - start);
+      pending = 0;
+      start = nl + 1;
+    }
+    pending += chunk.length - start;
+    check(pending);
+  };
+}
+
 export function readControls(stream: Readable): ControlReader {
   const decoder = new FrameDecoder(z.unknown());
   const queue: Array<{ frame?: ControlFrame; error?: RuntimeError; end?: true }> = [];
@@ -52,10 +76,12 @@ export function readControls(stream: Readable): ControlReader {
     rejectEnv = rej;
   });
   envelope.catch(() => undefined);
+  // Past the timeout nothing more is read: a writer that never finishes cannot keep us buffering.
   const timer = setTimeout(
-    () => rejectEnv(new RuntimeError("input", `no spawn envelope on fd3 within ${ENVELOPE_TIMEOUT_MS} ms`)),
+    () => fail(new RuntimeError("input", `no spawn envelope on fd3 within ${ENVELOPE_TIMEOUT_MS} ms`)),
     ENVELOPE_TIMEOUT_MS,
   );
+  const lineBytes = lineBound(MAX_CONTROL_LINE);
   const emit = (c: { frame?: ControlFrame; error?: RuntimeError; end?: true }) => (listener ? listener(c) : queue.push(c));
   const fail = (err: unknown) => {
     stopped = true;
@@ -70,6 +96,7 @@ export function readControls(stream: Readable): ControlReader {
   stream.on("data", (chunk: Buffer) => {
     if (stopped) return;
     try {
+      lineBytes(chunk);
       for (const value of decoder.push(chunk)) {
         if (!gotEnvelope) {
           const env = validateEnvelope(value);

@@ -119,6 +119,8 @@ export class ExecWorkspace {
     opts: {
       stdin?: Buffer | string;
       keepStdinOpen?: boolean;
+      /** Pipes mode: leave fd3 open after the envelope (PTY mode always does). */
+      keepControlOpen?: boolean;
       env?: NodeJS.ProcessEnv;
       rawEnvelope?: string;
       pauseStdout?: boolean;
@@ -144,7 +146,7 @@ export class ExecWorkspace {
     control.on("error", () => undefined);
     control.write(opts.rawEnvelope ?? this.envelope(spec, execId));
     const pty = spec.stdio?.kind === "pty";
-    if (!pty) control.end();
+    if (!pty && !opts.keepControlOpen) control.end();
     if (opts.stdin !== undefined) stdin.write(opts.stdin);
     if (!opts.keepStdinOpen && !pty) stdin.end();
     const fd4Text = () => Buffer.concat(fd4).toString("utf8");
@@ -228,6 +230,67 @@ export function exitOf(r: ExecResult): { code: number | null; signal: string | n
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Resident set size of a live process in bytes (0 once it is gone). */
+export function rssOf(pid: number): number {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return m ? Number(m[1]) * 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * Writes `total` bytes of `chunk` repeated into `stream` as fast as it takes them (honouring its
+ * backpressure), sampling `pid`'s RSS meanwhile. Stops early when the stream closes or fails, or
+ * when it took nothing for `stallMs` (the reader stopped reading). Returns bytes written and the
+ * largest RSS seen.
+ */
+export async function flood(
+  stream: Writable,
+  pid: number,
+  total: number,
+  chunk: Buffer,
+  stallMs = 3000,
+): Promise<{ written: number; maxRss: number }> {
+  let maxRss = rssOf(pid);
+  const sampler = setInterval(() => (maxRss = Math.max(maxRss, rssOf(pid))), 20);
+  let written = 0;
+  let ended = false;
+  const onEnd = () => (ended = true);
+  stream.once("close", onEnd);
+  stream.once("error", onEnd);
+  try {
+    while (written < total && !ended) {
+      if (stream.write(chunk)) {
+        written += chunk.length;
+        continue;
+      }
+      written += chunk.length;
+      const drained = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(false), stallMs);
+        const done = (ok: boolean) => () => {
+          clearTimeout(timer);
+          stream.off("drain", onDrain);
+          stream.off("close", onClose);
+          resolve(ok);
+        };
+        const onDrain = done(true);
+        const onClose = done(false);
+        stream.once("drain", onDrain);
+        stream.once("close", onClose);
+      });
+      if (!drained) break;
+    }
+  } finally {
+    clearInterval(sampler);
+    maxRss = Math.max(maxRss, rssOf(pid));
+    stream.off("close", onEnd);
+    stream.off("error", onEnd);
+  }
+  return { written, maxRss };
+}
 
 /** Polls until `check` holds or `ms` elapse; returns the last value of `check`. */
 export async function eventually<T>(check: () => Promise<T> | T, ok: (v: T) => boolean, ms = 5000, every = 50): Promise<T> {
