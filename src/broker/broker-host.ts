@@ -89,10 +89,18 @@ export class BrokerHost implements RemoteHost {
     const output = new PassThrough();
     sock.pipe(output);
     sock.resume();
+    // Completes a write only once the socket took it, so the writer sees the broker's (and
+    // behind it the SSH channel's) backpressure instead of growing this socket's buffer.
     const stdin = new Writable({
       write(chunk: Buffer, _enc, cb) {
-        for (const f of encodeData(FrameKind.Stdin, chunk)) sock.write(f);
-        cb();
+        let flushed = true;
+        for (const f of encodeData(FrameKind.Stdin, chunk)) flushed = sock.write(f);
+        if (flushed || sock.destroyed) return cb();
+        const done = () => {
+          sock.off("drain", done).off("close", done);
+          cb();
+        };
+        sock.on("drain", done).on("close", done);
       },
       final(cb) {
         sock.write(encodeFrame(FrameKind.Eof, Buffer.from([0])), () => cb());

@@ -7,6 +7,7 @@ import { sleep } from "../shared/async.js";
 import type { ExecAgentMessage } from "../shared/agent-api.js";
 import type { PtyChannel } from "../transport/host.js";
 import { Conversation, type ConversationParts, type ResizeControl } from "./conversation.js";
+import { PtyStdin } from "./pty-stdin.js";
 
 /** After a PTY workload exited: how long to wait for the pty channel to deliver its last output. */
 export const PTY_DRAIN_MS = 2000;
@@ -21,8 +22,8 @@ export interface PtyStdio {
 export class PtyConversation extends Conversation {
   private pty: PtyChannel | null = null;
   private forwarding = false;
-  /** Terminal input that arrived before the pty channel was open. */
-  private early: Buffer[] = [];
+  /** fd0 as terminal input, bounded before and after the pty channel opens. */
+  private readonly input: PtyStdin;
   private readonly resizes: ResizeControl[] = [];
   private resizeInFlight: number | null = null;
 
@@ -31,15 +32,13 @@ export class PtyConversation extends Conversation {
     private readonly stdio: PtyStdio,
   ) {
     super(parts);
+    this.input = new PtyStdin(this.io.stdin);
   }
 
   /** A terminal has no end of input: fd0 EOF in PTY mode only means Paseo is done writing. */
   protected pumpStdin(): void {
     const stdin = this.io.stdin;
-    stdin.on("data", (d: Buffer) => {
-      if (this.pty) this.pty.stdin.write(d);
-      else this.early.push(d);
-    });
+    stdin.on("data", (d: Buffer) => this.input.push(d));
     stdin.on("error", () => undefined);
   }
 
@@ -70,7 +69,7 @@ export class PtyConversation extends Conversation {
       this.pty = pty;
       if (this.events.started) this.forwardOutput();
       pty.stdin.on("error", () => undefined);
-      for (const d of this.early.splice(0)) pty.stdin.write(d);
+      this.input.attach(pty.stdin);
     } catch (err) {
       this.ch.destroy();
       this.settle({ kind: "error", err: err instanceof RuntimeError ? err : new RuntimeError("network", String(err)) });
