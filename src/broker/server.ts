@@ -3,7 +3,7 @@
 // asked, or once a newer broker has taken its socket path and its last channel has closed.
 import { chmodSync, rmSync, statSync } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
-import { BinaryFrameDecoder, FrameKind, encodeFrame, AGENT_READY_MARKER, type Frame } from "../shared/frames.js";
+import { BinaryFrameDecoder, FrameKind, encodeMessage, AGENT_READY_MARKER, type Frame } from "../shared/frames.js";
 import { RuntimeError, oneLine, toWireError } from "../shared/errors.js";
 import type { RuntimeOptions } from "../transport/options.js";
 import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
@@ -216,7 +216,9 @@ export class BrokerServer {
     }
     this.answer(sock, { ok: true });
     sock.write(AGENT_READY_MARKER);
-    channel.on("frame", (f: Frame) => sock.write(encodeFrame(f.kind, f.payload)));
+    channel.on("frame", (f: Frame) => {
+      for (const b of encodeMessage(f.kind, f.payload)) sock.write(b);
+    });
     channel.once("close", () => {
       release();
       sock.end();

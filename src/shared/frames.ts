@@ -4,8 +4,10 @@
 // Layout: [kind u8][length u32 big-endian][payload]. Shared by both sides (bundled into the agent).
 
 export const FrameKind = {
-  /** UTF-8 JSON control message. */
+  /** UTF-8 JSON control message (or the last part of one longer than a frame). */
   Json: 0x01,
+  /** A leading part of a JSON message longer than one frame; its Json frame follows. */
+  JsonPart: 0x02,
   /** Workload stdin bytes (runtime -> agent). */
   Stdin: 0x10,
   /** Workload stdout bytes (agent -> runtime). */
@@ -24,6 +26,11 @@ export interface Frame {
 
 /** Large enough for throughput, small enough that one frame never monopolises a channel. */
 export const MAX_FRAME_PAYLOAD = 1024 * 1024;
+/**
+ * Longest JSON message (sent as JsonPart frames and a final Json frame). The largest legitimate
+ * one is an exec request: at most a few MiB of argv and env (all a host's execve accepts).
+ */
+export const MAX_JSON_MESSAGE = 64 * 1024 * 1024;
 const HEADER = 5;
 const KINDS = new Set<number>(Object.values(FrameKind));
 
@@ -40,7 +47,8 @@ export function encodeFrame(kind: FrameKind, payload: Buffer | Uint8Array = Buff
 }
 
 export function encodeJson(value: unknown): Buffer {
-  return encodeFrame(FrameKind.Json, Buffer.from(JSON.stringify(value), "utf8"));
+  const frames = encodeMessage(FrameKind.Json, Buffer.from(JSON.stringify(value), "utf8"));
+  return frames.length === 1 ? frames[0]! : Buffer.concat(frames);
 }
 
 /** Splits data larger than one frame into several frames of the same kind. */
@@ -52,11 +60,23 @@ export function encodeData(kind: FrameKind, data: Buffer): Buffer[] {
   return frames;
 }
 
+/** One decoded frame as frames again: a long JSON message as JsonPart frames and a Json frame. */
+export function encodeMessage(kind: FrameKind, payload: Buffer): Buffer[] {
+  if (kind !== FrameKind.Json || payload.length <= MAX_FRAME_PAYLOAD) return [encodeFrame(kind, payload)];
+  const last = payload.length - ((payload.length - 1) % MAX_FRAME_PAYLOAD) - 1;
+  return [...encodeData(FrameKind.JsonPart, payload.subarray(0, last)), encodeFrame(FrameKind.Json, payload.subarray(last))];
+}
+
 export class FrameError extends Error {}
 
-/** Incremental decoder: push chunks of any size, get whole frames back in order. */
+/**
+ * Incremental decoder: push chunks of any size, get whole frames back in order. JsonPart frames
+ * are joined with the Json frame that ends their message, so consumers only see whole messages.
+ */
 export class BinaryFrameDecoder {
   private buf: Buffer = Buffer.alloc(0);
+  private jsonParts: Buffer[] = [];
+  private jsonBytes = 0;
 
   push(chunk: Buffer): Frame[] {
     this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
@@ -67,8 +87,19 @@ export class BinaryFrameDecoder {
       if (!KINDS.has(kind)) throw new FrameError(`unknown frame kind 0x${kind.toString(16)}`);
       if (len > MAX_FRAME_PAYLOAD) throw new FrameError(`frame too large: ${len}`);
       if (this.buf.length < HEADER + len) break;
-      frames.push({ kind: kind as FrameKind, payload: Buffer.from(this.buf.subarray(HEADER, HEADER + len)) });
+      const payload = Buffer.from(this.buf.subarray(HEADER, HEADER + len));
       this.buf = this.buf.subarray(HEADER + len);
+      if (kind === FrameKind.JsonPart || (kind === FrameKind.Json && this.jsonParts.length > 0)) {
+        this.jsonBytes += len;
+        if (this.jsonBytes > MAX_JSON_MESSAGE) throw new FrameError(`JSON message longer than ${MAX_JSON_MESSAGE} bytes`);
+        this.jsonParts.push(payload);
+        if (kind === FrameKind.JsonPart) continue;
+        frames.push({ kind: FrameKind.Json, payload: Buffer.concat(this.jsonParts) });
+        this.jsonParts = [];
+        this.jsonBytes = 0;
+        continue;
+      }
+      frames.push({ kind: kind as FrameKind, payload });
     }
     return frames;
   }

@@ -24,6 +24,38 @@ describe("exec under large or hostile input", () => {
     expect(maxRss).toBeLessThan(150 * MiB);
   });
 
+  const PRINT_SIZES = "console.log(Object.keys(process.env).sort().map((k) => k + '=' + process.env[k].length).join(' '))";
+  const bigEnv = (count: number, size: number) =>
+    Object.fromEntries(Array.from({ length: count }, (_, i) => [`BIG${String(i).padStart(2, "0")}`, String(i % 10).repeat(size)]));
+
+  it.each([["pipes"], ["pty"]])("%s: an envelope over 1 MiB that execve accepts runs (ten env values of 120 KB)", async (kind) => {
+    const env = bigEnv(10, 120_000);
+    const stdio = kind === "pty" ? { kind: "pty" as const, rows: 24, cols: 200 } : { kind: "pipes" as const };
+    const r = await ws.run({ argv: [process.execPath, "-e", PRINT_SIZES], env, stdio });
+    expect(r.stderr).toBe("");
+    expect(exitOf(r)).toEqual({ code: 0, signal: null });
+    expect(r.stdout.toString("utf8").trim()).toBe(
+      Object.keys(env)
+        .map((k) => `${k}=120000`)
+        .join(" "),
+    );
+  });
+
+  it("an envelope execve would refuse is an input error naming the limit; nothing is launched", async () => {
+    const total = await ws.run({ argv: ["/bin/true"], env: bigEnv(60, 120_000) });
+    expect(total.code).toBe(2);
+    expect(total.fd4).toBe("");
+    expect(total.stderr.trim()).toMatch(
+      /^Invalid spawn envelope: argv and env need 72\d{5} bytes, more than the \d+ bytes execve accepts on this host \(ARG_MAX\)$/,
+    );
+    const one = await ws.run({ argv: ["/bin/true"], env: { HUGE: "x".repeat(200_000) } });
+    expect(one.code).toBe(2);
+    expect(one.fd4).toBe("");
+    expect(one.stderr.trim()).toBe(
+      "Invalid spawn envelope: env HUGE takes 200006 bytes, more than the 131072 bytes execve accepts for one string on this host (MAX_ARG_STRLEN)",
+    );
+  });
+
   // Terminal input in lines: a `sleep` never reads them, so the terminal's input queue fills and
   // everything behind it (sshd, SSH window, broker, wrapper) must hold the writer back.
   const lines = Buffer.from(("y".repeat(1023) + "\n").repeat(256));

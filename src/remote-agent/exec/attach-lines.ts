@@ -79,13 +79,17 @@ export function sendLine(sock: Socket, msg: ControlLine | AttachLine): void {
 
 /** Calls `handle` for each line that passes `guard`; a line that is not JSON ends the connection. */
 export function onLines<T>(sock: Socket, guard: Guard<T>, handle: (msg: T) => void): void {
-  let buf = "";
+  // The line in progress, in pieces: a launch line of several MiB (a large env) is joined once
+  // instead of being re-scanned and re-copied for every chunk.
+  let pending: string[] = [];
   sock.setEncoding("utf8");
   sock.on("data", (chunk: string) => {
-    buf += chunk;
-    for (let nl = buf.indexOf("\n"); nl >= 0; nl = buf.indexOf("\n")) {
-      const line = buf.slice(0, nl);
-      buf = buf.slice(nl + 1);
+    let start = 0;
+    for (let nl = chunk.indexOf("\n"); nl >= 0; nl = chunk.indexOf("\n", start)) {
+      pending.push(chunk.slice(start, nl));
+      const line = pending.join("");
+      pending = [];
+      start = nl + 1;
       if (line === "") continue;
       let msg: unknown;
       try {
@@ -96,5 +100,6 @@ export function onLines<T>(sock: Socket, guard: Guard<T>, handle: (msg: T) => vo
       }
       if (guard(msg)) handle(msg);
     }
+    if (start < chunk.length) pending.push(chunk.slice(start));
   });
 }

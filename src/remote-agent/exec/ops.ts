@@ -8,6 +8,7 @@ import type { AgentContext, OneShotHandlers } from "../context.js";
 import { readProcStat, isGone } from "../../shared/proc-stat.js";
 import { createExecRecord, readExecRecord, updateExecRecord, type ExecRecord } from "./records.js";
 import { resolveLaunch, resolveWorkloadCwd } from "./launch.js";
+import { checkArgSpace } from "./arg-space.js";
 import { checkProcessStrings, parseRunRequest } from "./request.js";
 import { isExecSignal, type ExecRunRequest } from "../../shared/agent-api.js";
 import { execHooks } from "../test-hooks.js";
@@ -48,6 +49,7 @@ export async function execRun(ctx: AgentContext): Promise<void> {
     checkProcessStrings(req.argv, req.env);
     const cwd = resolveWorkloadCwd(manifest.workspaceRoot, req.cwd);
     launch = resolveLaunch(req.argv, req.env, cwd, ctx.agentDir, ctx.nodePath);
+    if (launch) checkArgSpace(launch, req.env);
   } catch (err) {
     updateExecRecord(layout, record, { state: "refused" });
     throw err;

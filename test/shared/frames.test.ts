@@ -1,0 +1,63 @@
+// Runtime <-> agent framing: a JSON message longer than one frame travels as JsonPart frames and
+// a final Json frame and is decoded whole, however the bytes are chunked; a relay that re-encodes
+// decoded frames (the broker) keeps it intact; an endless message is refused at its bound.
+import { describe, expect, it } from "vitest";
+import {
+  BinaryFrameDecoder,
+  FrameKind,
+  MAX_FRAME_PAYLOAD,
+  MAX_JSON_MESSAGE,
+  encodeData,
+  encodeFrame,
+  encodeJson,
+  encodeMessage,
+  type Frame,
+} from "../../src/shared/frames.js";
+
+function decodeInChunks(bytes: Buffer, size: number): Frame[] {
+  const d = new BinaryFrameDecoder();
+  const out: Frame[] = [];
+  for (let off = 0; off < bytes.length; off += size) out.push(...d.push(bytes.subarray(off, off + size)));
+  expect(d.pending).toBe(0);
+  return out;
+}
+
+describe("frames", () => {
+  const big = { op: "exec.run", env: Object.fromEntries(Array.from({ length: 30 }, (_, i) => [`V${i}`, "é".repeat(60_000 + i)])) };
+
+  it("a JSON message of several frames decodes whole, in any chunking, between data frames", () => {
+    const json = encodeJson(big);
+    expect(json.length).toBeGreaterThan(3 * MAX_FRAME_PAYLOAD);
+    const stream = Buffer.concat([
+      ...encodeData(FrameKind.Stdout, Buffer.from("before")),
+      json,
+      encodeFrame(FrameKind.Eof, Buffer.from([1])),
+    ]);
+    for (const size of [1 << 20, 65_536, 7_777]) {
+      const frames = decodeInChunks(stream, size);
+      expect(frames.map((f) => f.kind)).toEqual([FrameKind.Stdout, FrameKind.Json, FrameKind.Eof]);
+      expect(JSON.parse(frames[1]!.payload.toString("utf8"))).toEqual(big);
+    }
+  });
+
+  it("re-encoding decoded frames (the broker's relay) keeps a long message intact", () => {
+    const [frame] = decodeInChunks(encodeJson(big), 1 << 16);
+    const relayed = decodeInChunks(Buffer.concat(encodeMessage(frame!.kind, frame!.payload)), 1 << 16);
+    expect(relayed).toHaveLength(1);
+    expect(relayed[0]!.payload.equals(frame!.payload)).toBe(true);
+  });
+
+  it("a message of exactly one frame's payload is one Json frame", () => {
+    const payload = Buffer.alloc(MAX_FRAME_PAYLOAD, 0x20);
+    expect(encodeMessage(FrameKind.Json, payload)).toHaveLength(1);
+    expect(encodeMessage(FrameKind.Json, Buffer.alloc(MAX_FRAME_PAYLOAD + 1, 0x20))).toHaveLength(2);
+  });
+
+  it("a JSON message that never ends is refused at its bound", () => {
+    const d = new BinaryFrameDecoder();
+    const part = encodeFrame(FrameKind.JsonPart, Buffer.alloc(MAX_FRAME_PAYLOAD, 0x20));
+    expect(() => {
+      for (let i = 0; i <= MAX_JSON_MESSAGE / MAX_FRAME_PAYLOAD; i++) d.push(part);
+    }).toThrow(`JSON message longer than ${MAX_JSON_MESSAGE} bytes`);
+  });
+});
