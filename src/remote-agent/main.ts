@@ -11,6 +11,7 @@ import type { AgentMessage } from "../shared/agent-api.js";
 import type { AgentContext, ReceivedRequest } from "./context.js";
 import { lookupOp } from "./ops.js";
 import { ptyAttachMain } from "./exec/pty-attach.js";
+import { markRoot } from "./root-marker.js";
 
 function expandRoot(root: string): string {
   if (root === "~") return homedir();
@@ -41,9 +42,11 @@ function main(): void {
     try {
       if (!spec) throw new RuntimeError("input", `Unknown agent operation: ${req.op}`);
       if (req.root === "") throw new RuntimeError("input", "agent request has no root");
+      const root = expandRoot(req.root);
+      markRoot(root);
       const ctx: AgentContext = {
         request: req,
-        root: expandRoot(req.root),
+        root,
         agentDir: dirname(__filename),
         nodePath: process.execPath,
         sendJson: send,

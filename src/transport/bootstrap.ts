@@ -13,7 +13,8 @@ import { RuntimeError } from "../shared/errors.js";
 
 export const BOOT_SENTINEL = "PASEO-SSH-BOOT-1";
 
-export type BootStatus = "need-install" | "no-node" | "bad-node" | "old-node" | "no-git" | "installed" | "short-upload" | "install-failed";
+export type BootStatus =
+  "need-install" | "no-node" | "bad-node" | "old-node" | "no-git" | "installed" | "short-upload" | "install-failed" | "unsafe-root";
 
 export interface AgentBundle {
   path: string;
@@ -71,7 +72,28 @@ const HEX16 = /^[0-9a-f]{16}$/;
 const ROOT = `R="$1"; case "$R" in "~/"*) R="$HOME/\${R#??}";; esac;`;
 
 /**
- * Finds node, checks node >= 18 and git, then execs `node <root>/agent/<hash>/agent.cjs [args]`.
+ * Refuses to run or install anything unless the root, `agent/` and the agent's directory (those
+ * that exist) are directories of the login user that group and others cannot write: otherwise
+ * another local user could have put an `agent.cjs` there (its path is public) for us to run. A
+ * symlink on the way must itself be ours or root's, or it could be pointed elsewhere in between.
+ * `bad` reports `unsafe-root:<mode>:<owner>:<path>` and stops. Needs S, R and D.
+ */
+const CHECK_ROOT_FNS = [
+  `bad() { P="$1"; set -- $(ls -ld "$2" 2>/dev/null); echo "$S:unsafe-root:$1:$3:$P"; exit 86; };`,
+  `ck() { [ -e "$1" ] || return 0; if [ -L "$1" ]; then set -- "$1" $(ls -ldn "$1"); [ "$4" = "$(id -u)" ] || [ "$4" = 0 ] || bad "$1" "$1"; fi;`,
+  `[ -d "$1" ] || bad "$1" "$1"; [ -O "$1" ] || bad "$1" "$1/"; [ -z "$W" ] || wr "$1"; };`,
+  `wr() { set -- "$1" $(ls -ldn "$1/" 2>/dev/null); case "$2" in d????w*|d???????w*) bad "$1" "$1/";; esac; };`,
+].join(" ");
+// Ownership with test builtins, group/other write bits with one find (and `ls` only when it found
+// one, to name it); path by path from the root down, so the first offender is reported.
+const CHECK_ROOT = [
+  `W=$(find "$R/" "$R/agent/" "$D/" -prune "(" -perm -020 -o -perm -002 ")" -print 2>/dev/null);`,
+  `ck "$R"; ck "$R/agent"; ck "$D";`,
+].join(" ");
+
+/**
+ * Finds node, checks node >= 18 and git, checks the root is safely ours (CHECK_ROOT), then execs
+ * `node <root>/agent/<hash>/agent.cjs [args]`.
  * The version check runs node once per (agent, node path); its result is remembered in
  * `<agentdir>/.node-ok` so the common path costs no extra process.
  */
@@ -87,6 +109,8 @@ export function bootstrapCommand(root: string, remoteNode: string | undefined, h
     `if [ -z "$N" ]; then N=$(for c in "$HOME"/.nvm/versions/node/v*/bin/node; do if [ -x "$c" ]; then v="\${c%/bin/node}"; echo "\${v##*/v} $c"; fi; done | sort -t. -k1,1n -k2,2n -k3,3n | tail -n 1); N="\${N#* }"; fi;`,
     `if [ -z "$N" ]; then echo "$S:no-node"; exit 86; fi;`,
     `command -v git >/dev/null 2>&1 || { echo "$S:no-git:$N"; exit 86; };`,
+    CHECK_ROOT_FNS,
+    CHECK_ROOT,
     `K=""; if [ -f "$D/.node-ok" ]; then read -r K < "$D/.node-ok"; fi;`,
     `if [ "$K" = "$N" ] && [ -f "$A" ]; then exec "$N" "$A" "$@"; fi;`,
     `V=$("$N" -p process.versions.node 2>/dev/null); M="\${V%%.*}";`,
@@ -98,7 +122,8 @@ export function bootstrapCommand(root: string, remoteNode: string | undefined, h
 }
 
 /**
- * Receives the agent on stdin into a private temp file and links it into place only if no agent
+ * Creates the agent's directory (0700, parents too), checks it is safely ours (CHECK_ROOT), then
+ * receives the agent on stdin into a private temp file and links it into place only if no agent
  * is there yet: a running agent is never overwritten, and concurrent installers all succeed.
  * A short upload (lost channel) is detected by size and never linked.
  */
@@ -107,7 +132,13 @@ export function installCommand(root: string, hash: string, size: number): string
   const script = [
     `S=${BOOT_SENTINEL}; umask 077;`,
     ROOT,
-    `D="$R/agent/${hash}"; mkdir -p "$D" || exit 1; T="$D/.agent.cjs.$$.tmp";`,
+    `D="$R/agent/${hash}";`,
+    CHECK_ROOT_FNS,
+    // Before creating anything (a foreign root may not even let us) and again after.
+    CHECK_ROOT,
+    `mkdir -p "$D" || exit 1;`,
+    CHECK_ROOT,
+    `T="$D/.agent.cjs.$$.tmp";`,
     `cat > "$T" || { rm -f "$T"; exit 1; };`,
     `Z=$(( $(wc -c < "$T") ));`,
     `if [ "$Z" -ne ${size} ]; then rm -f "$T"; echo "$S:short-upload:$Z"; exit 1; fi;`,

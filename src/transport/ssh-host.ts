@@ -167,6 +167,13 @@ export class SshHost implements RemoteHost {
           "remote-dependency",
           `git was not found on ${t} (login shell's PATH; node found at ${report.detail}): install git`,
         );
+      case "unsafe-root": {
+        const [mode, owner, ...path] = report.detail.split(":");
+        return new RuntimeError(
+          "ownership",
+          `remote root directory ${path.join(":")} on ${t} is owned by ${owner || "?"} with mode ${mode || "?"}; the root, its agent/ and agent/${this.bundle.hash}/ must belong to ${this.options.user} and not be writable by group or others: fix that or choose another root`,
+        );
+      }
       case "need-install":
         return new RuntimeError(
           "remote",
@@ -208,6 +215,7 @@ export class SshHost implements RemoteHost {
       ch.destroy();
       return new RuntimeError("network", `uploading the remote agent to ${this.target} did not finish within ${INSTALL_TIMEOUT_MS} ms`);
     });
+    if (boot.report?.status === "unsafe-root") throw this.bootError(boot.report, null);
     if (boot.report?.status !== "installed") {
       const why = boot.report ? `${boot.report.status} ${boot.report.detail}`.trim() : `exit ${String(code)}`;
       const err = oneLine(stderr).slice(-300);

@@ -2,8 +2,8 @@
 // install command lines through each login shell available here (sh, bash, zsh, fish, csh) with a
 // hostile root, and check the dependency statuses the bootstrap script reports.
 import { spawn, spawnSync } from "node:child_process";
-import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { AgentChannel } from "../../src/transport/agent-channel.js";
@@ -48,6 +48,22 @@ describe.each(SHELLS.filter((s) => existsSync(s)))("login shell %s", (shell) => 
     } finally {
       ch.destroy();
     }
+  });
+});
+
+describe.each(SHELLS.filter((s) => existsSync(s)))("login shell %s, unsafe root", (shell) => {
+  it("refuses to run or install from a root others can write, naming it", () => {
+    const home = mkdtempSync(join(tmpdir(), "paseo-unsafe-"));
+    const root = join(home, "r o'ot");
+    mkdirSync(join(root, "agent", bundle.hash), { recursive: true, mode: 0o700 });
+    chmodSync(root, 0o775);
+    const owner = userInfo().username;
+    expect(statusOf(run(shell, bootstrapCommand(root, undefined, bundle.hash), home).stdout)).toBe(
+      `unsafe-root:drwxrwxr-x:${owner}:${root}`,
+    );
+    const install = run(shell, installCommand(root, bundle.hash, bundle.size), home, readFileSync(bundle.path));
+    expect(statusOf(install.stdout)).toBe(`unsafe-root:drwxrwxr-x:${owner}:${root}`);
+    expect(existsSync(join(root, "agent", bundle.hash, "agent.cjs"))).toBe(false);
   });
 });
 

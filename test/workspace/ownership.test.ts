@@ -186,7 +186,9 @@ describe("ownership, partial state and reconciliation over SSH", () => {
     }
     // test-hooks.json is this suite's own (earlier tests planted it), not the runtime's.
     const made = readdirSync(d.root).filter((n) => n !== TEST_HOOKS_FILE);
-    expect(made.sort()).toEqual(["agent", "cache", "run", "tmp", "workspaces"].filter((n) => existsSync(join(d.root, n))));
+    expect(made.sort()).toEqual(
+      [".paseo-ssh-root", "agent", "cache", "run", "tmp", "workspaces"].filter((n) => existsSync(join(d.root, n))),
+    );
     expect(existsSync(join(d.root, "..", "x"))).toBe(false);
     for (const id of ids) expect((await d.op("destroy", id)).ok).toBe(true);
     for (const id of ids) expect(existsSync(workspaceLayout(d.root, id).dir)).toBe(false);

@@ -17,6 +17,7 @@ import type { ExecSupervisor } from "./supervisor.js";
 import { execTagPath } from "../proc/process-set.js";
 import { isAttachLine, onLines, sendLine } from "./attach-lines.js";
 import { listenUnix } from "../../shared/listen-unix.js";
+import { isMarkedRoot } from "../root-marker.js";
 
 /** How long the runtime has to open the PTY channel after receiving the token. */
 export const PTY_ATTACH_TIMEOUT_MS = 20_000;
@@ -46,7 +47,7 @@ export async function runPty(ctx: AgentContext, sup: ExecSupervisor, launch: Lau
   // Bound relative to `run/` (our cwd from here on; every other path we use is absolute): a Unix
   // socket path is limited to ~104 bytes, which a long configured root would otherwise exceed.
   process.chdir(runBase);
-  sweepStaleSockets();
+  if (isMarkedRoot(ctx.root)) sweepStaleSockets();
   const sockPath = `${token}.sock`;
   const server = createServer();
   await listenUnix(server, sockPath);

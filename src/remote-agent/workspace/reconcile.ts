@@ -15,6 +15,7 @@ import { tryLock } from "./holder-lock.js";
 import { removeOwned, str } from "./common.js";
 import { STAGING_PREFIX } from "./create.js";
 import { INCOMING_PREFIX } from "./pack-intake.js";
+import { requireMarkedRoot } from "../root-marker.js";
 
 /** A staging checkout this old belongs to an agent that died (a live clone never takes hours). */
 const STAGING_MAX_AGE_MS = 6 * 3600_000;
@@ -51,6 +52,7 @@ export async function reconcile(ctx: AgentContext): Promise<ReconcileResult> {
   if (!Array.isArray(keepRaw) || !keepRaw.every((x) => typeof x === "string"))
     throw new RuntimeError("input", "reconcile requires workspaceIds");
   const keep = new Set(keepRaw as string[]);
+  requireMarkedRoot(ctx.root, "reconcile");
   const l = rootLayout(ctx.root);
   const removed: ReconcileResult["removed"] = [];
   const usedKeys = new Set<string>();

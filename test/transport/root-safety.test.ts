@@ -1,0 +1,179 @@
+// The remote root is ours before anything under it runs: another local user of the host (the rig's
+// second account) must not be able to get their code run as the SSH user by planting an
+// `agent.cjs` at its public path, and reconcile never deletes by name in a directory that is not a
+// root of ours (the marker). The host is this machine, so the test (root) plants state directly.
+import { execFileSync } from "node:child_process";
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { agentBundle } from "../../src/transport/bootstrap.js";
+import { ROOT_MARKER } from "../../src/remote-agent/root-marker.js";
+import { rig, rigOptions } from "../rig/rig.js";
+import { lifecycleRequest, runCli } from "../support/run-cli.js";
+import type { Options } from "../../src/contract/index.js";
+
+const uidOf = (user: string) => Number(execFileSync("id", ["-u", user]).toString().trim());
+
+const bases: string[] = [];
+afterAll(() => {
+  for (const b of bases) rmSync(b, { recursive: true, force: true });
+});
+
+/** A world-writable, sticky parent directory (like /tmp) for roots of this test. */
+function sharedParent(): string {
+  const base = mkdtempSync(join(tmpdir(), "paseo-root-safety-"));
+  bases.push(base);
+  chmodSync(base, 0o1777);
+  return base;
+}
+
+function dirOf(path: string, uid: number, mode: number): void {
+  mkdirSync(path, { recursive: true });
+  chownSync(path, uid, uid);
+  chmodSync(path, mode);
+}
+
+function inspect(root: string) {
+  const options = rigOptions({ root }) as Options;
+  return runCli(["inspect", "--workspace-id", "root-safety"], { stdin: lifecycleRequest(options), timeoutMs: 60_000 });
+}
+
+function reconcile(root: string) {
+  const options = rigOptions({ root }) as Options;
+  return runCli(["reconcile"], { stdin: lifecycleRequest(options, { workspaceIds: [] }), timeoutMs: 60_000 });
+}
+
+describe.skipIf(!!process.env.PASEO_TEST_SSH_HOST)("remote root safety", () => {
+  const hash = agentBundle().hash;
+
+  /** Plants an agent that leaves a proof file when run, in the layout the cases below describe. */
+  function plant(parent: string, owners: { root: [number, number]; agent: [number, number]; hashDir: [number, number] }): string {
+    const root = join(parent, "root");
+    dirOf(root, ...owners.root);
+    dirOf(join(root, "agent"), ...owners.agent);
+    dirOf(join(root, "agent", hash), ...owners.hashDir);
+    const agent = join(root, "agent", hash, "agent.cjs");
+    writeFileSync(agent, `require("fs").writeFileSync(${JSON.stringify(join(parent, "pwned"))}, String(process.getuid()));\n`);
+    chownSync(agent, owners.hashDir[0], owners.hashDir[0]);
+    chmodSync(agent, 0o755);
+    return root;
+  }
+
+  const cases: Array<[string, (me: number, other: number) => Parameters<typeof plant>[1], (root: string) => string, RegExp]> = [
+    [
+      "the root belongs to another user",
+      (me, other) => ({ root: [other, 0o755], agent: [other, 0o755], hashDir: [other, 0o755] }),
+      (r) => r,
+      /^drwxr-xr-x$/,
+    ],
+    [
+      "the root is world-writable",
+      (me, other) => ({ root: [me, 0o777], agent: [other, 0o755], hashDir: [other, 0o755] }),
+      (r) => r,
+      /^drwxrwxrwx$/,
+    ],
+    [
+      "agent/ belongs to another user",
+      (me, other) => ({ root: [me, 0o700], agent: [other, 0o755], hashDir: [other, 0o755] }),
+      (r) => join(r, "agent"),
+      /^drwxr-xr-x$/,
+    ],
+    [
+      "the agent's directory is group-writable",
+      (me) => ({ root: [me, 0o700], agent: [me, 0o700], hashDir: [me, 0o770] }),
+      (r) => join(r, "agent", hash),
+      /^drwxrwx---$/,
+    ],
+  ];
+
+  it.each(cases)(
+    "a planted agent is never run when %s: one ownership error names the path, owner and mode",
+    async (_name, layout, offender, mode) => {
+      const me = uidOf(rig().user);
+      const other = uidOf(rig().noisyUser!);
+      const parent = sharedParent();
+      const root = plant(parent, layout(me, other));
+      const r = await inspect(root);
+      expect(existsSync(join(parent, "pwned"))).toBe(false);
+      expect(r.code).toBe(7);
+      const line = r.stderr.trim();
+      expect(line.split("\n")).toHaveLength(1);
+      const m =
+        /^remote root directory (.*) on \S+ is owned by (\S+) with mode (\S+); the root, its agent\/ and agent\/[0-9a-f]{16}\/ must belong to paseotest and not be writable by group or others: fix that or choose another root$/.exec(
+          line,
+        );
+      expect(m, line).not.toBeNull();
+      expect(m![1]).toBe(offender(root));
+      expect(m![3]).toMatch(mode);
+      expect(m![2]).toBe(statSync(offender(root)).uid === me ? rig().user : rig().noisyUser);
+    },
+  );
+
+  it("a root created by the runtime is 0700 down to the agent, marked, and works", async () => {
+    const root = join(sharedParent(), "fresh", "root");
+    const r = await inspect(root);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    for (const p of [root, join(root, "agent"), join(root, "agent", hash)]) {
+      expect(statSync(p).mode & 0o777).toBe(0o700);
+      expect(statSync(p).uid).toBe(uidOf(rig().user));
+    }
+    expect(existsSync(join(root, ROOT_MARKER))).toBe(true);
+  });
+
+  /** Old cache and trash entries, as reconcile would prune them in a root of ours. */
+  function prunable(root: string): string[] {
+    const me = uidOf(rig().user);
+    const cache = join(root, "cache", "0123456789abcdef.git");
+    const trash = join(root, "tmp", "trash-planted");
+    for (const p of [cache, trash]) {
+      mkdirSync(p, { recursive: true });
+      writeFileSync(join(p, "keep"), "user data\n");
+    }
+    execFileSync("chown", ["-R", `${me}:${me}`, root]);
+    const old = new Date(Date.now() - 3600_000);
+    for (const p of [cache, trash]) utimesSync(p, old, old);
+    return [cache, trash];
+  }
+
+  it("reconcile touches nothing in a pre-existing directory that holds other files (no marker)", async () => {
+    const me = uidOf(rig().user);
+    const root = join(sharedParent(), "home-like");
+    dirOf(root, me, 0o700);
+    writeFileSync(join(root, "notes.txt"), "mine\n");
+    const kept = prunable(root);
+    const r = await reconcile(root);
+    expect(r.code).toBe(7);
+    expect(r.stderr.trim()).toBe(
+      `remote root ${root} holds files paseo-ssh-runtime did not create (no ${ROOT_MARKER} marker), so reconcile left it untouched; give the runtime a directory of its own as root`,
+    );
+    for (const p of kept) expect(readFileSync(join(p, "keep"), "utf8")).toBe("user data\n");
+    expect(existsSync(join(root, ROOT_MARKER))).toBe(false);
+  });
+
+  it("a root of an earlier version (our layout, no marker) is marked on first use and reconciled", async () => {
+    const me = uidOf(rig().user);
+    const root = join(sharedParent(), "earlier");
+    dirOf(root, me, 0o700);
+    dirOf(join(root, "workspaces"), me, 0o700);
+    const [cache, trash] = prunable(root);
+    const r = await reconcile(root);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(existsSync(join(root, ROOT_MARKER))).toBe(true);
+    expect(existsSync(cache!)).toBe(false);
+    expect(existsSync(trash!)).toBe(false);
+  });
+});
