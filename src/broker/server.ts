@@ -255,9 +255,17 @@ export class BrokerServer {
     }
     this.answer(sock, { ok: true });
     channel.output.pipe(sock);
-    void channel.closed.then(() => release());
+    // Once the channel is gone, input is dropped and the socket read again (it may be paused by
+    // backpressure that can no longer clear), so the client's end is seen and it counts as gone.
+    let channelClosed = false;
+    void channel.closed.then(() => {
+      channelClosed = true;
+      release();
+      sock.resume();
+    });
     const decoder = new BinaryFrameDecoder();
     sock.on("data", (d: Buffer) => {
+      if (channelClosed) return;
       let frames: Frame[];
       try {
         frames = decoder.push(d);

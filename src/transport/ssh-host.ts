@@ -118,7 +118,12 @@ export class SshHost implements RemoteHost {
             stdin: ch,
             output,
             setWindow: (rows, cols) => ch.setWindow(rows, cols, 0, 0),
-            destroy: () => ch.destroy(),
+            // ssh2 reports a channel closed only once its output was read to the end: output
+            // nobody will read any more is discarded, or the channel would count as open forever.
+            destroy: () => {
+              ch.destroy();
+              output.resume();
+            },
             closed,
           },
         });

@@ -2,11 +2,15 @@
 // writer does, and what cannot be handled fails with one clear line.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ExecWorkspace, exitOf, flood } from "../support/exec.js";
+import { alive, brokerStats } from "../support/broker.js";
+import { parseRuntimeOptions } from "../../src/transport/options.js";
+import { waitFor } from "../rig/rig.js";
 
 const MiB = 1024 * 1024;
 
 describe("exec under large or hostile input", () => {
-  const ws = new ExecWorkspace("exec-limits");
+  // A short idle time so a broker that can still exit is seen exiting (see the PTY flood test).
+  const ws = new ExecWorkspace("exec-limits", { brokerIdleMs: 1000 });
   beforeAll(() => ws.create());
   afterAll(() => ws.cleanup());
 
@@ -71,6 +75,22 @@ describe("exec under large or hostile input", () => {
     expect(maxRss).toBeLessThan(150 * MiB);
     h.sendControl({ type: "signal", protocolVersion: 1, signal: "SIGKILL" });
     expect(exitOf(await h.done)).toEqual({ code: null, signal: "SIGKILL" });
+    // The terminal's echo left unread output in the broker's PTY channel: it must still close, or
+    // the broker counts it open forever and never exits.
+    const broker = await brokerStats(parseRuntimeOptions(ws.options));
+    expect(broker).not.toBeNull();
+    await waitFor(() => !alive(broker!.pid), 15_000);
+  });
+
+  it("PTY: a wrapper killed while terminal output is unread leaves a broker that still exits when idle", async () => {
+    const h = ws.start({ argv: ["/usr/bin/yes"], stdio: pty }, { pauseStdout: true });
+    await h.waitEvent("started");
+    await new Promise((r) => setTimeout(r, 500));
+    process.kill(-h.child.pid!, "SIGKILL");
+    await h.done;
+    const broker = await brokerStats(parseRuntimeOptions(ws.options));
+    expect(broker).not.toBeNull();
+    await waitFor(() => !alive(broker!.pid), 15_000);
   });
 
   it("PTY: input a program reads keeps flowing under the same bound", async () => {
