@@ -2,7 +2,7 @@
 // Identity checks (pid + start time) and the workspace process set are built on these, so every
 // read tolerates a process vanishing mid-scan. Linux uses /proc; macOS is best effort via ps.
 import { execFileSync } from "node:child_process";
-import { readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 
 export interface ProcStat {
   pid: number;
@@ -47,16 +47,6 @@ export function listPids(): number[] {
     if (Number.isInteger(n) && n > 0) pids.push(n);
   }
   return pids;
-}
-
-/** Target of the process's descriptor `fd` (Linux only), or null when absent or unreadable. */
-export function fdLink(pid: number, fd: number): string | null {
-  if (!IS_LINUX) return null;
-  try {
-    return readlinkSync(`/proc/${pid}/fd/${fd}`);
-  } catch {
-    return null;
-  }
 }
 
 /** The command line as argv (empty when unreadable or a zombie). */

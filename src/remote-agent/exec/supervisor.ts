@@ -57,7 +57,7 @@ export class ExecSupervisor {
     if (this.delayIdentityMs > 0) await sleep(this.delayIdentityMs);
     if (this.finished || this.abandoned) return;
     this.ident = ident;
-    if (ident && this.groupSignals && ident.sid === ident.pid) recordSession(this.layout, this.execId, ident.sid, ident.startTime);
+    if (ident) recordSession(this.layout, this.execId, ident);
     this.record = updateExecRecord(this.layout, this.record, ident ? { state: "running", ...ident } : { state: "running" });
     this.published = true;
     this.ctx.sendJson({ type: "started", pid: ident?.pid ?? null });

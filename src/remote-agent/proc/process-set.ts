@@ -4,22 +4,24 @@
 //
 // Membership (Linux): every workload is spawned with descriptor TAG_FD open on its exec's tag file
 // `<dir>/execs/<hash>.tag`. Descendants inherit it across fork, exec, setsid and re-parenting, so
-// /proc/<pid>/fd/TAG_FD names the exec and the workspace of any process that did not close it.
-// Processes that did close it (e.g. children of programs that close all descriptors) are still
-// found through their session: that of a tagged member, or one recorded when a pipes workload
-// started (`<dir>/sessions/`). Our own agent processes never hold the tag on TAG_FD and are
-// excluded by their command line. macOS: best effort through recorded groups.
-import { mkdirSync, readFileSync, realpathSync, readdirSync, rmSync, writeFileSync } from "node:fs";
-import { basename, dirname, join } from "node:path";
+// the file a process holds on TAG_FD (matched by device and inode, process-tags.ts) names the exec
+// and the workspace of any process that did not close it. Processes that did close it (e.g.
+// children of programs that close all descriptors) are still found through their session, but
+// only a session our workload created: one recorded when an exec started (`<dir>/sessions/`), or
+// one led by a tagged process. Our own agents never hold a tag and are in none of those sessions,
+// except pty-attach, which leads its PTY exec's session and is excluded as that session's recorded
+// leader (pid + start time). macOS: best effort through recorded groups.
+import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { basename, join } from "node:path";
 import { RuntimeError } from "../../shared/errors.js";
 import type { ProcessInfo } from "../../shared/agent-api.js";
 import { hashName, type WorkspaceLayout } from "../layout.js";
-import { fdLink, isGone, listPids, readArgv, readProcStat, sendSignal, type ProcStat } from "../../shared/proc-stat.js";
+import { isGone, listPids, readArgv, readProcStat, sendSignal, type ProcStat } from "../../shared/proc-stat.js";
 import { readRecordFile } from "../exec/records.js";
 import { sleep } from "../../shared/async.js";
+import { execTags, heldTag, workspaceTags, type TagSet } from "./process-tags.js";
 
-/** Descriptor number that carries the tag in every workload process (high, so programs leave it alone). */
-export const TAG_FD = 47;
+export { TAG_FD } from "./process-tags.js";
 
 /** Bounds of the sweeps: a fork bomb cannot keep pause or destroy busy forever. */
 const MAX_SWEEPS = 20;
@@ -30,41 +32,41 @@ export function execTagPath(layout: WorkspaceLayout, execId: string): string {
   return join(layout.execs, `${hashName(execId)}.tag`);
 }
 
-/** `tag`: where TAG_FD points (null for members found through their session). */
+/** `tag`: the tag file held on TAG_FD (null for members found through their session). */
 export type Member = ProcStat & { argv: string[]; tag: string | null };
 
-function variants(path: string): string[] {
-  const out = [path];
-  try {
-    const real = realpathSync(path);
-    if (real !== path) out.push(real);
-  } catch {
-    // Gone already (destroyed workspace): the recorded spelling is all we have.
-  }
-  return out;
-}
-
-/** Our agents (control agents, pty-attach and the shells that start them) must never be members. */
-function isAgentProcess(argv: string[], agentBases: string[]): boolean {
-  return argv.some((a) => agentBases.some((b) => a.includes(b)));
-}
-
-/** A session our pipes workload created (it leads it): `<dir>/sessions/<sid>.<startTime>.<execHash>`. */
+/**
+ * A session our workload created, recorded when its exec started:
+ * `<dir>/sessions/<sid>.<leaderStart>.<execHash>` when the workload leads it (pipes), or
+ * `<sid>.<leaderStart>.<execHash>.<since>` when the agent that started the workload leads it
+ * (pty-attach, in the session sshd made for the PTY channel): the leader is then not a member, and
+ * neither is anything started before the workload (`since`), e.g. by the login shell's rc files.
+ */
 interface RecordedSession {
   sid: number;
   startTime: string;
+  /** Members started before this (clock ticks) are not ours. */
+  since: string;
+  /** The leader is our agent, not a member. */
+  agentLeader: boolean;
   path: string;
 }
 
 const SESSIONS_DIR = "sessions";
 
 /**
- * Records the session a pipes workload leads, so members that closed the tag descriptor (e.g.
- * children of programs that close all descriptors) stay findable after every tagged process of
- * that session exited. Linux only (start times are comparable clock ticks there).
+ * Records the session an exec's workload runs in, so members that closed the tag descriptor
+ * stay findable after every tagged process of that session exited. Linux only (start times are
+ * comparable clock ticks there).
  */
-export function recordSession(layout: WorkspaceLayout, execId: string, sid: number, startTime: string): void {
+export function recordSession(layout: WorkspaceLayout, execId: string, workload: { pid: number; sid: number; startTime: string }): void {
   if (process.platform !== "linux") return;
+  let name = `${workload.sid}.${workload.startTime}.${hashName(execId)}`;
+  if (workload.sid !== workload.pid) {
+    const leader = readProcStat(workload.sid);
+    if (!leader) return;
+    name = `${workload.sid}.${leader.startTime}.${hashName(execId)}.${workload.startTime}`;
+  }
   const dir = join(layout.dir, SESSIONS_DIR);
   try {
     mkdirSync(dir, { mode: 0o700 });
@@ -73,7 +75,7 @@ export function recordSession(layout: WorkspaceLayout, execId: string, sid: numb
     if (code === "ENOENT") return; // the workspace was destroyed meanwhile (its processes with it)
     if (code !== "EEXIST") throw err;
   }
-  writeFileSync(join(dir, `${sid}.${startTime}.${hashName(execId)}`), "", { mode: 0o600 });
+  writeFileSync(join(dir, name), "", { mode: 0o600 });
 }
 
 function recordedSessions(workspaceDir: string, execHash?: string): RecordedSession[] {
@@ -86,9 +88,9 @@ function recordedSessions(workspaceDir: string, execHash?: string): RecordedSess
   }
   const out: RecordedSession[] = [];
   for (const name of names) {
-    const [sid, startTime, hash] = name.split(".");
+    const [sid, startTime, hash, since] = name.split(".");
     if (!sid || !startTime || !hash || (execHash !== undefined && hash !== execHash)) continue;
-    out.push({ sid: Number(sid), startTime, path: join(dir, name) });
+    out.push({ sid: Number(sid), startTime, since: since ?? startTime, agentLeader: since !== undefined, path: join(dir, name) });
   }
   return out;
 }
@@ -96,44 +98,35 @@ function recordedSessions(workspaceDir: string, execHash?: string): RecordedSess
 /**
  * Whether `st` is in a recorded session of ours. A session id is not reused while any process
  * still has it, so a member is ours unless the session's leader is a different (newer) process
- * than the one we recorded, or the member started before our leader did.
+ * than the one we recorded, or the member started before our workload did.
  */
 function inRecordedSession(st: ProcStat, recorded: Map<number, RecordedSession>): boolean {
   const r = recorded.get(st.sid);
   if (!r) return false;
-  if (st.pid === r.sid) return st.startTime === r.startTime;
+  if (st.pid === r.sid) return !r.agentLeader && st.startTime === r.startTime;
   const leader = readProcStat(r.sid);
   if (leader && leader.state !== "Z" && leader.startTime !== r.startTime) return false;
-  return Number(st.startTime) >= Number(r.startTime);
+  return Number(st.startTime) >= Number(r.since);
 }
 
-function scan(
-  layout: Pick<WorkspaceLayout, "dir">,
-  matches: (link: string) => boolean,
-  extraGroups: number[] = [],
-  recorded: RecordedSession[] = [],
-): Member[] {
-  const agentBases = variants(join(dirname(dirname(layout.dir)), "agent")).map((p) => p + "/");
+function scan(tags: TagSet, extraGroups: number[] = [], recorded: RecordedSession[] = []): Member[] {
   const pids = listPids().filter((p) => p !== process.pid);
   const sessions = new Set<number>();
   const members = new Map<number, Member>();
   const consider = (st: ProcStat | null, tag: string | null = null): Member | null => {
     if (!st || st.state === "Z" || st.state === "X") return null;
-    const argv = readArgv(st.pid);
-    if (isAgentProcess(argv, agentBases)) return null;
-    return { ...st, argv, tag };
+    return { ...st, argv: readArgv(st.pid), tag };
   };
   for (const pid of pids) {
-    const link = fdLink(pid, TAG_FD);
-    if (link === null || !matches(link)) continue;
-    const m = consider(readProcStat(pid), stripDeleted(link));
+    const tag = heldTag(pid, tags);
+    if (tag === null) continue;
+    const m = consider(readProcStat(pid), tag);
     if (m) members.set(pid, m);
   }
-  // A session counts as ours when a tagged process leads it or its leader is gone (a session id
-  // cannot be reused while members remain). A PTY workload sits in the session of pty-attach,
-  // which is not tagged, so that session is never swept as a whole.
+  // A tagged process that leads its session created it (setsid while holding our tag): all of it
+  // is ours. A session whose leader is merely gone proves nothing and is not swept.
   for (const m of members.values()) {
-    if (members.has(m.sid) || isGone(m.sid)) sessions.add(m.sid);
+    if (m.pid === m.sid) sessions.add(m.sid);
   }
   const groups = new Set(extraGroups);
   const recordedBySid = new Map(recorded.map((r) => [r.sid, r]));
@@ -153,17 +146,6 @@ function scan(
     if (!seenSids.has(r.sid)) rmSync(r.path, { force: true });
   }
   return [...members.values()];
-}
-
-function stripDeleted(link: string): string {
-  return link.endsWith(" (deleted)") ? link.slice(0, -" (deleted)".length) : link;
-}
-
-function tagMatcher(prefixes: string[], exact: boolean): (link: string) => boolean {
-  return (link) => {
-    const path = stripDeleted(link);
-    return prefixes.some((p) => (exact ? path === p : path.startsWith(p)));
-  };
 }
 
 /**
@@ -197,8 +179,7 @@ function recordedGroups(layout: WorkspaceLayout): number[] {
 }
 
 function workspaceMembers(layout: WorkspaceLayout): Member[] {
-  const prefixes = variants(layout.dir).map((p) => p + "/");
-  return scan(layout, tagMatcher(prefixes, false), recordedGroups(layout), recordedSessions(layout.dir));
+  return scan(workspaceTags(layout.execs), recordedGroups(layout), recordedSessions(layout.dir));
 }
 
 /** Processes of one exec: its workload and every descendant that kept the tag or its session. */
@@ -210,7 +191,7 @@ export function execMembers(layout: WorkspaceLayout, execId: string, pgid?: numb
 export function membersByTag(workspaceDir: string, tagPath: string, pgid?: number): Member[] {
   const groups = process.platform === "linux" || pgid === undefined ? [] : [pgid];
   const execHash = basename(tagPath).replace(/\.tag$/, "");
-  return scan({ dir: workspaceDir }, tagMatcher(variants(tagPath), true), groups, recordedSessions(workspaceDir, execHash));
+  return scan(execTags(tagPath), groups, recordedSessions(workspaceDir, execHash));
 }
 
 function toInfo(m: Member): ProcessInfo {
