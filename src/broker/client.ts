@@ -9,7 +9,7 @@ import { RuntimeError, oneLine } from "../shared/errors.js";
 import type { RuntimeOptions } from "../transport/options.js";
 import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
 import { dial } from "./dial.js";
-import { brokerEnvironment } from "./environment.js";
+import { brokerEnvironment, proxyEnvironment } from "./environment.js";
 import { withLock } from "./lock.js";
 import { brokerDir, brokerKey, brokerPaths, brokerScriptPath, brokerVersion, socketTrustworthy, type BrokerPaths } from "./paths.js";
 import type { BrokerLaunch } from "./main.js";
@@ -74,7 +74,8 @@ function startBroker(options: RuntimeOptions, target: BrokerTarget, onFailed: ()
       stdio: ["pipe", "ignore", logFd],
       env: brokerEnvironment(),
     });
-    const launch: BrokerLaunch = { options, paths, ...(target.plan ? { plan: target.plan } : {}) };
+    const proxyEnv = proxyEnvironment(target.plan);
+    const launch: BrokerLaunch = { options, paths, ...(target.plan ? { plan: target.plan } : {}), ...(proxyEnv ? { proxyEnv } : {}) };
     child.stdin!.on("error", () => undefined);
     child.stdin!.end(JSON.stringify(launch));
     child.on("error", onFailed);

@@ -12,6 +12,8 @@ import { BrokerServer } from "./server.js";
 export interface BrokerLaunch {
   options: RuntimeOptions;
   plan?: ConnectionPlan;
+  /** Only when the plan has a ProxyCommand: the environment it runs in (never the broker's own). */
+  proxyEnv?: NodeJS.ProcessEnv;
   paths: BrokerPaths;
 }
 
@@ -40,6 +42,7 @@ const HopSchema = z.object({
 const LaunchSchema = z.strictObject({
   options: z.record(z.string(), z.unknown()),
   plan: z.object({ hops: z.array(HopSchema).min(1), via: z.enum(["ssh -G", "parser", "options"]) }).optional(),
+  proxyEnv: z.record(z.string(), z.string()).optional(),
   paths: z.strictObject({ dir: z.string(), socket: z.string(), lock: z.string(), log: z.string() }),
 });
 
@@ -60,7 +63,8 @@ export function parseLaunch(text: string): BrokerLaunch {
   const named = z.array(z.string()).optional().safeParse(explicit);
   if (!named.success) throw new RuntimeError("input", "broker configuration on stdin is malformed");
   const options = { ...parseRuntimeOptions(fields), explicit: named.data };
-  return { options, ...(launch.data.plan ? { plan: launch.data.plan } : {}), paths: launch.data.paths };
+  const { plan, proxyEnv, paths } = launch.data;
+  return { options, ...(plan ? { plan } : {}), ...(proxyEnv ? { proxyEnv } : {}), paths };
 }
 
 function log(line: string): void {
@@ -90,7 +94,14 @@ async function main(): Promise<void> {
   const launch = await readLaunch();
   const version = brokerVersion(process.argv[1]);
   const server = await BrokerServer.start(
-    { options: launch.options, ...(launch.plan ? { plan: launch.plan } : {}), paths: launch.paths, version, log },
+    {
+      options: launch.options,
+      ...(launch.plan ? { plan: launch.plan } : {}),
+      ...(launch.proxyEnv ? { proxyEnv: launch.proxyEnv } : {}),
+      paths: launch.paths,
+      version,
+      log,
+    },
     () => {
       // Let the last log line and socket closes flush.
       setTimeout(() => process.exit(0), 50);

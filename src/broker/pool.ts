@@ -64,6 +64,8 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
   constructor(
     private readonly options: RuntimeOptions,
     private readonly plan?: ConnectionPlan,
+    /** Environment for a ProxyCommand of the plan (the broker's own is minimal). */
+    private readonly proxyEnv?: NodeJS.ProcessEnv,
   ) {
     super();
     // Every queued operation waits on "change"; dozens at once are normal, not a leak.
@@ -94,7 +96,7 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
   }
 
   private async connectOnce(): Promise<Conn> {
-    const base = await connectSsh(this.options, {}, this.plan);
+    const base = await connectSsh(this.options, {}, this.plan, this.proxyEnv);
     this.handshakes++;
     const ssh = new CountedConnection(base, () => this.emit("change"));
     const conn: Conn = {

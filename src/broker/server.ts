@@ -25,6 +25,8 @@ export interface BrokerConfig {
   options: RuntimeOptions;
   /** The hop chain the client resolved (and keyed the broker by); resolved here when absent. */
   plan?: ConnectionPlan;
+  /** The starting operation's environment, for a ProxyCommand of the plan only. */
+  proxyEnv?: NodeJS.ProcessEnv;
   paths: BrokerPaths;
   version: string;
   log(line: string): void;
@@ -96,7 +98,7 @@ export class BrokerServer {
   static async start(cfg: BrokerConfig, onExit: () => void): Promise<BrokerServer | null> {
     // Whatever can fail at start (e.g. an agent bundle from another build) fails before the socket
     // is claimed, so a broken broker never leaves a socket behind.
-    const pool = new ChannelPool(cfg.options, cfg.plan);
+    const pool = new ChannelPool(cfg.options, cfg.plan, cfg.proxyEnv);
     const server = await claimSocket(cfg);
     if (!server) {
       pool.close();

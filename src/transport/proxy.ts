@@ -18,10 +18,13 @@ export interface ProxyProcess {
   kill(): void;
 }
 
-/** Starts a ProxyCommand as OpenSSH does: through the user's shell, with `exec`. */
-export function startProxyCommand(command: string): ProxyProcess {
-  const shell = process.env.SHELL || "/bin/sh";
-  const child = spawn(shell, ["-c", `exec ${command}`], { stdio: ["pipe", "pipe", "pipe"] });
+/**
+ * Starts a ProxyCommand as OpenSSH does: through the user's shell, with `exec`, in the user's
+ * environment (`env`: the broker passes the one of the operation that started it).
+ */
+export function startProxyCommand(command: string, env: NodeJS.ProcessEnv = process.env): ProxyProcess {
+  const shell = env.SHELL || "/bin/sh";
+  const child = spawn(shell, ["-c", `exec ${command}`], { stdio: ["pipe", "pipe", "pipe"], env });
   let err = "";
   let status: string | null = null;
   child.stderr.on("data", (d: Buffer) => (err = (err + d.toString("utf8")).slice(-2000)));

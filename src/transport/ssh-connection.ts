@@ -147,6 +147,7 @@ async function hopStream(
   index: number,
   outer: Client | undefined,
   hooks: ConnectHooks,
+  proxyEnv?: NodeJS.ProcessEnv,
 ): Promise<{ stream: Duplex; proxy?: ProxyProcess }> {
   const hop = plan.hops[index]!;
   if (outer !== undefined) {
@@ -156,7 +157,7 @@ async function hopStream(
     return { stream };
   }
   if (hop.proxyCommand !== undefined) {
-    const proxy = startProxyCommand(hop.proxyCommand);
+    const proxy = startProxyCommand(hop.proxyCommand, proxyEnv);
     hooks.onStep?.("tcp", `ProxyCommand ${hop.proxyCommand}`, hop, index);
     return { stream: proxy.stream, proxy };
   }
@@ -271,8 +272,14 @@ function handshake(
 /**
  * Connects through every hop of the plan (resolved from ssh_config when not given): each jump
  * host's connection carries the next one's, and closing the target's connection closes them all.
+ * `proxyEnv`: the environment a ProxyCommand runs in (default: this process's).
  */
-export async function connectSsh(options: RuntimeOptions, hooks: ConnectHooks = {}, plan?: ConnectionPlan): Promise<SshConnection> {
+export async function connectSsh(
+  options: RuntimeOptions,
+  hooks: ConnectHooks = {},
+  plan?: ConnectionPlan,
+  proxyEnv?: NodeJS.ProcessEnv,
+): Promise<SshConnection> {
   plan ??= await resolvePlan(options);
   const outer: Array<{ end(): void }> = [];
   let via: Client | undefined;
@@ -280,7 +287,7 @@ export async function connectSsh(options: RuntimeOptions, hooks: ConnectHooks = 
     for (let i = 0; i < plan.hops.length; i++) {
       const hop = plan.hops[i]!;
       const isTarget = i === plan.hops.length - 1;
-      const { stream, proxy } = await hopStream(plan, i, via, hooks);
+      const { stream, proxy } = await hopStream(plan, i, via, hooks, proxyEnv);
       if (proxy) outer.push({ end: () => proxy.kill() });
       const client = await handshake(hop, hopName(hop, isTarget), stream, proxy, hooks, i);
       if (isTarget) return new SshConnection(client, hopName(hop, true), outer);

@@ -1,13 +1,15 @@
 // The detached broker outlives the operation that started it, so it must not carry Paseo's
 // environment (which may hold secrets) for its whole life: only what ssh-agent auth and the
 // runtime need reaches it. Checked on the real broker process through /proc/<pid>/environ.
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Options } from "../../src/contract/index.js";
 import { lifecycleRequest, runCli } from "../support/run-cli.js";
 import { brokerStats, stopBroker } from "../support/broker.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
-import { rigOptions, uniqueTestRoot } from "../rig/rig.js";
+import { rig, rigOptions, uniqueTestRoot } from "../rig/rig.js";
 
 const AGENT_SOCK = "/nonexistent/paseo-test-agent.sock";
 
@@ -54,5 +56,39 @@ describe("broker environment", () => {
     expect(environ).toContain(`SSH_AUTH_SOCK=${AGENT_SOCK}`);
     const names = environ.map((kv) => kv.slice(0, kv.indexOf("=")));
     expect(names.filter((n) => !["PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "XDG_RUNTIME_DIR", "SSH_AUTH_SOCK"].includes(n))).toEqual([]);
+  });
+
+  it("a ProxyCommand still runs in the operation's environment, which the broker process itself never holds", async () => {
+    const r = rig();
+    const secret = `proxy-token-${Math.random().toString(36).slice(2)}`;
+    const dir = mkdtempSync(join(tmpdir(), "paseo-proxy-env-"));
+    cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+    const config = join(dir, "ssh_config");
+    writeFileSync(
+      config,
+      [
+        "Host proxied",
+        "  HostName 127.0.0.1",
+        `  Port ${r.port}`,
+        `  User ${r.user}`,
+        `  IdentityFile ${r.identityFile}`,
+        `  UserKnownHostsFile ${r.knownHostsFile}`,
+        `  ProxyCommand sh -c 'test "$PASEO_PROXY_TOKEN" = ${secret} || { echo "proxy lacks its token" >&2; exit 5; }; exec nc %h %p'`,
+        "",
+      ].join("\n"),
+    );
+    const raw = { host: "proxied", sshConfig: config, root: uniqueTestRoot("proxyenv"), brokerIdleMs: 3000 };
+    const options = parseRuntimeOptions(raw);
+    cleanups.push(() => stopBroker(options));
+    const res = await runCli(["inspect", "--workspace-id", "env-probe"], {
+      stdin: lifecycleRequest(raw as unknown as Options),
+      env: { ...process.env, PASEO_PROXY_TOKEN: secret },
+      timeoutMs: 60_000,
+    });
+    expect(res.stderr).toBe("");
+    expect(res.code).toBe(0);
+    const stats = await brokerStats(options);
+    expect(stats).not.toBeNull();
+    expect(readFileSync(`/proc/${stats!.pid}/environ`).includes(secret)).toBe(false);
   });
 });
