@@ -2,7 +2,7 @@
 // runtime process of a host configuration; its command line is just `node dist/broker.js`: the
 // configuration (options, the resolved hop chain, paths; no workspace id, no secret) arrives as one JSON document on
 // stdin. Diagnostics go to stderr, which the starter points at a 0600 log file next to the socket.
-import { z } from "zod";
+import * as z from "zod";
 import { RuntimeError, oneLine } from "../shared/errors.js";
 import { parseRuntimeOptions, type RuntimeOptions } from "../transport/options.js";
 import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";

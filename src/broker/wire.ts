@@ -8,7 +8,7 @@
 // output; client -> broker uses frames.ts framing (Stdin data, Json {"type":"window",rows,cols},
 // Eof) so a window change never mixes with keystrokes.
 import type { Socket } from "node:net";
-import { z } from "zod";
+import * as z from "zod";
 import { EXIT_CODES, RuntimeError, type ErrorClass } from "../shared/errors.js";
 import { parseJson } from "../shared/guards.js";
 

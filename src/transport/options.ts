@@ -3,7 +3,7 @@
 // instead of silently connecting somewhere else.
 import { homedir, userInfo } from "node:os";
 import { resolve } from "node:path";
-import { z } from "zod";
+import * as z from "zod";
 import { RuntimeError } from "../shared/errors.js";
 
 /** Expands a leading `~` / `~/` against the local home directory. */

@@ -3,7 +3,7 @@
 // into Paseo's config.json (docs/contract.md#registration), pointing at this installation. The options are checked
 // with the same parser every operation uses, so a pasted entry cannot fail on a typo later.
 import { accessSync, constants, existsSync, realpathSync } from "node:fs";
-import { z } from "zod";
+import * as z from "zod";
 import { RuntimeError } from "../../shared/errors.js";
 import { expandLocalPath, parseRuntimeOptions } from "../../transport/options.js";
 import type { CliOperation, OperationIO } from "../operation.js";
