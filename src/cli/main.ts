@@ -2,7 +2,7 @@
 //   <leading args from the daemon config…> <operation> [--flag value]…
 // Finds the operation word, parses its flags strictly, runs the operation module and turns every
 // failure into one stderr line plus a stable exit code. Never prints a stack trace.
-import { Command, CommanderError, Option } from "commander";
+import type { CommanderError } from "commander";
 import { EXIT_CODES, RuntimeError, oneLine } from "../shared/errors.js";
 import { helpRequest } from "./help.js";
 import type { CliOperation, OperationArgs, OperationIO } from "./operation.js";
@@ -59,9 +59,33 @@ function checkFlagPairs(operation: string, rest: string[]): void {
   }
 }
 
-/** Parses the flags with commander against the operation's declared flag set. */
-function parseFlags(operation: string, op: CliOperation, rest: string[]): Record<string, string> {
+/**
+ * The flags when every one is declared and every required one is given: the only argv shape that
+ * parses without an error, and the one Paseo sends. Null otherwise (commander then finds the error).
+ */
+function declaredFlags(op: CliOperation, rest: string[]): Record<string, string> | null {
+  const given = new Map<string, string>();
+  for (let i = 0; i < rest.length; i += 2) given.set((rest[i] as string).slice(2), rest[i + 1] as string);
+  const declared = [...op.requiredFlags, ...(op.optionalFlags ?? [])];
+  if (op.requiredFlags.some((f) => !given.has(f)) || [...given.keys()].some((f) => !declared.includes(f))) return null;
+  // In declaration order, as commander reports them.
+  const flags: Record<string, string> = {};
+  for (const flag of declared) if (given.has(flag)) flags[flag] = given.get(flag)!;
+  return flags;
+}
+
+/**
+ * Parses the flags strictly against the operation's declared flag set. A well-formed request is
+ * parsed here; commander (tens of milliseconds of loading) is brought in only to word a refusal.
+ */
+async function parseFlags(operation: string, op: CliOperation, rest: string[]): Promise<Record<string, string>> {
   checkFlagPairs(operation, rest);
+  return declaredFlags(op, rest) ?? commanderFlags(operation, op, rest);
+}
+
+/** commander's parse of the same argv: its errors become our one-line refusals. */
+async function commanderFlags(operation: string, op: CliOperation, rest: string[]): Promise<Record<string, string>> {
+  const { Command, CommanderError, Option } = await import("commander");
   const command = new Command(operation)
     .helpOption(false)
     .allowExcessArguments(false)
@@ -75,7 +99,7 @@ function parseFlags(operation: string, op: CliOperation, rest: string[]): Record
   try {
     command.parse(rest, { from: "user" });
   } catch (err) {
-    throw flagError(operation, err);
+    throw err instanceof CommanderError ? flagError(operation, err) : err;
   }
   // commander camel-cases attribute names; report flags by their argv spelling instead.
   const flags: Record<string, string> = {};
@@ -86,8 +110,7 @@ function parseFlags(operation: string, op: CliOperation, rest: string[]): Record
   return flags;
 }
 
-function flagError(operation: string, err: unknown): unknown {
-  if (!(err instanceof CommanderError)) return err;
+function flagError(operation: string, err: CommanderError): RuntimeError {
   const quoted = /'(--?[^' ]+)/.exec(err.message)?.[1];
   switch (err.code) {
     case "commander.unknownOption":
@@ -109,7 +132,7 @@ async function dispatch(argv: string[], io: OperationIO): Promise<number> {
   }
   const { operation, leading, rest } = splitArgv(argv);
   const op = await loadOperation(operation);
-  const args: OperationArgs = { flags: parseFlags(operation, op, rest), leading };
+  const args: OperationArgs = { flags: await parseFlags(operation, op, rest), leading };
   return (await op.run(args, io)) ?? 0;
 }
 

@@ -3,7 +3,9 @@
 import { PassThrough, Readable } from "node:stream";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { MAX_REQUEST_BYTES, STDIN_TIMEOUT_MS, readLifecycleRequest } from "../../src/cli/lifecycle-input.js";
-import { writeDescribe, writeResponse } from "../../src/cli/respond.js";
+import { writeResponse } from "../../src/cli/respond.js";
+import { DESCRIBE, DESCRIBE_BYTES } from "../../src/cli/ops/describe.js";
+import { DescribeResponseSchema, encodeCanonical } from "../../src/contract/index.js";
 import { RuntimeError } from "../../src/shared/errors.js";
 import { TEST_RUNTIME_INSTANCE_ID, lifecycleRequest } from "../support/run-cli.js";
 import { v1Examples } from "../contract/vectors.js";
@@ -154,10 +156,9 @@ describe("respond", () => {
     expect(text()).toBe("");
   });
 
-  it("writes describe", async () => {
-    const { out, text } = capture();
-    await writeDescribe(out);
-    expect(text()).toBe(v1Examples().bytes.describeResponse);
+  it("describe's constant bytes are DESCRIBE's canonical encoding", () => {
+    expect(DESCRIBE_BYTES).toBe(encodeCanonical(DescribeResponseSchema, DESCRIBE));
+    expect(DESCRIBE_BYTES).toBe(v1Examples().bytes.describeResponse);
   });
 });
 

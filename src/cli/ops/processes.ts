@@ -2,7 +2,7 @@
 // set as one JSON line `{"processes":[{"pid","state","command"}…]}`. Tests use it to prove that
 // pause stopped everything and that no orphan survives destroy.
 import type { CliOperation } from "../operation.js";
-import { writeBytes } from "../respond.js";
+import { writeBytes } from "../write-bytes.js";
 import { callWorkspaceOp, readWorkspaceRequest } from "../lifecycle-command.js";
 
 const operation: CliOperation = {
