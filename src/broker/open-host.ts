@@ -3,6 +3,7 @@
 // PASEO_SSH_NO_BROKER=1 is set (debugging), or no private broker directory can be had.
 import type { RuntimeOptions } from "../transport/options.js";
 import { brokerTarget } from "./client.js";
+import { brokerDir } from "./paths.js";
 import { BrokerHost } from "./broker-host.js";
 import type { RemoteHost } from "../transport/host.js";
 import { resolvePlan, type ConnectionPlan } from "../transport/ssh-config/resolve.js";
@@ -19,7 +20,8 @@ export function brokerEnabled(options: RuntimeOptions): boolean {
 
 export async function openHost(options: RuntimeOptions): Promise<RemoteHost> {
   // The hop chain is resolved here (ssh_config) so the broker is keyed by where it really connects.
-  const plan = await resolvePlan(options);
+  // ssh -G answers are kept in the private broker directory (a spawn saved per operation).
+  const plan = await resolvePlan(options, { cacheDir: brokerDir() });
   if (!brokerEnabled(options)) return openSshHost(options, plan);
   const target = brokerTarget(options, plan);
   if (!target) return openSshHost(options, plan);

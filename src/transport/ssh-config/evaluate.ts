@@ -12,10 +12,9 @@ import { isAbsolute } from "node:path";
 import { RuntimeError } from "../../shared/errors.js";
 import type { Dump, Evaluated, Source } from "./dump.js";
 import { defaultTokens, expandTilde, expandTokens, type LocalIdentity } from "./tokens.js";
-import type { EvalRequest } from "./ssh-g.js";
-import { SSH_G_TIMEOUT_MS } from "./ssh-g.js";
+import { matchPattern, matchPatternList } from "./pattern.js";
+import { SSH_G_TIMEOUT_MS, SYSTEM_CONFIG, type EvalRequest } from "./ssh-g.js";
 
-export const SYSTEM_CONFIG = "/etc/ssh/ssh_config";
 const MAX_INCLUDE_DEPTH = 16;
 /** OpenSSH's default identities, in its order (used when no IdentityFile applies). */
 const DEFAULT_IDENTITIES = ["id_rsa", "id_ecdsa", "id_ecdsa_sk", "id_ed25519", "id_ed25519_sk", "id_xmss", "id_dsa"];
@@ -63,29 +62,6 @@ async function readLines(file: string, text: string): Promise<Line[]> {
   };
   walk(parsed);
   return out;
-}
-
-/** OpenSSH match_pattern: `*` any run, `?` exactly one character. */
-export function matchPattern(text: string, pattern: string): boolean {
-  const body = pattern
-    .replace(/[.+^${}()|[\]\\]/g, "\\$&")
-    .replace(/\*/g, ".*")
-    .replace(/\?/g, ".");
-  return new RegExp(`^${body}$`, "s").test(text);
-}
-
-/** OpenSSH match_pattern_list: 1 match, -1 negated match, 0 none. */
-export function matchPatternList(text: string, list: string, lower: boolean): 1 | 0 | -1 {
-  let positive = false;
-  for (const raw of list.split(",")) {
-    const negated = raw.startsWith("!");
-    const pattern = (negated ? raw.slice(1) : raw)[lower ? "toLowerCase" : "toString"]();
-    if (matchPattern(text, pattern)) {
-      if (negated) return -1;
-      positive = true;
-    }
-  }
-  return positive ? 1 : 0;
 }
 
 interface Flags {

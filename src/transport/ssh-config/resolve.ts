@@ -9,6 +9,7 @@ import type { RuntimeOptions } from "../options.js";
 import type { Evaluated, Source } from "./dump.js";
 import { interpretDump, type HostConfig } from "./host-config.js";
 import { findSsh, runSshG, type EvalRequest } from "./ssh-g.js";
+import { cachedSshG } from "./ssh-g-cache.js";
 import { localIdentity, proxyCommandTokens, expandTokens, type LocalIdentity } from "./tokens.js";
 
 /** Longer chains are almost certainly a config loop. */
@@ -57,6 +58,8 @@ export interface ResolveOptions {
   /** Also record which config lines set each value (doctor). */
   provenance?: boolean;
   local?: LocalIdentity;
+  /** A private directory where `ssh -G` answers may be kept between processes (ssh-g-cache.ts). */
+  cacheDir?: string | null;
 }
 
 function given(options: RuntimeOptions, key: keyof RuntimeOptions): boolean {
@@ -118,8 +121,12 @@ class Resolver {
   private async evaluate(req: EvalRequest): Promise<{ config: HostConfig; sources?: Record<string, string[]> }> {
     const { evaluateConfig } = this.ssh && !this.opts.provenance ? { evaluateConfig: undefined } : await import("./evaluate.js");
     let ev: Evaluated;
-    if (this.ssh) ev = { dump: await runSshG(this.ssh, req), sources: new Map(), via: "ssh -G" };
-    else ev = await evaluateConfig!(req, this.local);
+    if (this.ssh) {
+      // Doctor (provenance) always asks ssh itself.
+      const cacheDir = this.opts.provenance ? null : this.opts.cacheDir;
+      const dump = cacheDir ? await cachedSshG(this.ssh, req, this.local, cacheDir) : await runSshG(this.ssh, req);
+      ev = { dump, sources: new Map(), via: "ssh -G" };
+    } else ev = await evaluateConfig!(req, this.local);
     const config = interpretDump(req.alias, ev.dump, this.local, existsSync);
     if (!this.opts.provenance) return { config };
     // Values come from ssh itself; the evaluator only tells which lines they came from.

@@ -8,6 +8,9 @@ import { delimiter, join } from "node:path";
 import { RuntimeError, oneLine } from "../../shared/errors.js";
 import { parseDump, type Dump } from "./dump.js";
 
+/** The system-wide config ssh reads after the user's (unless given -F). */
+export const SYSTEM_CONFIG = "/etc/ssh/ssh_config";
+
 /** `Match exec` may run commands; none may hold an operation longer than this. */
 export const SSH_G_TIMEOUT_MS = 10_000;
 
