@@ -1,11 +1,15 @@
-// Builds the three artefacts that run without TypeScript tooling:
+// Builds the artefacts that run without TypeScript tooling:
 //   dist/paseo-workspace-helper.cjs  the workspace helper (node >= 18, built-ins only)
 //   dist/remote-agent.cjs            the agent uploaded to hosts, with the helper embedded
-//   dist/cli.js                      the runtime executable Paseo spawns (ESM; deps but zod external;
-//                                    one lazily imported chunk per operation in dist/cli-chunks/)
-// Bundling keeps process start fast: `signal` has a 750 ms budget that includes node start-up.
+//   dist/cli.js                      the runtime executable Paseo spawns: the dispatcher and
+//                                    `describe` (ESM, small chunks in dist/cli-chunks/)
+//   dist/ops/<op>-<hash>.cjs         every other operation as one CommonJS bundle, which
+//                                    src/cli/op-bundle.ts runs with V8's code cache
+//   dist/broker.js                   the per-host broker (ESM, chunks in dist/cli-chunks/)
+// Start-up cost matters: Paseo spawns a process per operation and `signal` has a 750 ms budget
+// that includes node start-up.
 import { build } from "esbuild";
-import { readFileSync, mkdirSync, chmodSync } from "node:fs";
+import { readFileSync, mkdirSync, chmodSync, readdirSync, writeFileSync } from "node:fs";
 import { createHash } from "node:crypto";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -30,22 +34,114 @@ await build({
 const agentSource = readFileSync(out("remote-agent.cjs"));
 const agentHash = createHash("sha256").update(agentSource).digest("hex").slice(0, 16);
 
-await build({
+const dependencies = Object.keys(JSON.parse(readFileSync(join(root, "package.json"), "utf8")).dependencies);
+const define = { __AGENT_HASH__: JSON.stringify(agentHash) };
+
+// Operations as CommonJS bundles, everything but their CommonJS-loadable dependencies inside: zod
+// as one parsed file instead of its many small modules, and p-retry, which is ESM only. Their
+// import.meta.url is the bundle's own file URL. src/shared/errors.ts stays the dispatcher's
+// (op-bundle.ts hands it over), so one RuntimeError class is thrown and recognised.
+const SHARED_ERRORS_ID = "paseo-ssh-runtime:shared-errors"; // = op-bundle.ts SHARED_ERRORS_ID
+const errorsPath = join(root, "src/shared/errors.ts");
+const sharedErrors = {
+  name: "shared-errors",
+  setup(b) {
+    b.onResolve({ filter: /\/errors\.js$/ }, (args) =>
+      join(args.resolveDir, args.path.replace(/\.js$/, ".ts")) === errorsPath ? { path: SHARED_ERRORS_ID, external: true } : undefined,
+    );
+  },
+};
+/** Operations the dispatcher bundles itself: tiny, and run before any bundle would be loaded. */
+const INLINE_OPS = new Set(["describe"]);
+const opsDir = join(root, "src/cli/ops");
+const bundledOps = readdirSync(opsDir)
+  .filter((f) => f.endsWith(".ts") && f !== "registry.ts")
+  .map((f) => f.slice(0, -3))
+  .filter((op) => !INLINE_OPS.has(op));
+/** Each bundle runs src/cli/one-shot-zod.ts (zod settings for a one-shot process) first, then the operation. */
+const opEntries = {
+  name: "op-entries",
+  setup(b) {
+    b.onResolve({ filter: /^op-entry:/ }, (args) => ({ path: args.path.slice("op-entry:".length), namespace: "op-entry" }));
+    b.onLoad({ filter: /.*/, namespace: "op-entry" }, (args) => ({
+      contents: `import ${JSON.stringify(join(root, "src/cli/one-shot-zod.ts"))};\nexport { default } from ${JSON.stringify(join(opsDir, `${args.path}.ts`))};\n`,
+      resolveDir: root,
+      loader: "js",
+    }));
+  },
+};
+const opsBuild = await build({
+  platform: "node",
+  target: "node20",
+  format: "cjs",
+  bundle: true,
+  external: dependencies.filter((d) => d !== "zod" && d !== "p-retry"),
+  entryPoints: Object.fromEntries(bundledOps.map((op) => [op, `op-entry:${op}`])),
+  outdir: out("ops"),
+  // Content-hashed names: a process started before a rebuild still finds the bundles it names,
+  // and a code cache keyed by the name never meets other source.
+  entryNames: "[name]-[hash]",
+  outExtension: { ".js": ".cjs" },
+  // import() of a dependency becomes require(): vm.Script offers no module loader.
+  supported: { "dynamic-import": false },
+  define: { ...define, "import.meta.url": "__bundleUrl" },
+  banner: { js: 'var __bundleUrl = require("node:url").pathToFileURL(__filename).href;' },
+  plugins: [sharedErrors, opEntries],
+  metafile: true,
+  legalComments: "none",
+});
+const opBundle = {};
+for (const [file, meta] of Object.entries(opsBuild.metafile.outputs)) {
+  if (!meta.entryPoint) continue;
+  const op = meta.entryPoint.replace(/^op-entry:/, "");
+  opBundle[op] = `ops/${file.replace(/^.*\//, "")}`;
+  // vm.Script offers no module loader: a surviving import() would fail when reached.
+  if (/\bimport\(/.test(readFileSync(join(root, file), "utf8"))) throw new Error(`${file} contains a dynamic import()`);
+}
+
+// The dispatcher: each registry entry of a bundled operation becomes a tiny chunk that loads the
+// operation's bundle, so `describe` and argv refusals load none of them.
+const registryPath = join(opsDir, "registry.ts");
+const opLoaders = {
+  name: "op-loaders",
+  setup(b) {
+    b.onResolve({ filter: /^\.\/[a-z-]+\.js$/ }, (args) => {
+      const op = args.path.slice(2, -3);
+      if (args.importer !== registryPath || !opBundle[op]) return undefined;
+      return { path: op, namespace: "op-loader" };
+    });
+    b.onLoad({ filter: /.*/, namespace: "op-loader" }, (args) => ({
+      contents: `import { loadOperationBundle } from ${JSON.stringify(join(root, "src/cli/op-bundle.ts"))};\nexport default loadOperationBundle(${JSON.stringify(opBundle[args.path])}).default;\n`,
+      resolveDir: root,
+      loader: "js",
+    }));
+  },
+};
+const esm = {
   platform: "node",
   target: "node20",
   format: "esm",
   bundle: true,
-  // zod is bundled: one parsed file instead of zod's many small modules (~40 ms of start-up).
-  external: Object.keys(JSON.parse(readFileSync(join(root, "package.json"), "utf8")).dependencies).filter((d) => d !== "zod"),
-  // Splitting keeps each operation in its own chunk: external imports (ssh2, …) would otherwise be
-  // hoisted to the top of one file and load for every operation, `describe` included. Old chunks
-  // are left in place: a process started by a concurrent build still finds the ones it names.
+  external: dependencies.filter((d) => d !== "zod"),
+  // Splitting keeps what only some paths need in chunks of its own: external imports (ssh2, …)
+  // would otherwise be hoisted to the top of one file and load on every path. Old chunks are left
+  // in place: a process started by a concurrent build still finds the ones it names.
   splitting: true,
-  entryPoints: { cli: join(root, "src/cli/main.ts"), broker: join(root, "src/broker/main.ts") },
   outdir: out(""),
   chunkNames: "cli-chunks/[name]-[hash]",
-  banner: { js: "#!/usr/bin/env node" },
-  define: { __AGENT_HASH__: JSON.stringify(agentHash) },
+  define,
   legalComments: "none",
+};
+await build({ ...esm, entryPoints: { cli: join(root, "src/cli/main.ts") }, banner: { js: "#!/usr/bin/env node" }, plugins: [opLoaders] });
+// The broker's code is a content-hashed entry chunk; dist/broker.js only imports it. Every
+// operation hashes dist/broker.js for the broker version: a one-line file costs nothing to hash
+// and still changes with every change of the broker or anything it bundles.
+const brokerBuild = await build({
+  ...esm,
+  entryPoints: { broker: join(root, "src/broker/main.ts") },
+  entryNames: "cli-chunks/[name]-[hash]",
+  metafile: true,
 });
+const brokerChunk = Object.keys(brokerBuild.metafile.outputs).find((f) => brokerBuild.metafile.outputs[f].entryPoint);
+writeFileSync(out("broker.js"), `import "./cli-chunks/${brokerChunk.replace(/^.*\//, "")}";\n`);
 chmodSync(out("cli.js"), 0o755);
