@@ -1,0 +1,85 @@
+// The operation bundles' V8 code cache (src/cli/op-bundle.ts) through the real executable, with a
+// private TMPDIR as the broker directory's home: nothing is created where no runtime process made
+// the directory; the first run writes the cache, later runs use it without rewriting; a cache
+// others could write, or one that is damaged, is never used, and the answer stays byte for byte
+// the same; caches of other builds of the operation are removed.
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { brokerDirCandidates } from "../../src/broker/paths.js";
+import { runCli } from "../support/run-cli.js";
+
+const tmp = mkdtempSync(join(tmpdir(), "paseo-code-cache-"));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+const env: NodeJS.ProcessEnv = { ...process.env, TMPDIR: tmp };
+delete env.XDG_RUNTIME_DIR;
+const [privateDir] = brokerDirCandidates({ tmp });
+const EXPECTED = "unsupported protocol version undefined; expected 1\n";
+
+/** `inspect` refusing its request: loads and runs the inspect bundle, needs no host. */
+async function inspect(): Promise<void> {
+  const r = await runCli(["inspect", "--workspace-id", "w"], { stdin: "{}", env });
+  expect(r.stderr).toBe(EXPECTED);
+  expect(r.code).toBe(2);
+}
+
+const caches = () => readdirSync(privateDir!).filter((f) => f.startsWith("v8-inspect-"));
+const identity = (f: string) => {
+  const st = statSync(join(privateDir!, f));
+  return { ino: st.ino, mtimeMs: st.mtimeMs, mode: st.mode & 0o777 };
+};
+
+describe("code cache of the operation bundles", () => {
+  it("creates no directory of its own", async () => {
+    await inspect();
+    expect(readdirSync(tmp)).toEqual([]);
+  });
+
+  it("is written by the first run and then used as it is", async () => {
+    mkdirSync(privateDir!, { mode: 0o700 });
+    await inspect();
+    expect(caches()).toHaveLength(1);
+    const [cache] = caches();
+    expect(cache).toMatch(new RegExp(`^v8-inspect-[A-Z0-9]+-${process.version}-${process.arch}\\.bin$`));
+    const first = identity(cache!);
+    expect(first.mode).toBe(0o600);
+    await inspect();
+    await inspect();
+    // Accepted by V8, so never rewritten.
+    expect(identity(cache!)).toEqual(first);
+  });
+
+  it("ignores a cache others could write, and one that is damaged, and replaces both", async () => {
+    const [cache] = caches();
+    const path = join(privateDir!, cache!);
+    chmodSync(path, 0o666);
+    const before = identity(cache!);
+    await inspect();
+    expect(identity(cache!).mode).toBe(0o600);
+    expect(identity(cache!).ino).not.toBe(before.ino);
+
+    const garbage = Buffer.alloc(statSync(path).size, 0x5a);
+    writeFileSync(path, garbage);
+    await inspect();
+    expect(readFileSync(path).equals(garbage)).toBe(false);
+  });
+
+  it("removes the operation's caches of other builds when it writes one", async () => {
+    const stale = join(privateDir!, `v8-inspect-OLDBUILD-${process.version}-${process.arch}.bin`);
+    const other = join(privateDir!, `v8-pause-OLDBUILD-${process.version}-${process.arch}.bin`);
+    writeFileSync(stale, "x", { mode: 0o600 });
+    writeFileSync(other, "x", { mode: 0o600 });
+    rmSync(
+      join(
+        privateDir!,
+        caches().find((f) => !f.includes("OLDBUILD"))!,
+      ),
+    );
+    await inspect();
+    expect(existsSync(stale)).toBe(false);
+    expect(existsSync(other)).toBe(true);
+    expect(caches()).toHaveLength(1);
+  });
+});

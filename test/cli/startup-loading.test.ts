@@ -1,0 +1,151 @@
+// What each runtime process loads, seen from inside the real executable: a preload (NODE_OPTIONS
+// --import) logs every ES module the process resolves and, at exit, every CommonJS module it
+// required. `describe` must load no operation bundle, no zod, commander or ssh2; `exec` and
+// `signal` through the broker must load neither commander nor ssh2. Each detector is shown to
+// fire on a process that does load the thing (an argv refusal loads commander, an in-process
+// connection ssh2, any other operation its bundle).
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ExecWorkspace, exitOf } from "../support/exec.js";
+import { lifecycleRequest, runCli } from "../support/run-cli.js";
+
+const dir = mkdtempSync(join(tmpdir(), "paseo-loading-"));
+let runs = 0;
+
+beforeAll(() => {
+  writeFileSync(
+    join(dir, "hooks.mjs"),
+    [
+      'import { appendFileSync } from "node:fs";',
+      "let log;",
+      "export function initialize(data) { log = data.log; }",
+      "export async function resolve(specifier, context, next) {",
+      "  const r = await next(specifier, context);",
+      "  appendFileSync(log, `esm ${r.url}\\n`);",
+      "  return r;",
+      "}",
+    ].join("\n"),
+  );
+  writeFileSync(
+    join(dir, "trace.mjs"),
+    [
+      'import { appendFileSync } from "node:fs";',
+      'import { createRequire, register } from "node:module";',
+      "const log = process.env.PASEO_LOADING_LOG;",
+      // Only the runtime executable: a broker it starts inherits NODE_OPTIONS.
+      'if (log && process.argv[1]?.endsWith("cli.js")) {',
+      '  register("./hooks.mjs", import.meta.url, { data: { log } });',
+      "  const cache = createRequire(import.meta.url).cache;",
+      '  process.on("exit", () => appendFileSync(log, Object.keys(cache).map((f) => `cjs ${f}\\n`).join("")));',
+      "}",
+    ].join("\n"),
+  );
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** A fresh log and the env that makes the executable write it. */
+function traced(): { env: NodeJS.ProcessEnv; loaded: () => Loaded } {
+  const log = join(dir, `run-${runs++}.log`);
+  writeFileSync(log, "");
+  const env = { ...process.env, PASEO_LOADING_LOG: log, NODE_OPTIONS: `--import=${pathToFileURL(join(dir, "trace.mjs")).href}` };
+  return { env, loaded: () => new Loaded(readFileSync(log, "utf8")) };
+}
+
+class Loaded {
+  readonly esm: string[];
+  readonly cjs: string[];
+  constructor(text: string) {
+    const lines = text.split("\n").filter(Boolean);
+    this.esm = lines.filter((l) => l.startsWith("esm ")).map((l) => l.slice(4));
+    this.cjs = lines.filter((l) => l.startsWith("cjs ")).map((l) => l.slice(4));
+  }
+
+  /** Our own ES modules (dist/cli.js and its chunks) as text. */
+  private ours(): string[] {
+    return this.esm.filter((u) => u.startsWith("file:") && u.includes("/dist/")).map((u) => readFileSync(fileURLToPath(u), "utf8"));
+  }
+
+  package(name: string): boolean {
+    const marker = `/node_modules/${name}/`;
+    return this.esm.some((u) => u.includes(marker)) || this.cjs.some((f) => f.includes(marker));
+  }
+
+  /** zod is bundled: esbuild names its source files in the chunk that holds it. */
+  zod(): boolean {
+    return this.ours().some((t) => t.includes("// node_modules/zod/"));
+  }
+
+  /** An operation bundle (dist/ops/*.cjs) is loaded through a chunk naming it. */
+  opBundle(): boolean {
+    return this.ours().some((t) => t.includes('loadOperationBundle("ops/'));
+  }
+}
+
+describe("modules each operation loads", () => {
+  it("describe: the dispatcher only, no operation bundle, zod, commander or ssh2", async () => {
+    const t = traced();
+    const r = await runCli(["describe"], { env: t.env });
+    expect(r.code).toBe(0);
+    const loaded = t.loaded();
+    expect(loaded.esm.some((u) => u.endsWith("/dist/cli.js"))).toBe(true);
+    expect(loaded.opBundle()).toBe(false);
+    expect(loaded.zod()).toBe(false);
+    expect(loaded.package("commander")).toBe(false);
+    expect(loaded.package("ssh2")).toBe(false);
+  });
+
+  it("the detectors fire: an argv refusal loads commander, another operation its bundle", async () => {
+    const refusal = traced();
+    const r = await runCli(["exec", "--workspace-id", "w", "--bogus", "x"], { env: refusal.env });
+    expect(r.stderr).toBe("Unknown flag --bogus for operation exec\n");
+    expect(refusal.loaded().package("commander")).toBe(true);
+
+    const inspect = traced();
+    expect((await runCli(["inspect", "--workspace-id", "w"], { stdin: "{}", env: inspect.env })).code).toBe(2);
+    expect(inspect.loaded().opBundle()).toBe(true);
+  });
+
+  describe("over the real sshd", () => {
+    const ws = new ExecWorkspace("loading");
+    beforeAll(() => ws.create());
+    afterAll(() => ws.cleanup());
+
+    it("exec and signal through the broker load neither commander nor ssh2", async () => {
+      const t = traced();
+      const done = await ws.run({ argv: ["/bin/true"] }, { env: t.env });
+      expect(exitOf(done)).toEqual({ code: 0, signal: null });
+      const exec = t.loaded();
+      expect(exec.opBundle()).toBe(true);
+      expect(exec.package("commander")).toBe(false);
+      expect(exec.package("ssh2")).toBe(false);
+
+      const sleeper = ws.start({ argv: ["/bin/sleep", "30"] });
+      await sleeper.waitEvent("started");
+      const s = traced();
+      const sig = await runCli(["signal", "--workspace-id", ws.workspaceId, "--exec-id", sleeper.execId, "--signal", "SIGKILL"], {
+        stdin: lifecycleRequest(ws.options),
+        env: s.env,
+        timeoutMs: 60_000,
+      });
+      expect(sig.stderr).toBe("");
+      expect(sig.code).toBe(0);
+      await sleeper.done;
+      expect(s.loaded().package("commander")).toBe(false);
+      expect(s.loaded().package("ssh2")).toBe(false);
+    });
+
+    it("the ssh2 detector fires on an operation that connects in-process", async () => {
+      const t = traced();
+      const r = await runCli(["inspect", "--workspace-id", ws.workspaceId], {
+        stdin: lifecycleRequest({ ...ws.options, broker: false }),
+        env: t.env,
+        timeoutMs: 60_000,
+      });
+      expect(r.code).toBe(0);
+      expect(t.loaded().package("ssh2")).toBe(true);
+    });
+  });
+});
