@@ -2,12 +2,15 @@
 //   dist/paseo-workspace-helper.cjs  the workspace helper (node >= 18, built-ins only)
 //   dist/remote-agent.cjs            the agent uploaded to hosts, with the helper embedded
 //   dist/cli.js                      the runtime executable Paseo spawns: the dispatcher and
-//                                    `describe` (ESM, small chunks in dist/cli-chunks/)
+//                                    `describe`, one CommonJS file
 //   dist/ops/<op>-<hash>.cjs         every other operation as one CommonJS bundle, which
 //                                    src/cli/op-bundle.ts runs with V8's code cache
-//   dist/broker.js                   the per-host broker (ESM, chunks in dist/cli-chunks/)
+//   dist/broker.js                   the per-host broker: a stub importing its ES module chunks
+//                                    (dist/cli-chunks/*.mjs)
+//   dist/package.json                `"type": "commonjs"` for dist/ (the package is ESM)
 // Start-up cost matters: Paseo spawns a process per operation and `signal` has a 750 ms budget
-// that includes node start-up.
+// that includes node start-up. An ES module entry costs node its ESM loader on every start, so
+// what runs per operation is CommonJS.
 import { build } from "esbuild";
 import { readFileSync, mkdirSync, chmodSync, readdirSync, writeFileSync } from "node:fs";
 import { createHash } from "node:crypto";
@@ -70,11 +73,20 @@ const opEntries = {
     }));
   },
 };
-const opsBuild = await build({
+/** What both CommonJS builds share; import.meta.url is the output file's own URL. */
+const cjs = {
   platform: "node",
   target: "node20",
   format: "cjs",
   bundle: true,
+  define: { ...define, "import.meta.url": "__bundleUrl" },
+  // "use strict" first: the sources are ES modules, and a statement before esbuild's own
+  // directive would leave the bundle in sloppy mode.
+  banner: { js: '"use strict";\nvar __bundleUrl = require("node:url").pathToFileURL(__filename).href;' },
+  legalComments: "none",
+};
+const opsBuild = await build({
+  ...cjs,
   external: dependencies.filter((d) => d !== "zod" && d !== "p-retry"),
   entryPoints: Object.fromEntries(bundledOps.map((op) => [op, `op-entry:${op}`])),
   outdir: out("ops"),
@@ -84,11 +96,8 @@ const opsBuild = await build({
   outExtension: { ".js": ".cjs" },
   // import() of a dependency becomes require(): vm.Script offers no module loader.
   supported: { "dynamic-import": false },
-  define: { ...define, "import.meta.url": "__bundleUrl" },
-  banner: { js: 'var __bundleUrl = require("node:url").pathToFileURL(__filename).href;' },
   plugins: [sharedErrors, opEntries],
   metafile: true,
-  legalComments: "none",
 });
 const opBundle = {};
 for (const [file, meta] of Object.entries(opsBuild.metafile.outputs)) {
@@ -99,8 +108,8 @@ for (const [file, meta] of Object.entries(opsBuild.metafile.outputs)) {
   if (/\bimport\(/.test(readFileSync(join(root, file), "utf8"))) throw new Error(`${file} contains a dynamic import()`);
 }
 
-// The dispatcher: each registry entry of a bundled operation becomes a tiny chunk that loads the
-// operation's bundle, so `describe` and argv refusals load none of them.
+// The dispatcher: each registry entry of a bundled operation becomes a lazily run module that
+// loads the operation's bundle, so `describe` and argv refusals load none of them.
 const registryPath = join(opsDir, "registry.ts");
 const opLoaders = {
   name: "op-loaders",
@@ -117,31 +126,37 @@ const opLoaders = {
     }));
   },
 };
-const esm = {
+writeFileSync(out("package.json"), `${JSON.stringify({ type: "commonjs" })}\n`);
+await build({
+  ...cjs,
+  external: dependencies.filter((d) => d !== "zod"),
+  entryPoints: [join(root, "src/cli/main.ts")],
+  outfile: out("cli.js"),
+  banner: { js: `#!/usr/bin/env node\n${cjs.banner.js}` },
+  plugins: [opLoaders],
+});
+chmodSync(out("cli.js"), 0o755);
+
+// The broker, started once per host configuration, stays ES modules: its code is a content-hashed
+// entry chunk that dist/broker.js only imports. Every operation hashes dist/broker.js for the
+// broker version: a one-line file costs nothing to hash and still changes with every change of the
+// broker or anything it bundles. Chunks are .mjs (dist/ is CommonJS); old ones are left in place:
+// a process started by a concurrent build still finds the ones it names.
+const brokerBuild = await build({
   platform: "node",
   target: "node20",
   format: "esm",
   bundle: true,
   external: dependencies.filter((d) => d !== "zod"),
-  // Splitting keeps what only some paths need in chunks of its own: external imports (ssh2, …)
-  // would otherwise be hoisted to the top of one file and load on every path. Old chunks are left
-  // in place: a process started by a concurrent build still finds the ones it names.
   splitting: true,
+  entryPoints: { broker: join(root, "src/broker/main.ts") },
   outdir: out(""),
+  entryNames: "cli-chunks/[name]-[hash]",
   chunkNames: "cli-chunks/[name]-[hash]",
+  outExtension: { ".js": ".mjs" },
   define,
   legalComments: "none",
-};
-await build({ ...esm, entryPoints: { cli: join(root, "src/cli/main.ts") }, banner: { js: "#!/usr/bin/env node" }, plugins: [opLoaders] });
-// The broker's code is a content-hashed entry chunk; dist/broker.js only imports it. Every
-// operation hashes dist/broker.js for the broker version: a one-line file costs nothing to hash
-// and still changes with every change of the broker or anything it bundles.
-const brokerBuild = await build({
-  ...esm,
-  entryPoints: { broker: join(root, "src/broker/main.ts") },
-  entryNames: "cli-chunks/[name]-[hash]",
   metafile: true,
 });
 const brokerChunk = Object.keys(brokerBuild.metafile.outputs).find((f) => brokerBuild.metafile.outputs[f].entryPoint);
-writeFileSync(out("broker.js"), `import "./cli-chunks/${brokerChunk.replace(/^.*\//, "")}";\n`);
-chmodSync(out("cli.js"), 0o755);
+writeFileSync(out("broker.js"), `import("./cli-chunks/${brokerChunk.replace(/^.*\//, "")}");\n`);

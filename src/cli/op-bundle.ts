@@ -3,11 +3,11 @@
 // contract, the transport) is a large part of what each start adds to bare node; Node 20 offers no
 // code cache for ES modules, so the build emits these bundles and this loader compiles them
 // itself. The cache is written once per bundle and node version, at the exit of the first process
-// that ran it (so it holds every function that run compiled), into the private broker directory
-// once a runtime process has made it: cached data is code, so it is read only from a directory and
-// a file that are ours alone.
-// Bundle names carry a content hash, so a cache never meets other source; V8 refuses cached data
-// from another V8 version or flag set, and the bundle then compiles as usual.
+// that ran the operation to success (so it holds every function that run compiled), into the
+// private broker directory once a runtime process has made it: cached data is code, so it is read
+// only from a directory and a file that are ours alone. Bundle names carry a content hash, so a
+// cache never meets other source; V8 refuses cached data from another V8 version or flag set, and
+// the bundle then compiles as usual.
 import { lstatSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
@@ -28,10 +28,9 @@ function uid(): number {
   return process.getuid?.() ?? 0;
 }
 
-/** dist/, whether this module was bundled into dist/cli.js or into a chunk in dist/cli-chunks/. */
+/** dist/: this module is bundled into dist/cli.js. */
 function distDir(): string {
-  const here = dirname(fileURLToPath(import.meta.url));
-  return basename(here) === "cli-chunks" ? dirname(here) : here;
+  return dirname(fileURLToPath(import.meta.url));
 }
 
 /**
@@ -95,7 +94,8 @@ export function loadOperationBundle(file: string): { default: CliOperation } {
     ...(cachedData ? { cachedData } : {}),
   });
   if (!cachedData || script.cachedDataRejected) {
-    process.once("exit", () => store(cacheName, op, () => script.createCachedData()));
+    // Only a run that succeeded: one refused early compiled little, and an accepted cache is kept.
+    process.once("exit", (code) => code === 0 && store(cacheName, op, () => script.createCachedData()));
   }
   const nodeRequire = createRequire(path);
   const require = (id: string): unknown => (id === SHARED_ERRORS_ID ? errors : nodeRequire(id));

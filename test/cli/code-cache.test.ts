@@ -1,8 +1,8 @@
 // The operation bundles' V8 code cache (src/cli/op-bundle.ts) through the real executable, with a
 // private TMPDIR as the broker directory's home: nothing is created where no runtime process made
-// the directory; the first run writes the cache, later runs use it without rewriting; a cache
-// others could write, or one that is damaged, is never used, and the answer stays byte for byte
-// the same; caches of other builds of the operation are removed.
+// the directory; the first successful run writes the cache (a refused one does not), later runs use
+// it without rewriting; a cache others could write, or one that is damaged, is never used, and the
+// answer stays byte for byte the same; caches of other builds of the operation are removed.
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -16,16 +16,25 @@ afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 const env: NodeJS.ProcessEnv = { ...process.env, TMPDIR: tmp };
 delete env.XDG_RUNTIME_DIR;
 const [privateDir] = brokerDirCandidates({ tmp });
-const EXPECTED = "unsupported protocol version undefined; expected 1\n";
+let expected: string | undefined;
 
-/** `inspect` refusing its request: loads and runs the inspect bundle, needs no host. */
-async function inspect(): Promise<void> {
+/** `config` prints an entry without reaching the host: runs the config bundle to success. */
+async function config(): Promise<void> {
+  const r = await runCli(["config", "--host", "buildbox.invalid"], { env });
+  expect(r.stderr).toBe("");
+  expect(r.code).toBe(0);
+  expected ??= r.stdout.toString("utf8");
+  expect(r.stdout.toString("utf8")).toBe(expected);
+}
+
+/** `inspect` refusing its request: loads and runs the inspect bundle, exits 2. */
+async function refusedInspect(): Promise<void> {
   const r = await runCli(["inspect", "--workspace-id", "w"], { stdin: "{}", env });
-  expect(r.stderr).toBe(EXPECTED);
+  expect(r.stderr).toBe("unsupported protocol version undefined; expected 1\n");
   expect(r.code).toBe(2);
 }
 
-const caches = () => readdirSync(privateDir!).filter((f) => f.startsWith("v8-inspect-"));
+const caches = (op = "config") => readdirSync(privateDir!).filter((f) => f.startsWith(`v8-${op}-`));
 const identity = (f: string) => {
   const st = statSync(join(privateDir!, f));
   return { ino: st.ino, mtimeMs: st.mtimeMs, mode: st.mode & 0o777 };
@@ -33,20 +42,22 @@ const identity = (f: string) => {
 
 describe("code cache of the operation bundles", () => {
   it("creates no directory of its own", async () => {
-    await inspect();
+    await config();
     expect(readdirSync(tmp)).toEqual([]);
   });
 
-  it("is written by the first run and then used as it is", async () => {
+  it("is written by the first successful run and then used as it is", async () => {
     mkdirSync(privateDir!, { mode: 0o700 });
-    await inspect();
+    await refusedInspect();
+    expect(caches("inspect")).toEqual([]);
+    await config();
     expect(caches()).toHaveLength(1);
     const [cache] = caches();
-    expect(cache).toMatch(new RegExp(`^v8-inspect-[A-Z0-9]+-${process.version}-${process.arch}\\.bin$`));
+    expect(cache).toMatch(new RegExp(`^v8-config-[A-Z0-9]+-${process.version}-${process.arch}\\.bin$`));
     const first = identity(cache!);
     expect(first.mode).toBe(0o600);
-    await inspect();
-    await inspect();
+    await config();
+    await config();
     // Accepted by V8, so never rewritten.
     expect(identity(cache!)).toEqual(first);
   });
@@ -56,18 +67,18 @@ describe("code cache of the operation bundles", () => {
     const path = join(privateDir!, cache!);
     chmodSync(path, 0o666);
     const before = identity(cache!);
-    await inspect();
+    await config();
     expect(identity(cache!).mode).toBe(0o600);
     expect(identity(cache!).ino).not.toBe(before.ino);
 
     const garbage = Buffer.alloc(statSync(path).size, 0x5a);
     writeFileSync(path, garbage);
-    await inspect();
+    await config();
     expect(readFileSync(path).equals(garbage)).toBe(false);
   });
 
   it("removes the operation's caches of other builds when it writes one", async () => {
-    const stale = join(privateDir!, `v8-inspect-OLDBUILD-${process.version}-${process.arch}.bin`);
+    const stale = join(privateDir!, `v8-config-OLDBUILD-${process.version}-${process.arch}.bin`);
     const other = join(privateDir!, `v8-pause-OLDBUILD-${process.version}-${process.arch}.bin`);
     writeFileSync(stale, "x", { mode: 0o600 });
     writeFileSync(other, "x", { mode: 0o600 });
@@ -77,7 +88,7 @@ describe("code cache of the operation bundles", () => {
         caches().find((f) => !f.includes("OLDBUILD"))!,
       ),
     );
-    await inspect();
+    await config();
     expect(existsSync(stale)).toBe(false);
     expect(existsSync(other)).toBe(true);
     expect(caches()).toHaveLength(1);

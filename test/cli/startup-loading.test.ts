@@ -1,6 +1,6 @@
 // What each runtime process loads, seen from inside the real executable: a preload (NODE_OPTIONS
-// --import) logs every ES module the process resolves and, at exit, every CommonJS module it
-// required. `describe` must load no operation bundle, no zod, commander or ssh2; `exec` and
+// --import) logs every ES module the process resolves, every file it reads with readFileSync (how
+// operation bundles are loaded) and, at exit, every CommonJS module it required. `describe` must load no operation bundle, no zod, commander or ssh2; `exec` and
 // `signal` through the broker must load neither commander nor ssh2. Each detector is shown to
 // fire on a process that does load the thing (an argv refusal loads commander, an in-process
 // connection ssh2, any other operation its bundle).
@@ -32,12 +32,17 @@ beforeAll(() => {
   writeFileSync(
     join(dir, "trace.mjs"),
     [
-      'import { appendFileSync } from "node:fs";',
+      'import fs, { appendFileSync } from "node:fs";',
       'import { createRequire, register } from "node:module";',
       "const log = process.env.PASEO_LOADING_LOG;",
       // Only the runtime executable: a broker it starts inherits NODE_OPTIONS.
       'if (log && process.argv[1]?.endsWith("cli.js")) {',
       '  register("./hooks.mjs", import.meta.url, { data: { log } });',
+      "  const readFileSync = fs.readFileSync;",
+      "  fs.readFileSync = function (path, ...rest) {",
+      '    if (typeof path === "string") appendFileSync(log, `read ${path}\\n`);',
+      "    return readFileSync.call(this, path, ...rest);",
+      "  };",
       "  const cache = createRequire(import.meta.url).cache;",
       '  process.on("exit", () => appendFileSync(log, Object.keys(cache).map((f) => `cjs ${f}\\n`).join("")));',
       "}",
@@ -57,15 +62,23 @@ function traced(): { env: NodeJS.ProcessEnv; loaded: () => Loaded } {
 class Loaded {
   readonly esm: string[];
   readonly cjs: string[];
+  readonly reads: string[];
   constructor(text: string) {
     const lines = text.split("\n").filter(Boolean);
-    this.esm = lines.filter((l) => l.startsWith("esm ")).map((l) => l.slice(4));
-    this.cjs = lines.filter((l) => l.startsWith("cjs ")).map((l) => l.slice(4));
+    const kind = (k: string) => lines.filter((l) => l.startsWith(`${k} `)).map((l) => l.slice(k.length + 1));
+    this.esm = kind("esm");
+    this.cjs = kind("cjs");
+    this.reads = kind("read");
   }
 
-  /** Our own ES modules (dist/cli.js and its chunks) as text. */
+  /** Files of dist/ the process ran, however they were loaded. */
+  dist(): string[] {
+    const files = [...this.esm.filter((u) => u.startsWith("file:")).map((u) => fileURLToPath(u)), ...this.cjs, ...this.reads];
+    return [...new Set(files.filter((f) => f.includes("/dist/") && /\.(c|m)?js$/.test(f)))];
+  }
+
   private ours(): string[] {
-    return this.esm.filter((u) => u.startsWith("file:") && u.includes("/dist/")).map((u) => readFileSync(fileURLToPath(u), "utf8"));
+    return this.dist().map((f) => readFileSync(f, "utf8"));
   }
 
   package(name: string): boolean {
@@ -78,9 +91,9 @@ class Loaded {
     return this.ours().some((t) => t.includes("// node_modules/zod/"));
   }
 
-  /** An operation bundle (dist/ops/*.cjs) is loaded through a chunk naming it. */
+  /** An operation bundle (dist/ops/*.cjs), read by src/cli/op-bundle.ts. */
   opBundle(): boolean {
-    return this.ours().some((t) => t.includes('loadOperationBundle("ops/'));
+    return this.reads.some((f) => f.includes("/dist/ops/"));
   }
 }
 
@@ -90,7 +103,7 @@ describe("modules each operation loads", () => {
     const r = await runCli(["describe"], { env: t.env });
     expect(r.code).toBe(0);
     const loaded = t.loaded();
-    expect(loaded.esm.some((u) => u.endsWith("/dist/cli.js"))).toBe(true);
+    expect(loaded.dist().some((f) => f.endsWith("/dist/cli.js"))).toBe(true);
     expect(loaded.opBundle()).toBe(false);
     expect(loaded.zod()).toBe(false);
     expect(loaded.package("commander")).toBe(false);
@@ -106,6 +119,7 @@ describe("modules each operation loads", () => {
     const inspect = traced();
     expect((await runCli(["inspect", "--workspace-id", "w"], { stdin: "{}", env: inspect.env })).code).toBe(2);
     expect(inspect.loaded().opBundle()).toBe(true);
+    expect(inspect.loaded().zod()).toBe(true);
   });
 
   describe("over the real sshd", () => {
