@@ -5,7 +5,8 @@
 // per-host broker can own connections without touching SshHost's bootstrap logic.
 import { connect as netConnect, type Socket } from "node:net";
 import type { Duplex } from "node:stream";
-// ssh2 is CommonJS: Node's ESM loader only offers its default export (the broker and the tests run as ES modules).
+// ssh2 is CommonJS: Node's ESM loader only offers its default export (the broker and the tests
+// run as ES modules).
 import ssh2 from "ssh2";
 import type { Client, ClientChannel, PseudoTtyOptions } from "ssh2";
 import { RuntimeError, oneLine } from "../shared/errors.js";
