@@ -1,8 +1,15 @@
-// The agent's view of one request: the channel it arrived on (frames over stdin/stdout) and the
-// host paths it may use. Op modules receive this and nothing else, so they can be tested by
-// running the bundled agent as a local child process.
+// The agent's view of one request: the conversation it arrived on (frames over a mux stream of the
+// host daemon, or stdin/stdout of a one-shot agent) and the host paths it may use. Op modules
+// receive this and nothing else, so they can be tested by running the bundled agent as a local
+// child process.
 import type { Frame } from "../shared/frames.js";
 import type { AgentAnswer, AgentMessage, OneShotOp } from "../shared/agent-api.js";
+
+/**
+ * How the runtime's side of a conversation ended: "end" is an orderly close (EOF); the others are
+ * the mux's reset reasons (its client process died, the link to the Paseo host was lost, …).
+ */
+export type ConversationEnd = "end" | "client-gone" | "link-lost" | "refused" | "error";
 
 /**
  * The request frame as it arrived: `op` and `root` are checked by the dispatcher; every other
@@ -31,11 +38,11 @@ export interface AgentContext {
   drained(): Promise<void>;
   /** Frames that arrive after the request frame. */
   onFrame(listener: (frame: Frame) => void): void;
-  /** Stops (and resumes) reading frames from the runtime, so SSH holds the sender back. */
+  /** Stops (and resumes) taking frames from the runtime, so flow control holds the sender back. */
   pauseInput(): void;
   resumeInput(): void;
-  /** Called once when the runtime side closes its end (channel EOF or loss). */
-  onClose(listener: () => void): void;
+  /** Called once when the runtime side closes its end (EOF, or the conversation was lost). */
+  onClose(listener: (how: ConversationEnd) => void): void;
 }
 
 /**

@@ -52,7 +52,11 @@ export interface WorkspaceLayout {
 }
 
 export function workspaceLayout(root: string, workspaceId: string): WorkspaceLayout {
-  const key = workspaceKey(workspaceId);
+  return workspaceLayoutOfKey(root, workspaceKey(workspaceId));
+}
+
+/** The layout of the directory `paseo-ws-<key>` (sweeps that list directories, not ids). */
+export function workspaceLayoutOfKey(root: string, key: string): WorkspaceLayout {
   const dir = join(rootLayout(root).workspacesBase, WORKSPACE_PREFIX + key);
   return {
     key,

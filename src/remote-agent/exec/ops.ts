@@ -13,6 +13,7 @@ import { checkProcessStrings, parseRunRequest } from "./request.js";
 import { isExecSignal, type ExecRunRequest } from "../../shared/agent-api.js";
 import { execHooks } from "../test-hooks.js";
 import { ExecSupervisor } from "./supervisor.js";
+import { execSessions } from "./sessions.js";
 import { runPipes } from "./pipes.js";
 import { runPty } from "./pty.js";
 import { execMembers, killMembers, listWorkspaceProcesses } from "../proc/process-set.js";
@@ -56,10 +57,19 @@ export async function execRun(ctx: AgentContext): Promise<void> {
   }
   const pty = req.stdio.kind === "pty";
   const sup = new ExecSupervisor(ctx, layout, record, req.workspaceId, req.owner, !pty, execHooks(ctx.root, req.execId).delayIdentityMs);
-  // A hang-up or termination of the agent itself is a lost control channel, not a reason to orphan.
-  for (const sig of ["SIGHUP", "SIGTERM"] as const) process.on(sig, () => void sup.abandon(0).finally(() => process.exit(1)));
-  if (req.stdio.kind === "pty") await runPty(ctx, sup, launch, req);
-  else await runPipes(ctx, sup, launch, req.env, req.argv[0]!);
+  // Live until its exit is reported or its tree is reaped (the daemon's idle rule counts these).
+  execSessions.add(sup);
+  try {
+    if (req.stdio.kind === "pty") await runPty(ctx, sup, launch, req);
+    else await runPipes(ctx, sup, launch, req.env, req.argv[0]!);
+  } catch (err) {
+    await sup.settleUnfinished().catch((e: Error) => {
+      throw new RuntimeError("remote", `${(err as Error).message}; reaping the exec failed too: ${e.message}`);
+    });
+    throw err;
+  } finally {
+    execSessions.delete(sup);
+  }
 }
 
 async function waitGone(targets: Array<{ pid: number; startTime: string }>, ms: number): Promise<boolean> {

@@ -8,11 +8,12 @@
 import { spawn, type ChildProcessByStdio } from "node:child_process";
 import type { Readable, Writable } from "node:stream";
 import { FrameKind, encodeData, encodeFrame, type Frame } from "../../shared/frames.js";
-import type { AgentContext } from "../context.js";
+import type { AgentContext, ConversationEnd } from "../context.js";
 import { closeTag, openTag, taggedStdio, type Launch } from "./launch.js";
 import { identityNow, type ExecSupervisor } from "./supervisor.js";
 import { execTagPath } from "../proc/process-set.js";
 import { decodeRuntimeMessage } from "../../shared/agent-api.js";
+import { conversationLost } from "./sessions.js";
 
 export const OUTPUT_IDLE_MS = 1000;
 export const OUTPUT_MAX_MS = 10_000;
@@ -189,7 +190,7 @@ export async function runPipes(
       else if (msg?.type === "signal") sup.deliver(msg.signal);
     }
   });
-  const closed = new Promise<void>((resolve) => ctx.onClose(() => resolve()));
+  const closed = new Promise<ConversationEnd>((resolve) => ctx.onClose(resolve));
 
   if (!launch) return sup.notFound(argv0);
   const { child, exited } = spawnWorkload(sup, launch, env);
@@ -200,13 +201,16 @@ export async function runPipes(
   stdin.attach(child);
   const drained = Promise.all([flow.pump(child.stdout, FrameKind.Stdout), flow.pump(child.stderr, FrameKind.Stderr)]);
 
-  const status = await Promise.race([exited, closed.then(() => null)]);
-  if (status === null) {
-    // Nobody is left to report to: reap the tree (after the grace) whatever the workload does now.
-    await sup.abandon();
+  const status = await Promise.race([exited, closed.then((how) => ({ lost: how }))]);
+  if ("lost" in status) {
+    // Nobody is left to report to: the loss rule decides (today: reap the tree after the grace).
+    await conversationLost(sup, status.lost);
     return;
   }
-  await flow.drainAfterExit(drained, closed);
+  await flow.drainAfterExit(
+    drained,
+    closed.then(() => undefined),
+  );
   child.stdout.destroy();
   child.stderr.destroy();
   if (status.spawnError) {

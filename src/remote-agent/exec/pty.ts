@@ -9,7 +9,7 @@ import { chmodSync, lstatSync, mkdirSync, readdirSync, unlinkSync } from "node:f
 import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../../shared/errors.js";
 import { FrameKind, encodeData, type Frame } from "../../shared/frames.js";
-import type { AgentContext } from "../context.js";
+import type { AgentContext, ConversationEnd } from "../context.js";
 import { rootLayout } from "../layout.js";
 import type { Launch } from "./launch.js";
 import { decodeRuntimeMessage, type ExecRunRequest } from "../../shared/agent-api.js";
@@ -18,9 +18,13 @@ import { execTagPath } from "../proc/process-set.js";
 import { isAttachLine, onLines, sendLine } from "./attach-lines.js";
 import { listenUnix } from "../../shared/listen-unix.js";
 import { isMarkedRoot } from "../root-marker.js";
+import { conversationLost } from "./sessions.js";
 
 /** How long the runtime has to open the PTY channel after receiving the token. */
 export const PTY_ATTACH_TIMEOUT_MS = 20_000;
+
+/** `<token>.sock`: only these are rendezvous sockets (run/ also holds the host daemon's). */
+const RENDEZVOUS = /^[0-9a-f]{32}\.sock$/;
 
 /**
  * A rendezvous socket lives at most PTY_ATTACH_TIMEOUT_MS (it is unlinked on attach or timeout);
@@ -29,7 +33,7 @@ export const PTY_ATTACH_TIMEOUT_MS = 20_000;
 function sweepStaleSockets(): void {
   const cutoff = Date.now() - 2 * PTY_ATTACH_TIMEOUT_MS;
   for (const name of readdirSync(".")) {
-    if (!name.endsWith(".sock")) continue;
+    if (!RENDEZVOUS.test(name)) continue;
     try {
       if (lstatSync(name).mtimeMs < cutoff) unlinkSync(name);
     } catch {
@@ -72,10 +76,10 @@ export async function runPty(ctx: AgentContext, sup: ExecSupervisor, launch: Lau
   };
   ctx.onFrame(onRuntimeFrame);
   let channelClosed = false;
-  const closed = new Promise<void>((resolve) =>
-    ctx.onClose(() => {
+  const closed = new Promise<ConversationEnd>((resolve) =>
+    ctx.onClose((how) => {
       channelClosed = true;
-      resolve();
+      resolve(how);
     }),
   );
 
@@ -92,6 +96,7 @@ export async function runPty(ctx: AgentContext, sup: ExecSupervisor, launch: Lau
   attach = sock;
   for (const f of fromRuntime.splice(0)) onRuntimeFrame(f);
 
+  let lostHow: ConversationEnd = "end";
   const outcome = await new Promise<"exit" | "lost" | "closed">((resolve) => {
     onLines(sock, isAttachLine, (msg) => {
       if (msg.type === "spawned") {
@@ -117,7 +122,10 @@ export async function runPty(ctx: AgentContext, sup: ExecSupervisor, launch: Lau
     });
     sock.on("close", () => resolve("lost"));
     sock.on("error", () => resolve("lost"));
-    void closed.then(() => resolve("closed"));
+    void closed.then((how) => {
+      lostHow = how;
+      resolve("closed");
+    });
     sendLine(sock, { type: "launch", ...launch, env: req.env, tagPath: execTagPath(sup.layout, sup.execId) });
   });
   if (outcome === "exit") {
@@ -126,7 +134,7 @@ export async function runPty(ctx: AgentContext, sup: ExecSupervisor, launch: Lau
   }
   if (outcome === "closed") {
     // Keep pty-attach connected through the grace: closing its socket would make it reap at once.
-    await sup.abandon();
+    await conversationLost(sup, lostHow);
     sock.destroy();
     return;
   }

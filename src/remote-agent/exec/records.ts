@@ -17,7 +17,7 @@ export type ExecState = "starting" | "running" | "done" | "refused" | "abandoned
 export interface ExecRecord {
   execId: string;
   state: ExecState;
-  /** The control agent that owns the exec while it starts (detects a crashed starter). */
+  /** The agent process supervising the exec (the host daemon): its death means nobody reports or reaps it. */
   agentPid: number;
   agentStartTime: string | null;
   pid?: number;

@@ -123,6 +123,16 @@ export class ExecSupervisor {
   }
 
   /**
+   * The run failed unexpectedly before reporting an exit: nobody will report or reap this exec,
+   * so it is recorded abandoned and its tree (if anything started) reaped now, as the exit of a
+   * one-shot agent would have caused. A long-lived daemon must not leave it "starting" forever.
+   */
+  async settleUnfinished(): Promise<void> {
+    if (this.finished || this.abandoned) return;
+    await this.abandon(0);
+  }
+
+  /**
    * The control channel ended without an orderly close: after the grace, mark the exec abandoned
    * and kill its tree so no orphan stays on the host. Resolves when that is done (or not needed).
    */

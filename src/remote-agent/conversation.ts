@@ -1,0 +1,107 @@
+// One agent conversation: the first JSON frame is the request, later frames belong to its op, and
+// the op's answer (a `result` or `error` frame, or the streaming op's own last frame) ends it. The
+// same code serves a one-shot agent on stdin/stdout and every mux stream of the host daemon; only
+// the port (how bytes move and how the end looks) differs.
+import { BinaryFrameDecoder, FrameKind, encodeJson, type Frame } from "../shared/frames.js";
+import { RuntimeError, toWireError } from "../shared/errors.js";
+import { isRecord, parseJson } from "../shared/guards.js";
+import type { AgentMessage } from "../shared/agent-api.js";
+import type { AgentContext, ConversationEnd, ReceivedRequest } from "./context.js";
+import { lookupOp } from "./ops.js";
+import { markRoot } from "./root-marker.js";
+
+export interface ConversationPort {
+  /** False once the runtime's side wants draining (see `drained`). */
+  write(buf: Buffer): boolean;
+  drained(): Promise<void>;
+  pauseInput(): void;
+  resumeInput(): void;
+  /** Called once after the last frame was written (`failed`: the input was malformed). */
+  finish(failed: boolean): void;
+  onData(listener: (chunk: Buffer) => void): void;
+  onClose(listener: (how: ConversationEnd) => void): void;
+}
+
+export interface ConversationHost {
+  agentDir: string;
+  nodePath: string;
+  /** The absolute root a request's configured root (maybe `~/…`) stands for; throws if not served here. */
+  resolveRoot(root: string): string;
+}
+
+export function serveConversation(port: ConversationPort, host: ConversationHost): void {
+  const decoder = new BinaryFrameDecoder();
+  const frameListeners: Array<(f: Frame) => void> = [];
+  const closeListeners: Array<(how: ConversationEnd) => void> = [];
+  let request: ReceivedRequest | undefined;
+  let closedHow: ConversationEnd | null = null;
+  let finished = false;
+
+  const finish = (failed: boolean) => {
+    if (finished) return;
+    finished = true;
+    port.finish(failed);
+  };
+  const send = (message: AgentMessage) => port.write(encodeJson(message));
+
+  const onRequest = async (req: ReceivedRequest) => {
+    const spec = lookupOp(req.op);
+    try {
+      if (!spec) throw new RuntimeError("input", `Unknown agent operation: ${req.op}`);
+      if (req.root === "") throw new RuntimeError("input", "agent request has no root");
+      const root = host.resolveRoot(req.root);
+      markRoot(root);
+      const ctx: AgentContext = {
+        request: req,
+        root,
+        agentDir: host.agentDir,
+        nodePath: host.nodePath,
+        sendJson: send,
+        sendRaw: (buf) => port.write(buf),
+        drained: () => port.drained(),
+        onFrame: (l) => frameListeners.push(l),
+        pauseInput: () => port.pauseInput(),
+        resumeInput: () => port.resumeInput(),
+        onClose: (l) => (closedHow !== null ? l(closedHow) : closeListeners.push(l)),
+      };
+      const value = await spec.handler(ctx);
+      if (!spec.streaming) send({ type: "result", value: value ?? null });
+    } catch (err) {
+      send({ type: "error", ...toWireError(err) });
+    }
+    finish(false);
+  };
+
+  port.onData((chunk) => {
+    if (finished && !request) return;
+    let frames: Frame[];
+    try {
+      frames = decoder.push(chunk);
+    } catch (err) {
+      send({ type: "error", ...toWireError(new RuntimeError("input", String(err))) });
+      finish(true);
+      return;
+    }
+    for (const f of frames) {
+      if (!request) {
+        if (f.kind !== FrameKind.Json) continue;
+        const value = parseJson(f.payload);
+        if (!isRecord(value) || typeof value.op !== "string" || (value.root !== undefined && typeof value.root !== "string")) {
+          send({ type: "error", errorClass: "input", message: "malformed agent request" });
+          finish(true);
+          return;
+        }
+        request = { ...value, op: value.op, root: value.root ?? "" };
+        void onRequest(request);
+      } else {
+        for (const l of frameListeners) l(f);
+      }
+    }
+  });
+  port.onClose((how) => {
+    if (closedHow !== null) return;
+    closedHow = how;
+    for (const l of closeListeners.splice(0)) l(how);
+    if (!request) finish(false);
+  });
+}

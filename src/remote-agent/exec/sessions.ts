@@ -1,0 +1,39 @@
+// The execs this agent process supervises, and the one rule for what losing the conversation that
+// carries an exec means. The host daemon reads the count (it exits only when none is live); a
+// one-shot agent reaps them all when it is hung up on.
+import type { ConversationEnd } from "../context.js";
+import { ABANDON_GRACE_MS, type ExecSupervisor } from "./supervisor.js";
+
+class ExecSessions {
+  private readonly live = new Set<ExecSupervisor>();
+
+  add(sup: ExecSupervisor): void {
+    this.live.add(sup);
+  }
+
+  delete(sup: ExecSupervisor): void {
+    this.live.delete(sup);
+  }
+
+  get size(): number {
+    return this.live.size;
+  }
+
+  /** Reaps every live exec at once (the supervising process is being stopped); the failures. */
+  async abandonAll(): Promise<string[]> {
+    const results = await Promise.allSettled([...this.live].map((s) => s.abandon(0)));
+    return results.flatMap((r) => (r.status === "rejected" ? [String((r.reason as Error)?.message ?? r.reason)] : []));
+  }
+}
+
+export const execSessions = new ExecSessions();
+
+/**
+ * The exec's conversation ended before its exit was reported. Today every cause is abandonment:
+ * after ABANDON_GRACE_MS the exec is recorded abandoned and its tree reaped. This is the place
+ * where a lost link ("link-lost") may instead keep the session detached for a reconnect grace,
+ * while a client that died ("client-gone") keeps meaning abandonment.
+ */
+export function conversationLost(sup: ExecSupervisor, how: ConversationEnd): Promise<void> {
+  return sup.abandon(ABANDON_GRACE_MS);
+}
