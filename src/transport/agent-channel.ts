@@ -1,10 +1,10 @@
-// The runtime's side of one agent conversation: frames over a byte duplex (an SSH exec channel,
-// or a local child process in development). Strips login-shell noise before the ready marker,
-// decodes frames and offers request/response and streaming use.
+// The runtime's side of one agent conversation: frames over a byte duplex (a stream to the host
+// daemon, a broker socket, or a local child process in tests). Strips login-shell noise before the
+// ready marker (where there can be any), decodes frames and offers request/response and streaming use.
 import { EventEmitter } from "node:events";
 import type { Readable, Writable } from "node:stream";
-import { BinaryFrameDecoder, FrameKind, MarkerScanner, encodeJson, type Frame } from "../shared/frames.js";
-import { RuntimeError, fromWireError, oneLine } from "../shared/errors.js";
+import { AGENT_READY_MARKER, BinaryFrameDecoder, FrameKind, MarkerScanner, encodeJson, type Frame } from "../shared/frames.js";
+import { RuntimeError, fromWireError, oneLine, toWireError } from "../shared/errors.js";
 import {
   decodeAgentMessage,
   isAnswer,
@@ -42,13 +42,21 @@ export class AgentChannel extends EventEmitter<AgentChannelEvents> {
   /** Resolves when the agent's ready marker has been seen. */
   readonly ready: Promise<void>;
 
-  constructor(private readonly io: ByteDuplex) {
+  /** `marker: false`: frames start at once (a mux stream carries no shell output). */
+  constructor(
+    private readonly io: ByteDuplex,
+    opts: { marker?: boolean } = {},
+  ) {
     super();
     this.ready = new Promise((res, rej) => {
       this.readyResolve = res;
       this.readyReject = rej;
     });
     this.ready.catch(() => undefined);
+    if (opts.marker === false) {
+      this.scanner.push(AGENT_READY_MARKER);
+      this.readyResolve();
+    }
     io.stdout.on("data", (chunk: Buffer) => this.onData(chunk));
     io.stderr?.on("data", (chunk: Buffer) => {
       this.stderrText = (this.stderrText + chunk.toString("utf8")).slice(-4000);
@@ -86,6 +94,16 @@ export class AgentChannel extends EventEmitter<AgentChannelEvents> {
       return;
     }
     for (const f of frames) this.emit("frame", f);
+  }
+
+  /**
+   * The conversation was lost for a known reason: whoever waits for an answer gets `err` (as if
+   * the agent had sent it), then the channel closes.
+   */
+  lose(err: RuntimeError): void {
+    if (this.closedFlag) return;
+    this.emit("frame", { kind: FrameKind.Json, payload: Buffer.from(JSON.stringify({ type: "error", ...toWireError(err) }), "utf8") });
+    this.destroy();
   }
 
   private onClosed(): void {

@@ -63,6 +63,11 @@ export const runtimeOptionFields = {
   sshConfig: z.union([localPath.transform(expandLocalPath), z.literal(false)]).optional(),
   /** Lets `StrictHostKeyChecking accept-new` in ssh_config record an unknown host key. */
   acceptNewHostKeys: z.boolean().default(false),
+  /**
+   * The host daemon exits after this long with no live exec and no conversation. It is shared by
+   * every configuration of the same user and root: the one that starts it decides.
+   */
+  daemonIdleMs: z.int().min(1000).max(86_400_000).default(300_000),
 };
 
 /** What each key must look like, phrased for the one-line error message. */
@@ -81,6 +86,7 @@ const EXPECTED: Record<keyof typeof runtimeOptionFields, string> = {
   maxSessions: "expected the server's MaxSessions, an integer 1-1000",
   sshConfig: "expected the path of an ssh_config file, or false to ignore ssh_config files",
   acceptNewHostKeys: "expected true or false (true lets StrictHostKeyChecking accept-new record unknown host keys)",
+  daemonIdleMs: "expected an integer number of milliseconds 1000-86400000",
 };
 
 const schema = z.strictObject(runtimeOptionFields);

@@ -78,6 +78,28 @@ export class SshConnection {
 
   /** Runs `command` (through the user's login shell, as sshd always does) on a new session channel. */
   exec(command: string, pty?: PseudoTtyOptions): Promise<ClientChannel> {
+    return this.openChannel("a session channel", (done) => {
+      if (pty) this.client.exec(command, { pty }, done);
+      else this.client.exec(command, done);
+    });
+  }
+
+  /**
+   * Opens a channel to a Unix socket on the server (`direct-streamlocal@openssh.com`; no process
+   * on the host). Servers may refuse it (AllowStreamLocalForwarding no, DisableForwarding, a path
+   * too long, not OpenSSH): the error's `cause` carries ssh2's `reason` code.
+   */
+  forwardStreamLocal(socketPath: string): Promise<ClientChannel> {
+    return this.openChannel("a stream-local channel", (done) => {
+      try {
+        this.client.openssh_forwardOutStreamLocal(socketPath, done);
+      } catch (err) {
+        done(err as Error, undefined as unknown as ClientChannel);
+      }
+    });
+  }
+
+  private openChannel(what: string, open: (done: (err: Error | undefined, ch: ClientChannel) => void) => void): Promise<ClientChannel> {
     if (this.closedFlag) {
       const why = this.lastError ? `: ${oneLine(this.lastError.message)}` : "";
       return Promise.reject(new RuntimeError("network", `SSH connection to ${this.target} is closed${why}`));
@@ -86,9 +108,7 @@ export class SshConnection {
       let settled = false;
       const timer = setTimeout(() => {
         settled = true;
-        reject(
-          new RuntimeError("network", `SSH server ${this.target} did not open a session channel within ${CHANNEL_OPEN_TIMEOUT_MS} ms`),
-        );
+        reject(new RuntimeError("network", `SSH server ${this.target} did not open ${what} within ${CHANNEL_OPEN_TIMEOUT_MS} ms`));
       }, CHANNEL_OPEN_TIMEOUT_MS);
       const done = (err: Error | undefined, ch: ClientChannel) => {
         clearTimeout(timer);
@@ -98,17 +118,21 @@ export class SshConnection {
           return;
         }
         settled = true;
-        if (err) reject(new RuntimeError("network", `SSH server ${this.target} refused a session channel: ${oneLine(err.message)}`));
+        if (err) reject(new RuntimeError("network", `SSH server ${this.target} refused ${what}: ${oneLine(err.message)}`, { cause: err }));
         else resolve(ch);
       };
-      if (pty) this.client.exec(command, { pty }, done);
-      else this.client.exec(command, done);
+      open(done);
     });
   }
 
   close(): void {
     this.client.end();
     for (const o of this.outer) o.end();
+  }
+
+  /** Drops the connection at once (a silent link would never complete an orderly close). */
+  destroy(): void {
+    this.client.destroy();
   }
 }
 

@@ -1,71 +1,141 @@
-// RemoteHost over one SSH connection: starts the remote agent with the fixed bootstrap command,
-// installs it (once per content hash) when the host does not have it, and opens PTY channels.
-// Connection details (ssh2, host keys, auth) stay in ssh-connection.ts; the per-host broker runs
-// one SshHost per connection it holds (src/broker/pool.ts).
+// RemoteHost over one SSH connection: agent conversations are streams of the host daemon, reached
+// through one mux channel (daemon-link.ts); this class starts the agent's modes with the fixed
+// bootstrap command (daemon-up, relay, pty-attach), installs the agent (once per content hash)
+// when the host does not have it, and opens PTY channels. Connection details (ssh2, host keys,
+// auth) stay in ssh-connection.ts.
 import { readFileSync } from "node:fs";
 import { createHash } from "node:crypto";
-import { PassThrough } from "node:stream";
+import { PassThrough, type Duplex } from "node:stream";
 import type { ClientChannel } from "ssh2";
-import { RuntimeError, oneLine } from "../shared/errors.js";
+import { RuntimeError, fromWireError, oneLine, type WireError } from "../shared/errors.js";
 import type { RuntimeOptions } from "./options.js";
 import { MarkerScanner } from "../shared/frames.js";
-import { AGENT_READY_TIMEOUT_MS, AgentChannel } from "./agent-channel.js";
+import { AGENT_READY_TIMEOUT_MS, type AgentChannel } from "./agent-channel.js";
 import { BootStatusScanner, agentBundle, bootstrapCommand, installCommand, type AgentBundle, type BootReport } from "./bootstrap.js";
+import { DaemonLink, type DaemonInfo, type DaemonStarter, type LinkHooks } from "./daemon-link.js";
 import { callAgent, type PtyChannel, type PtyRequest, type RemoteHost } from "./host.js";
 import { connectSsh, type ConnectHooks, type SshConnection } from "./ssh-connection.js";
-import type { ConnectionPlan } from "./ssh-config/resolve.js";
 import type { AgentAnswer, OneShotOp, OpRequest } from "../shared/agent-api.js";
 import { withTimeout } from "../shared/async.js";
+import type { ConnectionPlan } from "./ssh-config/resolve.js";
 
 /** Bound for uploading and linking the agent (a few hundred KB). */
 export const INSTALL_TIMEOUT_MS = 60_000;
 const DEFAULT_TERM = "xterm-256color";
+const DEFAULT_DAEMON_IDLE_MS = 300_000;
 
-export class SshHost implements RemoteHost {
+type Started = { rest: Buffer } | { report?: BootReport; error: unknown };
+
+export class SshHost implements RemoteHost, DaemonStarter {
   /** Agent uploads this host object performed (observable by doctor and tests). */
   installs = 0;
   readonly root: string;
   readonly bundle: AgentBundle;
+  /** The mux channel to the host daemon carrying every agent conversation of this connection. */
+  readonly link: DaemonLink;
 
   constructor(
     private readonly conn: SshConnection,
     private readonly options: RuntimeOptions,
     bundle: AgentBundle = agentBundle(),
+    hooks: LinkHooks = {},
   ) {
     this.root = options.root;
     this.bundle = bundle;
+    this.link = new DaemonLink(this, options.keepaliveIntervalMs, hooks);
   }
 
   get target(): string {
     return this.conn.target;
   }
 
+  get build(): string {
+    return this.bundle.hash;
+  }
+
+  get connectionClosed(): boolean {
+    return this.conn.closed;
+  }
+
   private command(args: string[] = []): string {
     return bootstrapCommand(this.root, this.options.remoteNode, this.bundle.hash, args);
   }
 
-  async openAgent(): Promise<AgentChannel> {
+  private daemonArgs(mode: "daemon-up" | "relay"): string[] {
+    return [mode, `--idle-ms=${this.options.daemonIdleMs ?? DEFAULT_DAEMON_IDLE_MS}`];
+  }
+
+  /**
+   * Runs `node agent.cjs <args>` on a session channel (installing the agent first when the host
+   * lacks it); resolves once its ready marker arrived, with the channel paused and the bytes after
+   * the marker.
+   */
+  private async startAgent(args: string[]): Promise<{ ch: ClientChannel; rest: Buffer }> {
     for (let attempt = 0; ; attempt++) {
-      const ch = await this.conn.exec(this.command());
-      const boot = new BootStatusScanner();
-      const onData = (d: Buffer) => boot.push(d);
-      ch.on("data", onData);
-      const agent = new AgentChannel({ stdin: ch, stdout: ch, stderr: ch.stderr, destroy: () => ch.destroy() });
-      try {
-        await withTimeout(agent.ready, AGENT_READY_TIMEOUT_MS, () => {
-          agent.destroy();
-          return new RuntimeError("network", `remote agent on ${this.target} did not start within ${AGENT_READY_TIMEOUT_MS} ms`);
-        });
-        ch.off("data", onData);
-        return agent;
-      } catch (err) {
-        if (boot.report?.status === "need-install" && attempt === 0) {
-          await this.install();
-          continue;
-        }
-        throw this.bootError(boot.report, err);
+      const ch = await this.conn.exec(this.command(args));
+      ch.stderr.resume();
+      const started = await this.awaitMarker(ch, "remote agent");
+      if ("rest" in started) return { ch, rest: started.rest };
+      if (started.report?.status === "need-install" && attempt === 0) {
+        await this.install();
+        continue;
       }
+      throw this.bootError(started.report, started.error);
     }
+  }
+
+  /** daemon-up: the daemon of this build runs (started if it did not); where it listens. */
+  async daemonUp(): Promise<DaemonInfo> {
+    const { ch, rest } = await this.startAgent(this.daemonArgs("daemon-up"));
+    const line = new Promise<string>((resolve, reject) => {
+      let text = rest.toString("utf8");
+      const check = () => {
+        const nl = text.indexOf("\n");
+        if (nl >= 0) resolve(text.slice(0, nl));
+      };
+      ch.on("data", (d: Buffer) => {
+        text += d.toString("utf8");
+        check();
+      });
+      ch.once("close", () =>
+        reject(new RuntimeError("remote", `the host daemon on ${this.target} could not be started: daemon-up ended without an answer`)),
+      );
+      check();
+      ch.resume();
+    });
+    try {
+      const answer = JSON.parse(
+        await withTimeout(
+          line,
+          AGENT_READY_TIMEOUT_MS,
+          () => new RuntimeError("network", `daemon-up on ${this.target} did not answer within ${AGENT_READY_TIMEOUT_MS} ms`),
+        ),
+      ) as Partial<DaemonInfo> & { error?: WireError };
+      if (answer.error) throw fromWireError(answer.error);
+      if (typeof answer.socket !== "string" || typeof answer.pid !== "number")
+        throw new RuntimeError("remote", `daemon-up on ${this.target} gave a malformed answer`);
+      return { socket: answer.socket, pid: answer.pid };
+    } catch (err) {
+      if (err instanceof SyntaxError) throw new RuntimeError("remote", `daemon-up on ${this.target} gave a malformed answer`);
+      throw err;
+    } finally {
+      ch.destroy();
+    }
+  }
+
+  forward(socket: string): Promise<Duplex> {
+    return this.conn.forwardStreamLocal(socket);
+  }
+
+  async relay(): Promise<Duplex> {
+    const { ch, rest } = await this.startAgent(this.daemonArgs("relay"));
+    if (rest.length > 0) ch.unshift(rest);
+    return ch;
+  }
+
+  /** One agent conversation: a new stream of the host daemon. */
+  openAgent(): Promise<AgentChannel> {
+    return this.link.agent();
   }
 
   call<Op extends OneShotOp>(op: Op, fields: OpRequest<Op>, timeoutMs?: number): Promise<AgentAnswer<Op>> {
@@ -81,8 +151,26 @@ export class SshHost implements RemoteHost {
         height: 0,
         term: pty.term ?? DEFAULT_TERM,
       });
-      const started = await this.awaitPtyMarker(ch);
-      if ("channel" in started) return started.channel;
+      ch.stderr.resume();
+      const closed = new Promise<void>((resolve) => ch.once("close", () => resolve()));
+      const started = await this.awaitMarker(ch, "remote agent PTY");
+      if ("rest" in started) {
+        const output = new PassThrough();
+        if (started.rest.length > 0) output.write(started.rest);
+        ch.pipe(output);
+        return {
+          stdin: ch,
+          output,
+          setWindow: (rows, cols) => ch.setWindow(rows, cols, 0, 0),
+          // ssh2 reports a channel closed only once its output was read to the end: output
+          // nobody will read any more is discarded, or the channel would count as open forever.
+          destroy: () => {
+            ch.destroy();
+            output.resume();
+          },
+          closed,
+        };
+      }
       if (started.report?.status === "need-install" && attempt === 0) {
         await this.install();
         continue;
@@ -91,58 +179,46 @@ export class SshHost implements RemoteHost {
     }
   }
 
-  /** Strips everything up to the ready marker (the tty may have turned \n into \r\n before it). */
-  private awaitPtyMarker(ch: ClientChannel): Promise<{ channel: PtyChannel } | { report?: BootReport; error: unknown }> {
-    const closed = new Promise<void>((resolve) => ch.once("close", () => resolve()));
-    ch.stderr.resume();
+  /**
+   * Strips everything up to the ready marker (login-shell noise; on a tty, \n may have become
+   * \r\n before it) and pauses the channel there.
+   */
+  private awaitMarker(ch: ClientChannel, what: string): Promise<Started> {
     return new Promise((resolve) => {
       const marker = new MarkerScanner();
       const boot = new BootStatusScanner();
       const timer = setTimeout(() => {
         cleanup();
         ch.destroy();
-        resolve({
-          error: new RuntimeError("network", `remote agent PTY on ${this.target} did not start within ${AGENT_READY_TIMEOUT_MS} ms`),
-        });
+        resolve({ error: new RuntimeError("network", `${what} on ${this.target} did not start within ${AGENT_READY_TIMEOUT_MS} ms`) });
       }, AGENT_READY_TIMEOUT_MS);
       const onData = (d: Buffer) => {
         boot.push(d);
         const rest = marker.push(d);
         if (rest === null) return;
         cleanup();
-        const output = new PassThrough();
-        if (rest.length > 0) output.write(rest);
-        ch.pipe(output);
-        resolve({
-          channel: {
-            stdin: ch,
-            output,
-            setWindow: (rows, cols) => ch.setWindow(rows, cols, 0, 0),
-            // ssh2 reports a channel closed only once its output was read to the end: output
-            // nobody will read any more is discarded, or the channel would count as open forever.
-            destroy: () => {
-              ch.destroy();
-              output.resume();
-            },
-            closed,
-          },
-        });
+        ch.pause();
+        resolve({ rest });
       };
+      let stderr = "";
+      const onStderr = (d: Buffer) => (stderr = (stderr + d.toString("utf8")).slice(-2000));
       const onClose = () => {
         cleanup();
-        const detail = oneLine(marker.noise).slice(-300);
+        const detail = oneLine(marker.noise || stderr).slice(-300);
         resolve({
           report: boot.report,
-          error: new RuntimeError("remote-dependency", `remote agent PTY did not start${detail ? `: ${detail}` : ""}`),
+          error: new RuntimeError("remote-dependency", `${what} did not start${detail ? `: ${detail}` : ""}`),
         });
       };
       const cleanup = () => {
         clearTimeout(timer);
         ch.off("data", onData);
         ch.off("close", onClose);
+        ch.stderr.off("data", onStderr);
       };
       ch.on("data", onData);
       ch.on("close", onClose);
+      ch.stderr.on("data", onStderr);
     });
   }
 
@@ -233,6 +309,7 @@ export class SshHost implements RemoteHost {
   }
 
   close(): void {
+    this.link.close();
     this.conn.close();
   }
 }

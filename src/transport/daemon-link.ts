@@ -1,0 +1,247 @@
+// The Paseo side of the host daemon: ONE mux channel per SSH connection, over which every agent
+// conversation of that connection runs as a stream. The channel is a stream-local forward to the
+// daemon's socket (no host process), or, where sshd refuses that (AllowStreamLocalForwarding no,
+// DisableForwarding, a socket path too long, not OpenSSH), `agent.cjs relay` on a session channel.
+// daemon-up (through the fixed bootstrap command) starts the daemon when none answers; a reconnect
+// first tries the socket it already knows, so a live daemon costs no process start.
+import { Duplex } from "node:stream";
+import { RuntimeError, oneLine } from "../shared/errors.js";
+import { Mux, type MuxStream, type StreamClose } from "../shared/mux.js";
+import { AGENT_READY_TIMEOUT_MS, AgentChannel } from "./agent-channel.js";
+
+export interface DaemonInfo {
+  /** Absolute path of the daemon's socket on the host. */
+  socket: string;
+  pid: number;
+}
+
+/** What a link needs from the host it reaches (SshHost provides it). */
+export interface DaemonStarter {
+  readonly target: string;
+  /** The agent build the daemon must run (its hash). */
+  readonly build: string;
+  /** Whether the SSH connection under the channel is gone (tells link loss from daemon death). */
+  readonly connectionClosed: boolean;
+  /** Runs daemon-up: makes sure the daemon of this build runs; where it listens. */
+  daemonUp(): Promise<DaemonInfo>;
+  /** A stream-local channel to `socket` (rejects when the server refuses it). */
+  forward(socket: string): Promise<Duplex>;
+  /** `agent.cjs relay` on a session channel, its bytes starting after the ready marker. */
+  relay(): Promise<Duplex>;
+}
+
+export type LinkTransport = "stream-local" | "relay";
+
+export interface LinkHooks {
+  log?(line: string): void;
+  /** The mux channel closed (every stream on it was lost with it). */
+  onLost?(why: string): void;
+}
+
+export class DaemonLink {
+  private mux: Mux | null = null;
+  /** Channels whose daemon said GOAWAY, still carrying the streams opened before. */
+  private readonly leaving = new Set<Mux>();
+  private opening: Promise<Mux> | null = null;
+  private socket: string | null = null;
+  /** Set once this connection's server refused stream-local forwarding: every channel is a relay. */
+  private relayOnly = false;
+  private closed = false;
+  /** How the current (or last) channel reaches the daemon. */
+  transport: LinkTransport | null = null;
+  /** Channels opened so far (1 + reconnects). */
+  channelsOpened = 0;
+
+  private readonly log: (line: string) => void;
+
+  constructor(
+    private readonly starter: DaemonStarter,
+    private readonly keepaliveMs: number,
+    private readonly hooks: LinkHooks = {},
+  ) {
+    this.log = hooks.log ?? (() => undefined);
+  }
+
+  /** True while a mux channel is open. */
+  get connected(): boolean {
+    return this.mux !== null && !this.mux.closed;
+  }
+
+  /** Open streams on the current channel. */
+  get streamCount(): number {
+    return this.mux?.streamCount ?? 0;
+  }
+
+  /** The daemon's pid, from its HELLO on the current channel. */
+  get daemonPid(): number | null {
+    return this.mux?.peerHello?.pid ?? null;
+  }
+
+  /** Opens one conversation stream, connecting (and starting the daemon) first when needed. */
+  async stream(header: Record<string, unknown> = { kind: "agent" }): Promise<MuxStream> {
+    const mux = await this.ensure();
+    const stream = mux.open(header);
+    stream.once("close", () => this.closeIfDrained(mux));
+    return stream;
+  }
+
+  /** A channel the daemon said GOAWAY on is closed once its last stream ended. */
+  private closeIfDrained(mux: Mux): void {
+    if (this.leaving.has(mux) && mux.streamCount === 0) mux.close("drained after GOAWAY");
+  }
+
+  /** One agent conversation over a new stream, with the loss reason turned into a clear error. */
+  async agent(): Promise<AgentChannel> {
+    return this.agentOver(await this.stream());
+  }
+
+  agentOver(stream: MuxStream): AgentChannel {
+    const io = streamAsDuplex(stream);
+    const ch = new AgentChannel({ stdin: io, stdout: io, destroy: () => io.destroy() }, { marker: false });
+    stream.once("close", (info) => {
+      if (info.reason !== null && info.reason !== "client-gone") ch.lose(this.lossError(info));
+    });
+    return ch;
+  }
+
+  /** The error a conversation that ended with `info` reports. */
+  lossError(info: StreamClose): RuntimeError {
+    const t = this.starter.target;
+    const why = info.message ? ` (${info.message})` : "";
+    if (info.reason === "link-lost") {
+      if (this.starter.connectionClosed || /no answer from the peer/.test(info.message ?? "")) {
+        return new RuntimeError("network", `connection to ${t} was lost${why}`);
+      }
+      return new RuntimeError("remote", `the host daemon on ${t} went away${why}; the operation it was running is lost`);
+    }
+    return new RuntimeError("remote", `the host daemon on ${t} ended the conversation: ${info.message ?? info.reason ?? "closed"}`);
+  }
+
+  /** Connects the channel now (starting the daemon, installing the agent first if needed). */
+  async connect(): Promise<void> {
+    await this.ensure();
+  }
+
+  private ensure(): Promise<Mux> {
+    if (this.closed) return Promise.reject(new RuntimeError("network", `connection to ${this.starter.target} is closing`));
+    if (this.mux && !this.mux.closed) return Promise.resolve(this.mux);
+    this.opening ??= this.open().finally(() => (this.opening = null));
+    return this.opening;
+  }
+
+  private async open(): Promise<Mux> {
+    if (this.socket !== null && !this.relayOnly) {
+      // The daemon reached before is probably still there: no process start needed. If it is
+      // just exiting (or gone), start over through daemon-up: nothing was opened on it yet.
+      const known = await this.starter.forward(this.socket).catch(() => null);
+      if (known) {
+        const mux = await this.handshake(known, "stream-local").catch(() => null);
+        if (mux) return mux;
+      }
+    }
+    const info = await this.starter.daemonUp();
+    this.socket = info.socket;
+    if (!this.relayOnly) {
+      let ch: Duplex | undefined;
+      try {
+        ch = await this.starter.forward(info.socket);
+      } catch (err) {
+        // The daemon answered daemon-up a moment ago: the server refuses the forward itself.
+        this.relayOnly = true;
+        this.log(`stream-local forwarding refused by ${this.starter.target} (${oneLine((err as Error).message)}); using a relay`);
+      }
+      if (ch) return this.handshake(ch, "stream-local");
+    }
+    return this.handshake(await this.starter.relay(), "relay");
+  }
+
+  private async handshake(channel: Duplex, how: LinkTransport): Promise<Mux> {
+    const mux = new Mux(channel, { role: "client", build: this.starter.build, keepaliveMs: this.keepaliveMs, log: this.log });
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const hello = await Promise.race([
+        mux.hello(),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () =>
+              reject(
+                new RuntimeError("network", `the host daemon on ${this.starter.target} did not answer within ${AGENT_READY_TIMEOUT_MS} ms`),
+              ),
+            AGENT_READY_TIMEOUT_MS,
+          );
+        }),
+      ]);
+      if (hello.build !== this.starter.build) {
+        throw new RuntimeError(
+          "remote",
+          `the host daemon on ${this.starter.target} runs build ${hello.build}, expected ${this.starter.build}`,
+        );
+      }
+    } catch (err) {
+      mux.close("handshake failed");
+      throw err instanceof RuntimeError
+        ? err
+        : new RuntimeError("network", `the host daemon on ${this.starter.target} did not answer: ${oneLine(String(err))}`);
+    } finally {
+      clearTimeout(timer);
+    }
+    this.transport = how;
+    this.channelsOpened++;
+    // The daemon is about to exit when idle: open nothing more here (what is open carries on).
+    mux.on("goaway", () => {
+      if (this.mux !== mux) return;
+      this.mux = null;
+      this.leaving.add(mux);
+      this.closeIfDrained(mux);
+    });
+    mux.on("close", (why) => {
+      this.leaving.delete(mux);
+      if (this.mux === mux) this.mux = null;
+      if (this.closed) return;
+      this.log(`channel to the host daemon closed: ${why}`);
+      this.hooks.onLost?.(why);
+    });
+    if (this.closed) mux.close("link closed");
+    this.mux = mux;
+    return mux;
+  }
+
+  close(why = "link closed"): void {
+    this.closed = true;
+    this.mux?.close(why);
+    for (const m of this.leaving) m.close(why);
+    this.mux = null;
+  }
+}
+
+/**
+ * A mux stream as a node Duplex (for AgentChannel): reads pause the stream while the consumer is
+ * behind, writes wait for the stream's drain, end() sends END, destroy() resets it as client-gone.
+ */
+export function streamAsDuplex(stream: MuxStream): Duplex {
+  const io: Duplex = new Duplex({
+    write(chunk: Buffer, _enc, cb) {
+      if (stream.write(chunk)) cb();
+      else void stream.drained().then(() => cb());
+    },
+    final(cb) {
+      stream.end();
+      cb();
+    },
+    read() {
+      stream.resume();
+    },
+    destroy(err, cb) {
+      stream.reset("client-gone");
+      cb(err);
+    },
+  });
+  stream.on("data", (d) => {
+    if (!io.push(d)) stream.pause();
+  });
+  stream.on("end", () => io.push(null));
+  stream.on("close", (info) => {
+    if (info.reason !== null) io.destroy();
+  });
+  return io;
+}
