@@ -56,6 +56,7 @@ export function brokerKey(options: RuntimeOptions, version: string, plan?: Conne
     keepaliveIntervalMs: options.keepaliveIntervalMs,
     brokerIdleMs: options.brokerIdleMs,
     maxSessions: options.maxSessions,
+    daemonIdleMs: options.daemonIdleMs,
     agentSocket: process.env.SSH_AUTH_SOCK ?? null,
   };
   return createHash("sha256").update(JSON.stringify(material)).digest("hex").slice(0, 24);

@@ -1,14 +1,16 @@
-// The broker's SSH side: leases of agent and PTY channels to operations. Connections are built
-// with the transport's connectSsh and SshHost (host-key and auth logic exist once); each counts
-// its sessions (counted-connection.ts) so none carries more than MaxSessions, extra connections
-// open beyond that, and a lost link is re-established with backoff (reconnect.ts). A few
-// pre-started agent channels (one, growing to three with demand) let an operation skip channel
-// set-up and agent start.
+// The broker's SSH side. Connections are built with the transport's connectSsh and SshHost (host-key
+// and auth logic exist once). Every agent conversation is a stream of the host daemon over the first
+// connection's one mux channel (daemon-link.ts), so their number is bounded neither by sshd's
+// MaxSessions nor by processes. Session channels remain for PTYs through sshd (and daemon-up, the
+// relay fallback, installs); each connection counts them (counted-connection.ts) so none carries
+// more than MaxSessions, extra connections open beyond that, and a lost link is re-established
+// with backoff and jitter (reconnect.ts), the host key verified again each time.
 import { EventEmitter } from "node:events";
 import { RuntimeError, oneLine } from "../shared/errors.js";
+import type { MuxStream } from "../shared/mux.js";
 import type { RuntimeOptions } from "../transport/options.js";
 import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
-import type { AgentChannel } from "../transport/agent-channel.js";
+import type { DaemonLink } from "../transport/daemon-link.js";
 import type { PtyChannel, PtyRequest } from "../transport/host.js";
 import { agentBundle } from "../transport/bootstrap.js";
 import { connectSsh } from "../transport/ssh-connection.js";
@@ -17,28 +19,31 @@ import { ACQUIRE_WAIT_MS } from "./wire.js";
 import { CountedConnection } from "./counted-connection.js";
 import { reconnect } from "./reconnect.js";
 
-/** More connections than this per broker and operations queue instead. */
+/** More connections than this per broker and PTY channels queue instead. */
 export const MAX_CONNECTIONS = 16;
-/** At most this many pre-started agent channels on the first connection. */
-export const SPARE_AGENTS = 3;
-/** Bound for waiting on an agent that is already starting instead of starting another. */
-const SPARE_WAIT_MS = 20_000;
 /** Extra connections close after being unused this long. */
 const EXTRA_IDLE_MS = 10_000;
+/** Bound for the host daemon to confirm a retire request. */
+const RETIRE_WAIT_MS = 2000;
 
 interface Conn {
   ssh: CountedConnection;
   host: SshHost;
-  /** Operations holding a channel (or about to open one) on this connection. */
+  /** PTY channels held (or about to be opened) on this connection. */
   leases: number;
-  spares: AgentChannel[];
-  sparesOpening: number;
   lastUsed: number;
 }
 
 export interface Lease<T> {
   channel: T;
   /** Call once the channel has closed (the session slot is then free again). */
+  release(): void;
+}
+
+export interface StreamLease {
+  stream: MuxStream;
+  /** The link the stream belongs to (names the cause when the stream is lost). */
+  link: DaemonLink;
   release(): void;
 }
 
@@ -49,13 +54,9 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
   private extra: Promise<Conn> | undefined;
   /** True once a connection has existed: later connects are reconnects and retry with backoff. */
   private everConnected = false;
-  /** The first agent start may install the agent; others wait for it instead of racing uploads. */
-  private agentWarm: Promise<void> | undefined;
-  private agentReady = false;
-  private spareTarget = 1;
-  /** Operations waiting for a starting spare rather than opening a channel of their own. */
-  private spareWaiters = 0;
   private closed = false;
+  /** Client conversations bridged to daemon streams right now. */
+  private streams = 0;
   handshakes = 0;
   private readonly limit: number;
   private readonly bundle = agentBundle();
@@ -75,20 +76,32 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     this.extraTimer.unref();
   }
 
+  /** Client conversations and PTY channels in use. */
   get liveChannels(): number {
-    return this.conns.reduce((n, c) => n + c.leases, 0);
-  }
-
-  get spareChannels(): number {
-    return this.conns.reduce((n, c) => n + c.spares.length, 0);
+    return this.streams + this.conns.reduce((n, c) => n + c.leases, 0);
   }
 
   get connectionCount(): number {
     return this.conns.length;
   }
 
+  /** Mux channels to the host daemon that are open (0 or 1). */
+  get muxChannels(): number {
+    return this.conns.filter((c) => c.host.link.connected).length;
+  }
+
+  /** Session channels open on all connections (PTYs, a relay, a daemon-up or install in progress). */
+  get sessionChannels(): number {
+    return this.conns.reduce((n, c) => n + c.ssh.openChannels, 0);
+  }
+
+  /** How the daemon is reached ("stream-local" or "relay"), once it has been. */
+  get daemonTransport(): string | null {
+    return this.conns[0]?.host.link.transport ?? null;
+  }
+
   private used(c: Conn): number {
-    return Math.max(c.leases + c.spares.length + c.sparesOpening, c.ssh.openChannels);
+    return Math.max(c.leases, c.ssh.openChannels);
   }
 
   private log(line: string): void {
@@ -99,19 +112,23 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     const base = await connectSsh(this.options, {}, this.plan, this.proxyEnv);
     this.handshakes++;
     const ssh = new CountedConnection(base, () => this.emit("change"));
-    const conn: Conn = {
-      ssh,
-      host: new SshHost(ssh, this.options, this.bundle),
-      leases: 0,
-      spares: [],
-      sparesOpening: 0,
-      lastUsed: Date.now(),
-    };
+    const host = new SshHost(ssh, this.options, this.bundle, {
+      log: (l) => this.log(l),
+      onLost: (why) => {
+        this.emit("change");
+        // Keepalive death of the channel means the link is silent: do not wait for SSH's own
+        // keepalive to notice, drop the connection and reconnect now.
+        if (/no answer from the peer/.test(why) && !ssh.closed) {
+          this.log(`dropping the connection to ${ssh.target}: ${why}`);
+          ssh.destroy();
+        }
+      },
+    });
+    const conn: Conn = { ssh, host, leases: 0, lastUsed: Date.now() };
     ssh.client.once("close", () => this.dropped(conn));
     this.conns.push(conn);
     this.everConnected = true;
     this.log(`connected to ${ssh.target} (${this.conns.length} connection(s))`);
-    if (this.conns.length === 1) this.refillSpares();
     return conn;
   }
 
@@ -119,7 +136,7 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     const at = this.conns.indexOf(conn);
     if (at < 0) return;
     this.conns.splice(at, 1);
-    conn.spares = [];
+    conn.host.link.close("the SSH connection closed");
     this.log(`connection to ${conn.ssh.target} closed (${this.conns.length} left)`);
     this.emit("change");
     // Reconnect right away so the next operation finds a connection waiting.
@@ -146,8 +163,10 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     return this.connecting;
   }
 
-  private async ensureConnected(): Promise<void> {
-    if (this.conns.length === 0) await this.connect();
+  /** The first connection (the one carrying the daemon channel), connected if need be. */
+  private async primary(): Promise<Conn> {
+    if (this.closed) throw new RuntimeError("network", "SSH broker is shutting down; rerun the operation");
+    return this.conns[0] ?? (await this.connect());
   }
 
   /** Waits for a pool change (a channel closed, a connection came or went), bounded. */
@@ -164,23 +183,15 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
   }
 
   /** Reserves one session slot on some connection, opening another connection when all are full. */
-  private async reserve(forPty: boolean): Promise<Conn> {
+  private async reserve(): Promise<Conn> {
     const until = Date.now() + ACQUIRE_WAIT_MS;
     for (;;) {
-      if (this.closed) throw new RuntimeError("network", "SSH broker is shutting down; rerun the operation");
-      await this.ensureConnected();
+      await this.primary();
       const free = this.conns.find((c) => this.used(c) < this.limit);
       if (free) {
         free.leases++;
         free.lastUsed = Date.now();
         return free;
-      }
-      // A PTY cannot use a pre-started agent: give up a spare's slot for it.
-      const withSpare = forPty ? this.conns.find((c) => c.spares.length > 0) : undefined;
-      if (withSpare) {
-        withSpare.spares.shift()!.destroy();
-        await this.waitForChange(Math.min(until, Date.now() + 2000));
-        continue;
       }
       if (this.extra) {
         await this.extra.catch(() => undefined);
@@ -212,110 +223,29 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     };
   }
 
-  private takeSpare(): Lease<AgentChannel> | undefined {
-    for (const conn of this.conns) {
-      while (conn.spares.length > 0) {
-        const ch = conn.spares.shift()!;
-        if (ch.closed) continue;
-        conn.leases++;
-        conn.lastUsed = Date.now();
-        this.refillSpares();
-        return { channel: ch, release: this.releaser(conn) };
-      }
-    }
-    return undefined;
-  }
-
-  /** Starts one agent and parks it as a spare on `conn`. */
-  private openSpare(conn: Conn): Promise<void> {
-    conn.sparesOpening++;
-    return conn.host
-      .openAgent()
-      .then((ch) => {
-        if (this.closed || !this.conns.includes(conn)) return ch.destroy();
-        conn.spares.push(ch);
-        ch.once("close", () => {
-          const i = conn.spares.indexOf(ch);
-          if (i >= 0) conn.spares.splice(i, 1);
-          this.emit("change");
-        });
-      })
-      .finally(() => {
-        conn.sparesOpening--;
+  /** One agent conversation: a new stream on the daemon channel (started and connected if need be). */
+  async stream(): Promise<StreamLease> {
+    const conn = await this.primary();
+    const stream = await conn.host.link.stream();
+    this.streams++;
+    this.emit("change");
+    let done = false;
+    return {
+      stream,
+      link: conn.host.link,
+      release: () => {
+        if (done) return;
+        done = true;
+        this.streams--;
         this.emit("change");
-      });
-  }
-
-  /**
-   * Keeps `spareTarget` started agents on the first connection while it has room for them. The
-   * target starts at one and grows (up to SPARE_AGENTS) each time an operation finds none ready,
-   * so a host used one operation at a time does not keep idle agents it never needs.
-   */
-  private refillSpares(): void {
-    const conn = this.conns[0];
-    if (!conn || this.closed || !this.agentReady) return;
-    while (conn.spares.length + conn.sparesOpening < this.spareTarget && this.used(conn) + 1 < this.limit) {
-      this.openSpare(conn).catch((err: Error) => this.log(`pre-starting an agent failed: ${oneLine(err.message)}`));
-    }
-  }
-
-  /**
-   * The first agent start may install the agent on the host; it runs alone (everyone else waits
-   * for it) so concurrent first operations never race uploads. Its agent becomes a spare.
-   */
-  private warmAgent(): Promise<void> {
-    if (!this.agentWarm) {
-      this.agentWarm = this.ensureConnected().then(() => this.openSpare(this.conns[0]!));
-      this.agentWarm.then(
-        () => {
-          this.agentReady = true;
-          this.refillSpares();
-        },
-        (err: Error) => {
-          this.log(`starting the first agent failed: ${oneLine(err.message)}`);
-          this.agentWarm = undefined;
-        },
-      );
-    }
-    return this.agentWarm;
-  }
-
-  async agent(): Promise<Lease<AgentChannel>> {
-    // The first agent's failure (no node, install failed) is this operation's failure too.
-    await this.warmAgent();
-    let spare = this.takeSpare();
-    if (spare) return spare;
-    this.spareTarget = Math.min(SPARE_AGENTS, this.spareTarget + 1);
-    // An agent that is already starting is ready sooner than a new channel would be: wait for it,
-    // unless earlier operations have already claimed every one that is starting.
-    if (this.spareWaiters < this.conns.reduce((n, c) => n + c.sparesOpening, 0)) {
-      this.spareWaiters++;
-      try {
-        const until = Date.now() + SPARE_WAIT_MS;
-        while (!spare && Date.now() < until && this.conns.some((c) => c.sparesOpening > 0)) {
-          await this.waitForChange(until);
-          spare = this.takeSpare();
-        }
-      } finally {
-        this.spareWaiters--;
-      }
-      if (spare) return spare;
-    }
-    const conn = await this.reserve(false);
-    const release = this.releaser(conn);
-    try {
-      const channel = await conn.host.openAgent();
-      this.refillSpares();
-      return { channel, release };
-    } catch (err) {
-      release();
-      throw err;
-    }
+      },
+    };
   }
 
   async pty(args: string[], req: PtyRequest): Promise<Lease<PtyChannel>> {
-    await this.warmAgent();
-    const conn = await this.reserve(true);
+    // The daemon (which holds the PTY exec's control conversation) is up, and the agent installed.
+    await (await this.primary()).host.link.connect();
+    const conn = await this.reserve();
     const release = this.releaser(conn);
     try {
       return { channel: await conn.host.openPty(args, req), release };
@@ -325,9 +255,25 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     }
   }
 
-  /** Connects ahead of the first operation (the broker does this as soon as it has won its socket). */
+  /** Asks the host daemon to exit once no exec is live and no stream open (bounded; best effort). */
+  async retireDaemon(): Promise<void> {
+    const link = this.conns[0]?.host.link;
+    if (!link?.connected) return;
+    try {
+      const stream = await link.stream({ kind: "retire" });
+      const closed = new Promise<void>((resolve) => stream.once("close", () => resolve()));
+      stream.end();
+      await Promise.race([closed, new Promise((r) => setTimeout(r, RETIRE_WAIT_MS))]);
+    } catch (err) {
+      this.log(`asking the host daemon to retire failed: ${oneLine((err as Error).message)}`);
+    }
+  }
+
+  /** Connects and reaches the daemon ahead of the first operation (once the broker won its socket). */
   warmUp(): void {
-    this.warmAgent().catch(() => undefined);
+    this.primary()
+      .then((c) => c.host.link.connect())
+      .catch((err: Error) => this.log(`warming up failed: ${oneLine(err.message)}`));
   }
 
   private closeIdleExtras(): void {
@@ -339,16 +285,16 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     }
   }
 
-  /** Channels that belong to operations (spares do not count: closing them harms nobody). */
+  /** Conversations or PTYs in use (the daemon channel and a relay belong to nobody). */
   get busy(): boolean {
-    return this.liveChannels > 0 || this.conns.some((c) => c.ssh.openChannels > c.spares.length + c.sparesOpening);
+    return this.liveChannels > 0;
   }
 
   close(): void {
     this.closed = true;
     clearInterval(this.extraTimer);
     for (const c of this.conns) {
-      for (const s of c.spares) s.destroy();
+      c.host.link.close();
       c.ssh.close();
     }
     this.conns = [];

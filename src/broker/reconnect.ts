@@ -1,5 +1,6 @@
-// Re-establishing the broker's SSH connection after the link dropped: retries with backoff within
-// the reconnect window, except for failures retrying cannot fix (a wrong key or host key), and
+// Re-establishing the broker's SSH connection after the link dropped: retries with backoff and
+// jitter (brokers of many hosts, or many brokers of one, do not retry in lockstep) within the
+// reconnect window, except for failures retrying cannot fix (a wrong key or host key), and
 // one clear line naming the host and the window when it gives up.
 import pRetry, { AbortError } from "p-retry";
 import { RuntimeError, oneLine } from "../shared/errors.js";
@@ -28,6 +29,7 @@ export async function reconnect<T>(
         retries: 20,
         minTimeout: 100,
         maxTimeout: 2000,
+        randomize: true,
         maxRetryTime: window,
         onFailedAttempt: ({ error, attemptNumber }) => pool.log(`reconnect attempt ${attemptNumber} failed: ${oneLine(error.message)}`),
       },

@@ -1,18 +1,18 @@
 // The broker process's Unix-socket side: wins (or loses) the race for its configuration's socket,
-// bridges each client connection to one SSH channel from the pool, and exits when idle, when
-// asked, or once a newer broker has taken its socket path and its last channel has closed.
+// bridges each client connection to one stream of the host daemon (or, for PTYs, one SSH pty
+// channel) from the pool, and exits when idle, when asked, or once a newer broker has taken its
+// socket path and its last conversation has closed.
 import { chmodSync, rmSync, statSync } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
-import { BinaryFrameDecoder, FrameKind, encodeMessage, AGENT_READY_MARKER, type Frame } from "../shared/frames.js";
+import { BinaryFrameDecoder, FrameBoundary, FrameKind, encodeJson, AGENT_READY_MARKER, type Frame } from "../shared/frames.js";
 import { RuntimeError, oneLine, toWireError } from "../shared/errors.js";
 import type { RuntimeOptions } from "../transport/options.js";
 import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
-import type { AgentChannel } from "../transport/agent-channel.js";
 import type { PtyChannel } from "../transport/host.js";
 import { dial } from "./dial.js";
 import { withLock } from "./lock.js";
 import type { BrokerPaths } from "./paths.js";
-import { ChannelPool, type Lease } from "./pool.js";
+import { ChannelPool, type Lease, type StreamLease } from "./pool.js";
 import { BrokerRequestSchema, WindowMessageSchema, readLine, writeLine, type BrokerResult } from "./wire.js";
 import { parseJson } from "../shared/guards.js";
 import * as z from "zod";
@@ -184,18 +184,21 @@ export class BrokerServer {
               connections: this.pool.connectionCount,
               handshakes: this.pool.handshakes,
               liveChannels: this.pool.liveChannels,
-              spareChannels: this.pool.spareChannels,
+              muxChannels: this.pool.muxChannels,
+              sessionChannels: this.pool.sessionChannels,
+              daemonTransport: this.pool.daemonTransport,
             },
           });
           sock.end();
           return;
         case "shutdown":
+          if (req.retireDaemon === true) await this.pool.retireDaemon();
           this.answer(sock, { ok: true });
           sock.end();
           await this.stop("asked to shut down");
           return;
         case "agent":
-          return this.bridgeAgent(sock, await this.pool.agent());
+          return this.bridgeStream(sock, await this.pool.stream());
         case "pty":
           return this.bridgePty(sock, await this.pool.pty(req.args, req.pty));
       }
@@ -209,31 +212,46 @@ export class BrokerServer {
     if (!sock.destroyed) writeLine(sock, result);
   }
 
-  /** Client bytes are agent frames verbatim; agent frames go back behind a fresh ready marker. */
-  private bridgeAgent(sock: Socket, { channel, release }: Lease<AgentChannel>): void {
+  /**
+   * Client bytes go to the stream verbatim and the stream's bytes (agent frames) back behind a
+   * fresh ready marker, each side read only as fast as the other takes it. A client that goes away
+   * without ending resets the stream as client-gone (the daemon's loss rule applies); a stream lost
+   * with its channel (link or daemon gone) ends the client with one last `error` frame naming why.
+   */
+  private bridgeStream(sock: Socket, { stream, link, release }: StreamLease): void {
     if (sock.destroyed) {
-      channel.destroy();
+      stream.reset("client-gone");
       release();
       return;
     }
     this.answer(sock, { ok: true });
     sock.write(AGENT_READY_MARKER);
-    channel.on("frame", (f: Frame) => {
-      for (const b of encodeMessage(f.kind, f.payload)) sock.write(b);
+    const boundary = new FrameBoundary();
+    stream.on("data", (d: Buffer) => {
+      boundary.push(d);
+      if (!sock.write(d)) {
+        stream.pause();
+        sock.once("drain", () => stream.resume());
+      }
     });
-    channel.once("close", () => {
+    stream.on("end", () => sock.end());
+    stream.once("close", (info) => {
       release();
-      sock.end();
+      if (info.reason === null || sock.destroyed) return;
+      if (info.reason !== "client-gone" && boundary.atBoundary) {
+        sock.end(encodeJson({ type: "error", ...toWireError(link.lossError(info)) }));
+      } else {
+        sock.destroy();
+      }
     });
-    // Read from the client only as fast as the SSH channel drains, so the client's own flow
-    // control (AgentChannel.drained) still holds through the broker.
     sock.on("data", (d: Buffer) => {
-      channel.send(d);
-      sock.pause();
-      void channel.drained().then(() => sock.resume());
+      if (!stream.write(d)) {
+        sock.pause();
+        void stream.drained().then(() => sock.resume());
+      }
     });
-    sock.once("end", () => channel.end());
-    sock.once("close", () => channel.destroy());
+    sock.once("end", () => stream.end());
+    sock.once("close", () => stream.reset("client-gone"));
     sock.resume();
   }
 

@@ -1,10 +1,11 @@
-// The broker's Unix-socket protocol. One socket connection carries one SSH channel:
+// The broker's Unix-socket protocol. One socket connection carries one conversation:
 //   broker -> client  hello line   {"v":<version>,"pid":<n>}            (sent on accept)
 //   client -> broker  header line  {"kind":"agent"} | {"kind":"pty","args":[…],"pty":{rows,cols,term}}
-//                                  | {"kind":"ping"} | {"kind":"shutdown"}
+//                                  | {"kind":"ping"} | {"kind":"shutdown"[,"retireDaemon":true]}
 //   broker -> client  result line  {"ok":true} | {"ok":false,"errorClass":…,"message":…}
-// then raw bytes. Agent channels: client -> broker are agent frames verbatim; broker -> client is
-// the agent's ready marker followed by its frames. PTY channels: broker -> client is terminal
+// then raw bytes. Agent conversations (each one stream of the host daemon's mux channel): client
+// -> broker are agent frames verbatim; broker -> client is a ready marker followed by the agent's
+// frames (and, if the stream is lost with its channel, one last `error` frame naming why). PTY channels: broker -> client is terminal
 // output; client -> broker uses frames.ts framing (Stdin data, Json {"type":"window",rows,cols},
 // Eof) so a window change never mixes with keystrokes.
 import type { Socket } from "node:net";
@@ -22,7 +23,8 @@ export const BrokerRequestSchema = z.discriminatedUnion("kind", [
     pty: z.object({ rows: positiveInt, cols: positiveInt, term: z.string().optional() }),
   }),
   z.object({ kind: z.literal("ping") }),
-  z.object({ kind: z.literal("shutdown") }),
+  /** `retireDaemon`: the host daemon is asked to exit as soon as nothing runs on it (the demo leaves nothing behind). */
+  z.object({ kind: z.literal("shutdown"), retireDaemon: z.boolean().optional() }),
 ]);
 export type BrokerRequest = z.output<typeof BrokerRequestSchema>;
 
@@ -38,8 +40,14 @@ export const BrokerStatsSchema = z.object({
   pid: z.int(),
   connections: z.int(),
   handshakes: z.int(),
+  /** Client conversations (daemon streams) and PTY channels in use. */
   liveChannels: z.int(),
-  spareChannels: z.int(),
+  /** Open mux channels to the host daemon (normally 1 once used). */
+  muxChannels: z.int(),
+  /** Open SSH session channels (PTYs, a relay, daemon-up or an install in progress). */
+  sessionChannels: z.int(),
+  /** How the daemon is reached: "stream-local", "relay", or null before the first operation. */
+  daemonTransport: z.string().nullable(),
 });
 export type BrokerStats = z.output<typeof BrokerStatsSchema>;
 

@@ -1,7 +1,8 @@
 // The runtime shares one SSH connection per host through a detached broker process that outlives
 // the operation that started it (src/broker). The demo gives its runtime processes a private
 // TMPDIR, so their brokers live in a directory only the demo uses; at the end it asks each of them
-// to shut down and waits until the process is gone, so the demo leaves no process behind.
+// to shut down (and its host daemon to exit as soon as nothing runs on it) and waits until the
+// broker is gone, so the demo leaves no process behind.
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { BrokerResultSchema, readLine, writeLine } from "../broker/wire.js";
@@ -43,7 +44,7 @@ async function shutdown(socket: string): Promise<number | null> {
   if (r.state === "absent") return null;
   if (r.state === "mismatch") throw new Error(`SSH broker at ${socket} did not answer: ${r.detail}`);
   try {
-    writeLine(r.sock, { kind: "shutdown" });
+    writeLine(r.sock, { kind: "shutdown", retireDaemon: true });
     const result = await readLine(r.sock, BrokerResultSchema, REPLY_TIMEOUT_MS, "shutdown result");
     if (!result.ok) throw new Error(`SSH broker ${r.hello.pid} refused to shut down: ${result.message}`);
     return r.hello.pid;

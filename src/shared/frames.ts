@@ -111,6 +111,41 @@ export class BinaryFrameDecoder {
 }
 
 /**
+ * Follows frame boundaries in a byte stream without decoding it (the broker relays conversations
+ * verbatim, and may add a last frame of its own only between two frames).
+ */
+export class FrameBoundary {
+  private header = 0;
+  private readonly headerBytes = Buffer.alloc(HEADER);
+  private payloadLeft = 0;
+
+  push(chunk: Buffer): void {
+    let off = 0;
+    while (off < chunk.length) {
+      if (this.payloadLeft > 0) {
+        const k = Math.min(this.payloadLeft, chunk.length - off);
+        this.payloadLeft -= k;
+        off += k;
+        continue;
+      }
+      const k = Math.min(HEADER - this.header, chunk.length - off);
+      chunk.copy(this.headerBytes, this.header, off, off + k);
+      this.header += k;
+      off += k;
+      if (this.header === HEADER) {
+        this.header = 0;
+        this.payloadLeft = this.headerBytes.readUInt32BE(1);
+      }
+    }
+  }
+
+  /** True when everything pushed so far ends with a complete frame. */
+  get atBoundary(): boolean {
+    return this.header === 0 && this.payloadLeft === 0;
+  }
+}
+
+/**
  * Finds the agent's ready marker in the first bytes of a channel's stdout. Everything before it is
  * login-shell noise and is discarded; returns the bytes after the marker once it has been seen.
  */

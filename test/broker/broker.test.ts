@@ -1,7 +1,7 @@
 // The per-host broker against the real sshd rig: later clients reuse its connection (no new
-// handshake in the sshd log), the MaxSessions bound holds under 50 concurrent calls, broken or
-// stale brokers are replaced rather than trusted, a dropped link is re-established, and an idle
-// broker exits.
+// handshake in the sshd log), conversations are streams of one daemon channel whatever their
+// number, broken or stale brokers are replaced rather than trusted, a dropped link is
+// re-established, and an idle broker exits.
 import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -56,18 +56,22 @@ describe("broker", () => {
     expect(stats?.connections).toBe(1);
   });
 
-  it("never exceeds MaxSessions per connection: 25 held channels and 50 concurrent calls succeed", async () => {
+  it("carries 25 held conversations and 50 concurrent calls as streams of one daemon channel on one connection", async () => {
     const options = track(brokerOptions());
     const host = await openHost(options);
     cleanups.push(() => host.close());
     const held: AgentChannel[] = await Promise.all(Array.from({ length: 25 }, () => host.openAgent()));
     const during = await brokerStats(options);
     expect(during?.liveChannels).toBe(25);
-    // 10 sessions per connection (sshd's default MaxSessions): 25 need at least three connections.
-    expect(during?.connections).toBeGreaterThanOrEqual(3);
+    // sshd's default MaxSessions is 10: the conversations are not session channels.
+    expect(during?.connections).toBe(1);
+    expect(during?.muxChannels).toBe(1);
+    expect(during?.sessionChannels).toBe(0);
+    expect(during?.daemonTransport).toBe("stream-local");
     for (const ch of held) ch.end();
     const results = await Promise.all(Array.from({ length: 50 }, () => host.call("ping", {}, 60_000)));
     expect(results).toEqual(Array.from({ length: 50 }, () => ({ pong: true })));
+    expect((await brokerStats(options))?.handshakes).toBe(1);
   });
 
   it("replaces a broker killed with SIGKILL whose socket file is left behind", async () => {

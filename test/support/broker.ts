@@ -19,11 +19,11 @@ export async function targetOf(options: RuntimeOptions): Promise<BrokerTarget> {
   return t;
 }
 
-async function ask(options: RuntimeOptions, kind: "ping" | "shutdown"): Promise<BrokerResult | null> {
+async function ask(options: RuntimeOptions, kind: "ping" | "shutdown", extra: Record<string, unknown> = {}): Promise<BrokerResult | null> {
   const t = await targetOf(options);
   const r = await dial(t.paths.socket, t.version);
   if (r.state !== "ok") return null;
-  writeLine(r.sock, { kind });
+  writeLine(r.sock, { kind, ...extra });
   try {
     return await readLine(r.sock, BrokerResultSchema, 5000, "answer");
   } finally {
@@ -37,8 +37,9 @@ export async function brokerStats(options: RuntimeOptions): Promise<BrokerStats 
   return res && res.ok && res.stats ? res.stats : null;
 }
 
-export async function stopBroker(options: RuntimeOptions): Promise<void> {
-  await ask(options, "shutdown");
+/** `retireDaemon`: the host daemon is asked to exit as soon as nothing runs on it. */
+export async function stopBroker(options: RuntimeOptions, opts: { retireDaemon?: boolean } = {}): Promise<void> {
+  await ask(options, "shutdown", opts.retireDaemon ? { retireDaemon: true } : {});
 }
 
 /** The process runs (not gone, not a zombie). */
