@@ -64,8 +64,20 @@ export function startDelayProxy({ targetPort, targetHost = "127.0.0.1", delayMs,
       };
       client.on("error", kill);
       upstream.on("error", kill);
-      client.on("close", () => setTimeout(() => upstream.destroy(), delayMs + 1000).unref());
-      upstream.on("close", () => setTimeout(() => client.destroy(), delayMs + 1000).unref());
+      // A close crosses like any byte: not during an outage (a dead network delivers no FIN/RST).
+      const later = (f) => () => {
+        const go = () => setTimeout(f, delayMs + 1000).unref();
+        if (link.held) link.onRelease.add(go);
+        else go();
+      };
+      client.on(
+        "close",
+        later(() => upstream.destroy()),
+      );
+      upstream.on(
+        "close",
+        later(() => client.destroy()),
+      );
     };
     client.on("error", () => client.destroy());
     // During a blackhole a new connection gets no answer: its handshake waits like a dropped SYN.

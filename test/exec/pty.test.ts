@@ -1,7 +1,7 @@
 // PTY-mode exec over the real sshd (docs/contract.md#scenarios A21–A24, #exec-fd3): the
 // terminal is sshd's pty with the initial size in place before the program starts; resizes are
 // acknowledged only once applied; signals arrive as fd3 frames; unsupported ones kill first.
-import { existsSync, utimesSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ExecWorkspace, eventually, exitOf } from "../support/exec.js";
@@ -35,7 +35,7 @@ describe("exec, PTY mode, over SSH", () => {
     expect(done.code).toBe(6);
   });
 
-  it("a rendezvous socket left by a killed agent is swept by the next PTY exec; a fresh one is kept", async () => {
+  it("a rendezvous socket left by a killed agent is swept by the next PTY exec; a fresh one and the daemon's socket are kept", async () => {
     const first = await ws.run({ argv: ["/bin/true"], stdio: pty });
     expect(exitOf(first)).toEqual({ code: 0, signal: null });
     const run = join(ws.configuredRoot, "run");
@@ -45,9 +45,14 @@ describe("exec, PTY mode, over SSH", () => {
     writeFileSync(fresh, "");
     const old = new Date(Date.now() - 10 * 60_000);
     utimesSync(stale, old, old);
+    // The host daemon's socket is as old as the daemon: never a rendezvous leftover.
+    const daemonSocket = readdirSync(run).find((n) => /^d-[0-9a-f]{16}\.sock$/.test(n))!;
+    expect(daemonSocket).toBeDefined();
+    utimesSync(join(run, daemonSocket), old, old);
     expect(exitOf(await ws.run({ argv: ["/bin/true"], stdio: pty }))).toEqual({ code: 0, signal: null });
     expect(existsSync(stale)).toBe(false);
     expect(existsSync(fresh)).toBe(true);
+    expect(existsSync(join(run, daemonSocket))).toBe(true);
   });
 
   it("back-to-back resizes are acknowledged in order, each once applied; the program sees the last", async () => {

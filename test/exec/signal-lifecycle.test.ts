@@ -222,17 +222,20 @@ describe("signal operation and process set over SSH", () => {
     process.kill(suspended.pid, "SIGKILL");
   });
 
-  it("resume reaps (does not revive) processes of an exec whose supervising agent died while paused", async () => {
+  it("processes of an exec whose supervising daemon died while paused are reaped by the next daemon, never revived", async () => {
     const h = ws.start({ argv: ["/bin/sh", "-c", "sleep 41 & echo ready; wait"], env: { PATH: "/usr/bin:/bin" } });
     await h.waitOutput("ready");
     expect((await ws.lifecycle("pause")).code).toBe(0);
-    const agentPid = recordOf(h.execId)!.agentPid;
-    process.kill(agentPid, "SIGKILL");
+    const daemonPid = recordOf(h.execId)!.agentPid;
+    process.kill(daemonPid, "SIGKILL");
     const r = await h.done;
     expect(r.events.map((e) => e.type)).toEqual(["started", "error"]);
-    expect((await ws.processes()).some((p) => p.command.includes("sleep 41") && p.state === "T")).toBe(true);
-    expect((await ws.lifecycle("resume")).code).toBe(0);
+    expect(r.stderr).toMatch(/^the host daemon on \S+ went away \(.*\); the operation it was running is lost\n$/);
+    // The next operation starts a new daemon; its start-up sweep reaps the orphan before answering.
     expect((await ws.processes()).filter((p) => p.command.includes("sleep 41"))).toEqual([]);
+    expect(recordOf(h.execId)).toMatchObject({ state: "abandoned", reaped: true });
+    expect(recordOf(h.execId)!.agentPid).toBe(daemonPid);
+    expect((await ws.lifecycle("resume")).code).toBe(0);
     expect((await ws.signal(h.execId, "SIGKILL")).code).toBe(0);
   });
 

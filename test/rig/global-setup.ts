@@ -39,7 +39,7 @@ const GRACE_MS = 5_000;
 
 const sh = (cmd: string, args: string[]) => execFileSync(cmd, args, { stdio: ["ignore", "pipe", "pipe"], timeout: 30_000 }).toString();
 
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.once("error", reject);
@@ -237,10 +237,12 @@ export default async function setup(): Promise<() => Promise<void>> {
     } catch (err) {
       problems.push((err as Error).message);
     }
-    // A broker whose socket a test replaced exits only once idle; it need not wait that long.
+    // A broker whose socket a test replaced exits only once idle; it need not wait that long. Nor
+    // need a host daemon of the run's roots (one no broker retired: in-process tests), which
+    // reaps what it still supervises on SIGTERM.
     signal(
       runProcesses(identity)
-        .filter((p) => p.command === "paseo-ssh-broker")
+        .filter((p) => p.command === "paseo-ssh-broker" || / agent\.cjs daemon( |$)/.test(p.command))
         .map((p) => p.pid),
       "SIGTERM",
     );

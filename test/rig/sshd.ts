@@ -31,15 +31,17 @@ function canConnect(port: number): Promise<boolean> {
 const check = (configFile: string) =>
   execFileSync(SSHD_PATH, ["-t", "-f", configFile], { stdio: ["ignore", "pipe", "pipe"], timeout: 30_000 });
 
-export async function startSshd(tmpDir: string, port: number, users: string[]): Promise<RunningSshd> {
+/** `extraConfig`: sshd_config lines added after the rig's own (e.g. "MaxSessions 10"). */
+export async function startSshd(tmpDir: string, port: number, users: string[], extraConfig: string[] = []): Promise<RunningSshd> {
   const configFile = join(tmpDir, "sshd_config");
+  const config = (penaltiesOff: boolean) => localSshdConfig(tmpDir, port, users, penaltiesOff) + extraConfig.map((l) => `${l}\n`).join("");
   // OpenSSH >= 9.8 penalises sources whose connections fail pre-auth (our host-key tests do
   // that on purpose); older versions reject the keyword, so keep it only if sshd accepts it.
-  writeFileSync(configFile, localSshdConfig(tmpDir, port, users, true));
+  writeFileSync(configFile, config(true));
   try {
     check(configFile);
   } catch {
-    writeFileSync(configFile, localSshdConfig(tmpDir, port, users, false));
+    writeFileSync(configFile, config(false));
     check(configFile);
   }
 
