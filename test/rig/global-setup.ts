@@ -242,7 +242,7 @@ export default async function setup(): Promise<() => Promise<void>> {
     // reaps what it still supervises on SIGTERM.
     signal(
       runProcesses(identity)
-        .filter((p) => p.command === "paseo-ssh-broker" || / agent\.cjs daemon( |$)/.test(p.command))
+        .filter((p) => p.command === "paseo-ssh-broker" || /agent\.cjs daemon( |$)/.test(p.command))
         .map((p) => p.pid),
       "SIGTERM",
     );
