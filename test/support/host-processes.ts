@@ -27,6 +27,11 @@ export function hostProcesses(): HostProcess[] {
     }));
 }
 
+/** The runtime's host daemon (`agent.cjs daemon`, cwd `<root>/run`): long-lived by design, never one operation's leftover. */
+export function isHostDaemon(p: HostProcess): boolean {
+  return p.argv[1]?.endsWith("/agent.cjs") === true && p.argv[2] === "daemon";
+}
+
 /** Polls (every 5 ms, bounded) until a process matches; resolves with it. */
 export async function waitForProcess(match: (p: HostProcess) => boolean, ms = 30_000): Promise<HostProcess> {
   const deadline = Date.now() + ms;

@@ -45,7 +45,11 @@ const RETIRE_WAIT_MS = 2000;
 const DRAIN_MS = 2000;
 
 function log(line: string): void {
-  process.stderr.write(`${new Date().toISOString()} daemon ${process.pid}: ${line}\n`);
+  try {
+    process.stderr.write(`${new Date().toISOString()} daemon ${process.pid}: ${line}\n`);
+  } catch {
+    // A full disk loses log lines, never the daemon (and the execs it supervises).
+  }
 }
 
 /** The mux stream as a conversation's port. */
@@ -314,6 +318,7 @@ export function daemonMain(agentFile: string, args: string[]): void {
   const paths = daemonPaths(agentFile);
   const idleMs = idleArg(args, DAEMON_IDLE_MS);
   process.on("SIGHUP", () => undefined);
+  process.stderr.on("error", () => undefined);
   // One failing conversation must not take every exec's supervision down with it.
   process.on("uncaughtException", (err) => log(`uncaught: ${oneLine(err.stack ?? err.message)}`));
   process.on("unhandledRejection", (err) => log(`unhandled rejection: ${oneLine(String(err))}`));
