@@ -108,18 +108,21 @@ export class BrokerServer {
     return new BrokerServer(server, cfg, pool, onExit);
   }
 
-  private tick(): void {
-    let ours = false;
+  private ownsPath(): boolean {
     try {
-      ours = statSync(this.cfg.paths.socket).ino === this.ino;
+      return statSync(this.cfg.paths.socket).ino === this.ino;
     } catch {
-      ours = false;
+      return false;
     }
-    if (!ours && !this.lostPath) {
-      // Someone replaced our socket (we were judged broken): serve what we have, take nothing new.
+  }
+
+  private tick(): void {
+    if (!this.ownsPath() && !this.lostPath) {
+      // Someone replaced our socket (we were judged broken): serve what we have; nobody can reach
+      // us any more. Not server.close(): Node unlinks the bound path on close, which is the new
+      // broker's socket now.
       this.lostPath = true;
       this.cfg.log("socket path taken over by another broker; finishing current channels");
-      this.server.close();
     }
     const idle = this.clients.size === 0 && !this.pool.busy;
     if (!idle) return;
@@ -135,16 +138,12 @@ export class BrokerServer {
     this.cfg.log(`broker ${process.pid} exiting: ${why}`);
     try {
       await withLock(this.cfg.paths.lock, async () => {
-        try {
-          if (statSync(this.cfg.paths.socket).ino === this.ino) rmSync(this.cfg.paths.socket, { force: true });
-        } catch {
-          // Already gone.
-        }
-        this.server.close();
+        // Closing the server unlinks its path (Node does): only while the path is still ours.
+        if (this.ownsPath()) this.server.close();
       });
     } catch (err) {
       this.cfg.log(`could not remove socket: ${oneLine((err as Error).message)}`);
-      this.server.close();
+      if (this.ownsPath()) this.server.close();
     }
     for (const c of this.clients) c.destroy();
     this.pool.close();

@@ -112,8 +112,11 @@ describe("broker", () => {
     expect(await ping(options)).toEqual({ pong: true });
     const second = await brokerStats(options);
     expect(second?.pid).not.toBe(first!.pid);
-    // The replaced broker notices its socket is gone and exits once it is idle.
+    // The replaced broker notices its socket is gone and exits once it is idle, leaving the new
+    // broker's socket in place (closing a Node server unlinks its path, whoever's it is now).
     await waitFor(() => !alive(first!.pid), 10_000);
+    expect(existsSync(socket)).toBe(true);
+    expect((await brokerStats(options))?.pid).toBe(second!.pid);
   });
 
   it("reconnects after every connection through a proxy is cut", async () => {
