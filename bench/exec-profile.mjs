@@ -114,16 +114,69 @@ export function execPhases(r, cli, broker) {
   };
 }
 
+/** A one-shot operation (signal): the same chain, ending when the process exits. */
+export const OP_PHASES = [
+  ["node", "node start-up (spawn → preload)"],
+  ["load", "CLI loading, request, options (→ first connect)"],
+  ["hello", "connect → first bytes back (broker hello)"],
+  ["prepare", "→ first request written"],
+  ["brokerOut", "broker: request in → onto SSH"],
+  ["host", "SSH out → last reply in (RTT(s), sshd, agent)"],
+  ["brokerBack", "broker: reply → CLI"],
+  ["finish", "CLI: last reply → exit"],
+  ["close", "exit → process gone (seen by Paseo)"],
+];
+export const OP_NOTES = [
+  ["trips", "SSH writes by the broker between request and reply (≈ round trips)"],
+  ["children", "child processes the CLI ran before connecting (ms, summed)"],
+];
+
+/** Phases of one traced one-shot operation; `r` is runCommand's result. */
+export function opPhases(r, cli, broker) {
+  const S = r.spawnEpoch;
+  const P = cli.find((e) => e.ev === "preload")?.t;
+  const X = cli.find((e) => e.ev === "exit")?.t;
+  const conn = cli.find((e) => e.ev === "connect");
+  const C = conn?.t;
+  const onLink = cli.filter((e) => conn && e.s === conn.s);
+  const H = onLink.find((e) => e.ev === "data")?.t;
+  const Q1 = onLink.find((e) => e.ev === "write" && H !== undefined && e.t >= H)?.t;
+  const D = onLink.filter((e) => e.ev === "data" && Q1 !== undefined && e.t >= Q1).pop()?.t;
+  const within = (e, a, b) => a !== undefined && b !== undefined && e.t >= a && e.t <= b;
+  const Bin = broker.find((e) => e.ev === "data" && e.s === "accepted" && within(e, Q1, D))?.t;
+  const Bout = broker.find((e) => e.ev === "write" && e.s.startsWith("tcp:") && within(e, Bin, D))?.t;
+  const Bback = broker.filter((e) => e.ev === "data" && e.s.startsWith("tcp:") && within(e, Bout, D)).pop()?.t;
+  const d = (a, b) => (a === undefined || b === undefined ? null : b - a);
+  const spawned = new Map(cli.filter((e) => e.ev === "spawn" && C !== undefined && e.t < C).map((e) => [e.pid, e.t]));
+  return {
+    node: d(S, P),
+    load: d(P, C),
+    hello: d(C, H),
+    prepare: d(H, Q1),
+    brokerOut: d(Q1, Bout),
+    host: d(Bout, Bback),
+    brokerBack: d(Bback, D),
+    finish: d(D, X),
+    close: d(X, S + r.ms),
+    total: r.ms,
+    trips: Bout === undefined ? null : broker.filter((e) => e.ev === "write" && e.s.startsWith("tcp:") && within(e, Bout, Bback)).length,
+    children:
+      C === undefined
+        ? null
+        : cli.filter((e) => e.ev === "child-exit" && spawned.has(e.pid)).reduce((sum, e) => sum + (e.t - spawned.get(e.pid)), 0),
+  };
+}
+
 const median = (xs) => {
   const s = xs.filter((x) => x !== null).sort((a, b) => a - b);
   if (s.length === 0) return null;
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 
-/** Median of each phase over several traced execs. */
+/** Median of each phase over several traced runs. */
 export function medianPhases(list) {
   const out = {};
-  for (const key of [...PHASES, ...NOTES].map(([k]) => k).concat("total")) out[key] = median(list.map((p) => p[key]));
+  for (const key of Object.keys(list[0] ?? {})) out[key] = median(list.map((p) => p[key]));
   return out;
 }
 

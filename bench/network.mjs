@@ -10,7 +10,7 @@ import { brokers, hostProcesses, rssKb, startTimeline, summariseTimeline, termin
 import { commitOneFile, git } from "./repos.mjs";
 import { interleaved, once, reason, sequential, stats, unavailable } from "./sampling.mjs";
 import { runCommand, lastLine } from "./runtime-driver.mjs";
-import { brokerTraces, childCommands, execPhases, medianPhases, takeCliTrace, traceEnv } from "./exec-profile.mjs";
+import { brokerTraces, childCommands, execPhases, medianPhases, opPhases, takeCliTrace, traceEnv } from "./exec-profile.mjs";
 
 const mb = (kb) => +(kb / 1024).toFixed(1);
 
@@ -112,6 +112,7 @@ export async function benchNetwork(ctx, net) {
       }
       const mid = firsts.indexOf([...firsts].sort((a, b) => a.ms - b.ms)[(firsts.length - 1) >> 1]);
       const row = (what, list) => ({
+        shownMs: list[mid].ms,
         ...stats(
           what,
           list.map((x) => x.ms),
@@ -303,43 +304,54 @@ async function profileExecs(ctx, rt, options, ws, n, log) {
   const env = traceEnv(dir);
   await terminate(brokers(ctx.runId));
   const result = {};
-  const example = {};
+  /** Runs `one` n times; each resolves { r, cli, broker } once the records are written out. */
+  const traced = async (key, one, phases) => {
+    const list = [];
+    let last = null;
+    try {
+      for (let i = 0; i < n; i++) {
+        const r = await one();
+        // The broker writes its records out every 200 ms.
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        const end = r.spawnEpoch + (r.close ?? r.ms);
+        last = { r, cli: takeCliTrace(dir, r.pid), broker: brokerTraces(dir).filter((e) => e.t >= r.spawnEpoch && e.t <= end) };
+        list.push(phases(last.r, last.cli, last.broker));
+      }
+      // One raw trace per row goes into the JSON, for whoever wants to look closer.
+      const { stderr: _stderr, ...timing } = last.r;
+      result[key] = {
+        n,
+        phases: medianPhases(list),
+        children: childCommands(last.cli),
+        example: { ...timing, cli: last.cli, broker: last.broker },
+      };
+      log(`profile ${key}: done`);
+    } catch (err) {
+      result[key] = { unavailable: reason(err) };
+      log(`profile ${key}: ${reason(err)}`);
+    }
+  };
   try {
     await rt.exec(options, ws, ["/bin/true"], { extraEnv: env });
     for (const [key, pty] of [
       ["pipes", false],
       ["pty", true],
     ]) {
-      const list = [];
-      let failure = null;
-      for (let i = 0; i < n && !failure; i++) {
-        try {
-          const r = await rt.exec(options, ws, ["/bin/date", "+%s%N"], { extraEnv: env, pty });
-          // The broker writes its records out every 200 ms.
-          await new Promise((resolve) => setTimeout(resolve, 300));
-          const cli = takeCliTrace(dir, r.pid);
-          const broker = brokerTraces(dir).filter((e) => e.t >= r.spawnEpoch && e.t <= r.spawnEpoch + r.close);
-          list.push(execPhases(r, cli, broker));
-          // One raw trace per mode goes into the JSON, for whoever wants to look closer.
-          if (i === n - 1)
-            example[key] = {
-              spawnEpoch: r.spawnEpoch,
-              started: r.started,
-              exited: r.exited,
-              close: r.close,
-              stdout: r.stdout,
-              cli,
-              broker,
-            };
-        } catch (err) {
-          failure = reason(err);
-        }
-      }
-      result[key] = failure
-        ? { unavailable: failure }
-        : { n: list.length, phases: medianPhases(list), children: childCommands(example[key].cli), example: example[key] };
-      log(`profile ${key}: ${failure ?? "done"}`);
+      await traced(key, () => rt.exec(options, ws, ["/bin/date", "+%s%N"], { extraEnv: env, pty }), execPhases);
     }
+    await traced(
+      "signal",
+      async () => {
+        const h = rt.startExec(options, ws, ["/bin/sleep", "30"]);
+        if ((await h.started) === null) await h.done;
+        const args = [rt.cli, "signal", "--workspace-id", ws, "--exec-id", h.execId, "--signal", "SIGKILL"];
+        const r = await runCommand(process.execPath, args, { input: rt.lifecycleRequest(options), env: rt.withEnv(env) });
+        await h.done.catch(() => undefined);
+        if (r.code !== 0) throw new Error(`signal exit ${r.code}: ${lastLine(r.stderr)}`);
+        return r;
+      },
+      opPhases,
+    );
   } finally {
     // The traced broker must not serve anything measured later.
     await terminate(brokers(ctx.runId));

@@ -137,15 +137,16 @@ function bootOffset() {
 
 /**
  * Samples /proc every `everyMs` while a create runs and keeps the git and node processes that
- * belong to it: local ones (under `localPids`' trees or working in `localDirs`) and host ones
+ * belong to it: local ones (descendants of `rootPid`, or working in `localDirs`) and host ones
  * (working in or naming `hostMark`). Cheap: a directory listing per tick, a few reads per new
  * process, one stat read per tracked process. Processes shorter than a tick may be missed.
  */
 export function startTimeline({ hostMark, localDirs, rootPid, everyMs = 25 }) {
   const offset = bootOffset();
   const t0 = performance.now();
-  const seen = new Set();
+  const settled = new Set();
   const tracked = new Map();
+  const parents = new Map();
   const cwd = (pid) => {
     try {
       return readlinkSync(`/proc/${pid}/cwd`);
@@ -153,21 +154,6 @@ export function startTimeline({ hostMark, localDirs, rootPid, everyMs = 25 }) {
       return "";
     }
   };
-  const classify = (pid, s) => {
-    const cmd = cmdline(pid);
-    const dir = cwd(pid);
-    const isGit = /^git/.test(s.comm);
-    if (cmd.includes(hostMark) || dir.includes(hostMark)) {
-      if (isGit) return `host git ${gitSub(cmd)}`;
-      if (/node/.test(s.comm)) return "host agent (node)";
-      return null;
-    }
-    const local = localDirs.some((d) => dir.startsWith(d)) || isDescendant(s, rootPid);
-    if (local && isGit) return `local git ${gitSub(cmd)}`;
-    if (pid === rootPid) return "runtime process";
-    return null;
-  };
-  const parents = new Map();
   const isDescendant = (s, root) => {
     for (let p = s.ppid, n = 0; p > 1 && n < 20; n++) {
       if (p === root) return true;
@@ -175,35 +161,52 @@ export function startTimeline({ hostMark, localDirs, rootPid, everyMs = 25 }) {
     }
     return false;
   };
+  /** "host"/"local"/"runtime" or null; `cmd` empty means the process is already gone. */
+  const sideOf = (pid, s, cmd) => {
+    const dir = cwd(pid);
+    if (cmd.includes(hostMark) || dir.includes(hostMark)) return "host";
+    if (pid === rootPid) return "runtime";
+    if (localDirs.some((d) => dir.startsWith(d)) || isDescendant(s, rootPid)) return "local";
+    return null;
+  };
+  const labelOf = (side, s, cmd) => {
+    if (side === "runtime") return "runtime process";
+    if (/^git/.test(s.comm)) return `${side} git ${gitSub(cmd)}`;
+    if (side === "host" && /node/.test(s.comm)) return "host agent (node)";
+    return null;
+  };
   const tick = () => {
     const t = performance.now();
     for (const pid of pids()) {
-      if (seen.has(pid)) continue;
-      seen.add(pid);
+      if (settled.has(pid) || tracked.has(pid)) continue;
       const s = stat(pid);
       if (!s) continue;
       parents.set(pid, s.ppid);
-      const label = classify(pid, s);
-      if (!label) continue;
+      const cmd = cmdline(pid);
       const start = (s.startTicks * 1000) / CLK_TCK + offset;
+      const side = cmd ? sideOf(pid, s, cmd) : null;
+      const label = side ? labelOf(side, s, cmd) : null;
+      if (!label) {
+        // A child caught between fork and exec still looks like its parent: look again later.
+        if (t - start > 250) settled.add(pid);
+        continue;
+      }
       // A process already running (the host agent) counts only the CPU it uses from now on.
       const before = start < t0 - everyMs;
-      tracked.set(pid, {
-        label: before ? `${label}, already running` : label,
-        start: Math.max(start, t0),
-        end: t,
-        cpu0: before ? s.cpuMs : 0,
-        cpuMs: s.cpuMs,
-      });
+      tracked.set(pid, { side, label, before, start: Math.max(start, t0), end: t, cpu0: before ? s.cpuMs : 0, cpuMs: s.cpuMs });
     }
     for (const [pid, p] of tracked) {
       if (p.done) continue;
       const s = stat(pid);
-      if (!s || s.state === "Z") p.done = true;
-      else {
-        p.end = t;
-        p.cpuMs = s.cpuMs;
+      if (!s || s.state === "Z") {
+        p.done = true;
+        continue;
       }
+      p.end = t;
+      p.cpuMs = s.cpuMs;
+      // Forked git helpers exec into their own command after we first saw them.
+      const cmd = p.side !== "runtime" && /^git/.test(s.comm) ? cmdline(pid) : "";
+      if (cmd) p.label = labelOf(p.side, s, cmd) ?? p.label;
     }
   };
   tick();
@@ -212,7 +215,12 @@ export function startTimeline({ hostMark, localDirs, rootPid, everyMs = 25 }) {
     stop() {
       clearInterval(timer);
       tick();
-      return [...tracked.values()];
+      return [...tracked.values()].map((p) => ({
+        label: p.before ? `${p.label}, already running` : p.label,
+        start: p.start,
+        end: Math.max(p.end, p.start),
+        cpuMs: p.cpuMs - p.cpu0,
+      }));
     },
   };
 }

@@ -2,7 +2,7 @@
 // (targets with their ratios and met/missed, the rows behind them, process counts, where exec
 // and create time goes) and a short targets summary for the terminal.
 import { readFileSync, writeFileSync } from "node:fs";
-import { NOTES, PHASES } from "./exec-profile.mjs";
+import { NOTES, OP_NOTES, OP_PHASES, PHASES } from "./exec-profile.mjs";
 
 const r0 = (x) => (Number.isFinite(x) ? Math.round(x) : "–");
 const verdict = (met) => (met === null ? "n/a" : met ? "met" : "**missed**");
@@ -165,6 +165,26 @@ export function markdown(results) {
     );
   }
 
+  const signals = profiled.filter((n) => n.profiles.signal);
+  if (signals.length) {
+    const samples = signals[0].profiles.signal.n ?? 0;
+    out.push(
+      "",
+      `### Where a \`signal\`'s time goes (ms, median of ${samples} traced SIGKILLs of a running \`sleep\`)`,
+      "",
+      table(
+        ["phase", ...signals.map((n) => n.name)],
+        [...OP_PHASES, ["total", "total (spawn → process gone)"], ...OP_NOTES].map(([k, label]) => [
+          label,
+          ...signals.map((n) => {
+            const p = n.profiles.signal;
+            if (p.unavailable) return `unavailable: ${p.unavailable}`;
+            return p.phases[k] === null ? "–" : String(r0(p.phases[k]));
+          }),
+        ]),
+      ),
+    );
+  }
   for (const n of profiled) {
     const kids = ["pipes", "pty"].map((m) => n.profiles[m]?.children).find((c) => c && c.length);
     if (kids)
@@ -184,7 +204,7 @@ export function markdown(results) {
           .join(", ");
         timelines.push(
           "",
-          `**${id}, ${k === "first" ? "first create" : "second workspace"}, ${n.name}: ${r0(row.p50)} ms.** Progress marks (ms): ${marks || "none"}.`,
+          `**${id}, ${k === "first" ? "first create" : "second workspace"}, ${n.name}: p50 ${r0(row.p50)} ms; the round shown took ${r0(row.shownMs ?? row.p50)} ms.** Progress marks (ms): ${marks || "none"}.`,
           "",
           table(
             ["process", "n", "from–to (ms)", "CPU (ms)"],

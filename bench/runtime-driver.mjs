@@ -63,6 +63,7 @@ export function runCommand(cmd, args, { input, env, cwd, timeoutMs = OP_TIMEOUT_
         stderr: Buffer.concat(err).toString(),
         ms: performance.now() - t0,
         pid: child.pid,
+        spawnEpoch: performance.timeOrigin + t0,
       });
     });
   });

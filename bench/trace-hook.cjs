@@ -2,16 +2,16 @@
 // PASEO_BENCH_TRACE_DIR set): records, with wall-clock timestamps comparable across processes on
 // this machine, when a runtime process (dist/cli.js) or broker (dist/broker.js) finished node's
 // start-up, every child process it starts, and every socket connect, connection, read and write
-// (fd pipes included). It changes
-// nothing in the runtime and knows nothing of its protocol, so it keeps working while the exec path
-// is rewritten; bench/exec-profile.mjs turns the records into phases. Any other process (git, the
-// user's tools) is left alone, and without PASEO_BENCH_TRACE_DIR this file does nothing.
+// (fd pipes included). It changes nothing in the runtime and knows nothing of its protocol, so it
+// keeps working while the exec path is rewritten; bench/exec-profile.mjs turns the records into
+// phases. Without PASEO_BENCH_TRACE_DIR this file does nothing.
 "use strict";
 const dir = process.env.PASEO_BENCH_TRACE_DIR;
-const script = process.argv[1] || "";
-const role = /broker\.js$/.test(script) ? "broker" : /cli\.js$/.test(script) ? "cli" : null;
+// Only the bench's runtime processes carry the directory (and the brokers they start): any node
+// process that has it is one of the two.
+const role = /broker/.test(process.argv[1] || "") ? "broker" : "cli";
 
-if (dir && role) {
+if (dir) {
   const { performance } = require("node:perf_hooks");
   const { appendFileSync } = require("node:fs");
   const { join } = require("node:path");
