@@ -68,10 +68,23 @@ function startProxy(targetPort, delayMs) {
     child.stdout.on("data", (d) => {
       text += d;
       const m = /^(\d+)\n/.exec(text);
-      if (m) resolve({ port: Number(m[1]), stop: () => child.kill("SIGTERM"), child });
+      if (m) resolve({ port: Number(m[1]), stop: () => stopChild(child), child });
     });
     child.on("error", reject);
     child.on("exit", (code) => reject(new Error(`delay proxy exited (${code}) before it listened`)));
+  });
+}
+
+/** SIGTERM, and resolves once the process is gone (SIGKILL after 3 s). */
+function stopChild(child) {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill("SIGKILL"), 3000);
+    child.once("exit", () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    child.kill("SIGTERM");
   });
 }
 
