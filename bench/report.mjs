@@ -141,6 +141,13 @@ export function markdown(results) {
     ...nets.map((n) => (n.procs.end ? `${n.procs.end.brokersStopped} / ${n.procs.end.brokersKilled}; ${n.procs.end.hostLingering}` : "–")),
   ]);
   out.push(table(["", ...names], procLines));
+  const floor = results.memoryFloor;
+  if (floor) {
+    out.push(
+      "",
+      `For scale, idle RSS on this machine: bare node ${floor.node} MB, node with ssh2 loaded ${floor.ssh2} MB, with ssh2 and zod ${floor.ssh2Zod} MB.`,
+    );
+  }
 
   const profiled = nets.filter((n) => n.profiles && Object.keys(n.profiles).length);
   if (profiled.length) {

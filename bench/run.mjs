@@ -112,6 +112,13 @@ function echoServer() {
   });
 }
 
+/** Idle RSS (MB) of node with `code` evaluated: what any node broker costs before doing anything. */
+async function idleRss(code) {
+  const script = `${code}; setTimeout(() => console.log(process.memoryUsage().rss), 300)`;
+  const r = await runCommand(process.execPath, ["-e", script], { cwd: ROOT });
+  return r.code === 0 ? +(Number(r.stdout.trim()) / 1048576).toFixed(1) : null;
+}
+
 const version = async (cmd, args, pick) => {
   const r = await runCommand(cmd, args).catch(() => null);
   return r ? pick(r).trim().split("\n")[0] : `${cmd}: unknown`;
@@ -203,6 +210,11 @@ async function main() {
       ssh: await version("ssh", ["-V"], (r) => r.stderr),
       cpus: cpus().length,
       repos: { fixture: repos.fixture?.label, realistic: repos.realistic?.label },
+      memoryFloor: {
+        node: await idleRss("0"),
+        ssh2: await idleRss("require('ssh2')"),
+        ssh2Zod: await idleRss("require('ssh2'); require('zod')"),
+      },
       networks: {},
     };
     for (const net of [
