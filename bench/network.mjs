@@ -6,7 +6,7 @@
 // started on the host and locally, and says what it had to kill.
 import { mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { brokers, hostProcesses, rssKb, startTimeline, summariseTimeline, terminate } from "./procs.mjs";
+import { brokers, hostProcesses, rssKb, sshdSessions, startTimeline, summariseTimeline, terminate } from "./procs.mjs";
 import { commitOneFile, git } from "./repos.mjs";
 import { interleaved, once, reason, sequential, stats, unavailable } from "./sampling.mjs";
 import { runCommand, lastLine } from "./runtime-driver.mjs";
@@ -51,6 +51,12 @@ export async function benchNetwork(ctx, net) {
    */
   const create = async (workspaceId, repo, { projectId = `bench-${repo.id}`, timeline = false } = {}) => {
     let sampler = null;
+    const watch = timeline
+      ? [
+          ...brokers(ctx.runId).map((pid) => ({ pid, label: "broker (SSH client)" })),
+          ...sshdSessions(ctx.sshdPid).map((pid) => ({ pid, label: "host sshd sessions" })),
+        ]
+      : [];
     const t0 = performance.now();
     let summary = null;
     const r = await rt
@@ -60,7 +66,7 @@ export async function benchNetwork(ctx, net) {
         extra: createInput(workspaceId, repo, projectId),
         extraEnv: { PASEO_SSH_PROGRESS: "1" },
         onSpawn: (child) => {
-          if (timeline) sampler = startTimeline({ hostMark: rootName, localDirs: [repo.path], rootPid: child.pid });
+          if (timeline) sampler = startTimeline({ hostMark: rootName, localDirs: [repo.path], rootPid: child.pid, watch, since: t0 });
         },
       })
       .finally(() => {

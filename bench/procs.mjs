@@ -106,6 +106,11 @@ export function hostProcesses(sshdPid, rootMark) {
   return { total: list.length, ...by, agentRssKb, pids: list.map((p) => p.pid) };
 }
 
+/** The rig's sshd session processes (its descendants named sshd), which carry our SSH traffic. */
+export function sshdSessions(sshdPid) {
+  return sshdPid ? descendants(sshdPid).filter((pid) => /^sshd/.test(stat(pid)?.comm ?? "")) : [];
+}
+
 /** SIGTERM, then SIGKILL after `graceMs` whatever is still there; resolves with what needed SIGKILL. */
 export async function terminate(list, graceMs = 3000) {
   for (const pid of list) {
@@ -138,12 +143,13 @@ function bootOffset() {
 /**
  * Samples /proc every `everyMs` while a create runs and keeps the git and node processes that
  * belong to it: local ones (descendants of `rootPid`, or working in `localDirs`) and host ones
- * (working in or naming `hostMark`). Cheap: a directory listing per tick, a few reads per new
- * process, one stat read per tracked process. Processes shorter than a tick may be missed.
+ * (working in or naming `hostMark`), and the long-lived ones in `watch` ({ pid, label }). Cheap:
+ * a directory listing per tick, a few reads per new process, one stat read per tracked process.
+ * Processes shorter than a tick may be missed. `since`: when the create started (performance.now()).
  */
-export function startTimeline({ hostMark, localDirs, rootPid, everyMs = 25 }) {
+export function startTimeline({ hostMark, localDirs, rootPid, watch = [], since = performance.now(), everyMs = 25 }) {
   const offset = bootOffset();
-  const t0 = performance.now();
+  const t0 = since;
   const settled = new Set();
   const tracked = new Map();
   const parents = new Map();
@@ -209,6 +215,12 @@ export function startTimeline({ hostMark, localDirs, rootPid, everyMs = 25 }) {
       if (cmd) p.label = labelOf(p.side, s, cmd) ?? p.label;
     }
   };
+  // Long-lived processes on the data path (our broker, the host's sshd sessions): their CPU
+  // during the create.
+  for (const { pid, label } of watch) {
+    const s = stat(pid);
+    if (s) tracked.set(pid, { side: "runtime", label, before: false, start: t0, end: t0, cpu0: s.cpuMs, cpuMs: s.cpuMs });
+  }
   tick();
   const timer = setInterval(tick, everyMs);
   return {
