@@ -19,7 +19,7 @@ import { fileURLToPath } from "node:url";
 import { startRig } from "./rig.mjs";
 import { brokers, cmdline, descendants, hostProcesses, stat, terminate } from "./procs.mjs";
 import { git, looseFixture, realisticLabel, realisticRepo } from "./repos.mjs";
-import { killChild, liveChildren, runCommand, runtime } from "./runtime-driver.mjs";
+import { killChild, liveChildren, runCommand, runtime, stopSpawning } from "./runtime-driver.mjs";
 import { median, stats } from "./sampling.mjs";
 import { benchNetwork } from "./network.mjs";
 import { evaluate } from "./targets.mjs";
@@ -134,6 +134,7 @@ async function main() {
   const cleanup = () =>
     (cleaning ??= (async () => {
       log("cleaning up: runtime processes, brokers, host processes, proxies, sshd, remote roots, temp files");
+      stopSpawning();
       for (const c of liveChildren) killChild(c);
       for (const f of cleanups.reverse()) {
         try {

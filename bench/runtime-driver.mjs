@@ -13,6 +13,12 @@ const EXEC_TIMEOUT_MS = 60_000;
 
 /** Children still running, for the bench's interrupt handler. */
 export const liveChildren = new Set();
+let stopping = false;
+
+/** From now on nothing new is started (the bench is cleaning up); the measuring code fails fast. */
+export function stopSpawning() {
+  stopping = true;
+}
 
 export function killChild(child) {
   try {
@@ -27,6 +33,10 @@ export function killChild(child) {
 }
 
 function track(child) {
+  if (stopping) {
+    killChild(child);
+    throw new Error("the bench is stopping");
+  }
   liveChildren.add(child);
   child.on("close", () => liveChildren.delete(child));
   return child;
