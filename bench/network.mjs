@@ -4,13 +4,14 @@
 // describe, pipes and PTY execs), OpenSSH references, signal, 100 live execs (broker RSS), traced
 // execs (where the time goes), and the process counts along the way. Ends by stopping what it
 // started on the host and locally, and says what it had to kill.
-import { mkdtempSync, rmSync } from "node:fs";
+import { appendFileSync, mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { brokers, hostProcesses, rssKb, sshdSessions, startTimeline, summariseTimeline, terminate } from "./procs.mjs";
 import { commitOneFile, git } from "./repos.mjs";
 import { interleaved, once, reason, sequential, stats, unavailable } from "./sampling.mjs";
 import { runCommand, lastLine } from "./runtime-driver.mjs";
-import { brokerTraces, childCommands, execPhases, medianPhases, opPhases, takeCliTrace, traceEnv } from "./exec-profile.mjs";
+import { childCommands, execPhases, medianPhases, opPhases, takeCliTrace, traceEnv, wireTrace } from "./exec-profile.mjs";
+import { startProxy } from "./proxy-process.mjs";
 
 const mb = (kb) => +(kb / 1024).toFixed(1);
 
@@ -31,7 +32,7 @@ export async function benchNetwork(ctx, net) {
   const rows = out.rows;
   const host = () => hostProcesses(ctx.sshdPid, rootName);
   const brokerSnapshot = () => {
-    const list = brokers(ctx.runId);
+    const list = brokers(ctx.tmp);
     const kb = list.map(rssKb);
     return { count: list.length, rssMB: mb(kb.reduce((a, b) => a + b, 0)), maxRssMB: mb(Math.max(0, ...kb)) };
   };
@@ -53,7 +54,7 @@ export async function benchNetwork(ctx, net) {
     let sampler = null;
     const watch = timeline
       ? [
-          ...brokers(ctx.runId).map((pid) => ({ pid, label: "broker (SSH client)" })),
+          ...brokers(ctx.tmp).map((pid) => ({ pid, label: "broker (SSH client)" })),
           ...sshdSessions(ctx.sshdPid).map((pid) => ({ pid, label: "host sshd sessions" })),
         ]
       : [];
@@ -250,13 +251,13 @@ export async function benchNetwork(ctx, net) {
   if (wanted("rss")) {
     log(`${plan.liveExecs} live execs`);
     out.live = haveWs
-      ? await liveExecs(rt, options, execWs, plan.liveExecs, { brokerSnapshot, host, log, runId: ctx.runId })
+      ? await liveExecs(rt, options, execWs, plan.liveExecs, { brokerSnapshot, host, log, tmp: ctx.tmp })
       : { unavailable: ready.unavailable };
   }
 
   if (wanted("profile") && haveWs) {
     log("traced execs (profile)");
-    out.profiles = await profileExecs(ctx, rt, options, execWs, plan.profileSamples, log);
+    out.profiles = await profileExecs(ctx, rt, options, execWs, plan.profileSamples, log, net.delayMs);
   }
 
   await destroy(execWs);
@@ -268,10 +269,10 @@ export async function benchNetwork(ctx, net) {
  * Starts `n` execs of `cat` (alive until their input closes) in waves, measures our broker's and
  * the host's processes while all are live, then closes every input and counts clean exits.
  */
-async function liveExecs(rt, options, ws, n, { brokerSnapshot, host, log, runId }) {
+async function liveExecs(rt, options, ws, n, { brokerSnapshot, host, log, tmp }) {
   // A fresh broker, so the figure is what live execs cost, whatever ran before (a create's
   // transfer leaves a broker bigger: see "brokers after the creates").
-  await terminate(brokers(runId));
+  await terminate(brokers(tmp));
   await rt.exec(options, ws, ["/bin/true"]);
   const before = brokerSnapshot();
   const handles = [];
@@ -302,26 +303,38 @@ async function liveExecs(rt, options, ws, n, { brokerSnapshot, host, log, runId 
 }
 
 /**
- * Traced execs: brokers of this run are stopped so that the next runtime process starts one with
- * the trace hook; then pipes and PTY execs of `date` with the hook on. Returns median phases.
+ * Traced execs and signals: the runtime process runs with the trace hook, and its SSH traffic
+ * goes through a proxy of its own (same delay as this path, 0 ms for direct) that records when
+ * each chunk crossed the wire, so the broker's part shows without looking inside the broker. The
+ * different port means a broker of its own, stopped at the end. Returns median phases.
  */
-async function profileExecs(ctx, rt, options, ws, n, log) {
+async function profileExecs(ctx, rt, options, ws, n, log, delayMs) {
   const dir = mkdtempSync(join(ctx.tmp, "trace-"));
   const env = traceEnv(dir);
-  await terminate(brokers(ctx.runId));
+  const wireLog = join(dir, "wire.jsonl");
+  const proxy = await startProxy(ctx.rig.port, delayMs, 15 * 60_000, { log: wireLog });
+  appendFileSync(
+    ctx.knownHostsFile,
+    ctx.rig.hostPublicKeys.map((k) => `[127.0.0.1]:${proxy.port} ${k.split(" ").slice(0, 2).join(" ")}\n`).join(""),
+  );
+  const traced = { ...options, port: proxy.port };
   const result = {};
-  /** Runs `one` n times; each resolves { r, cli, broker } once the records are written out. */
-  const traced = async (key, one, phases) => {
+  /** Runs `one` n times, then reads the process's trace and the wire records of its lifetime. */
+  const sample = async (key, one, phases) => {
     const list = [];
     let last = null;
     try {
       for (let i = 0; i < n; i++) {
         const r = await one();
-        // The broker writes its records out every 200 ms.
-        await new Promise((resolve) => setTimeout(resolve, 300));
+        // The proxy writes its records out every 100 ms.
+        await new Promise((resolve) => setTimeout(resolve, 250));
         const end = r.spawnEpoch + (r.close ?? r.ms);
-        last = { r, cli: takeCliTrace(dir, r.pid), broker: brokerTraces(dir).filter((e) => e.t >= r.spawnEpoch && e.t <= end) };
-        list.push(phases(last.r, last.cli, last.broker));
+        last = {
+          r,
+          cli: takeCliTrace(dir, r.pid),
+          wire: wireTrace(wireLog).filter((e) => e.receivedAt >= r.spawnEpoch && e.sentAt <= end),
+        };
+        list.push(phases(last.r, last.cli, last.wire));
       }
       // One raw trace per row goes into the JSON, for whoever wants to look closer.
       const { stderr: _stderr, ...timing } = last.r;
@@ -329,7 +342,7 @@ async function profileExecs(ctx, rt, options, ws, n, log) {
         n,
         phases: medianPhases(list),
         children: childCommands(last.cli),
-        example: { ...timing, cli: last.cli, broker: last.broker },
+        example: { ...timing, cli: last.cli, wire: last.wire },
       };
       log(`profile ${key}: done`);
     } catch (err) {
@@ -338,20 +351,20 @@ async function profileExecs(ctx, rt, options, ws, n, log) {
     }
   };
   try {
-    await rt.exec(options, ws, ["/bin/true"], { extraEnv: env });
+    await rt.exec(traced, ws, ["/bin/true"], { extraEnv: env });
     for (const [key, pty] of [
       ["pipes", false],
       ["pty", true],
     ]) {
-      await traced(key, () => rt.exec(options, ws, ["/bin/date", "+%s%N"], { extraEnv: env, pty }), execPhases);
+      await sample(key, () => rt.exec(traced, ws, ["/bin/date", "+%s%N"], { extraEnv: env, pty }), execPhases);
     }
-    await traced(
+    await sample(
       "signal",
       async () => {
-        const h = rt.startExec(options, ws, ["/bin/sleep", "30"]);
+        const h = rt.startExec(traced, ws, ["/bin/sleep", "30"]);
         if ((await h.started) === null) await h.done;
         const args = [rt.cli, "signal", "--workspace-id", ws, "--exec-id", h.execId, "--signal", "SIGKILL"];
-        const r = await runCommand(process.execPath, args, { input: rt.lifecycleRequest(options), env: rt.withEnv(env) });
+        const r = await runCommand(process.execPath, args, { input: rt.lifecycleRequest(traced), env: rt.withEnv(env) });
         await h.done.catch(() => undefined);
         if (r.code !== 0) throw new Error(`signal exit ${r.code}: ${lastLine(r.stderr)}`);
         return r;
@@ -359,8 +372,8 @@ async function profileExecs(ctx, rt, options, ws, n, log) {
       opPhases,
     );
   } finally {
-    // The traced broker must not serve anything measured later.
-    await terminate(brokers(ctx.runId));
+    await terminate(brokers(ctx.tmp));
+    await proxy.stop();
     rmSync(dir, { recursive: true, force: true });
   }
   return result;
@@ -371,7 +384,7 @@ async function profileExecs(ctx, rt, options, ws, n, log) {
  * on the host under this root after a grace period; reports what had to be killed.
  */
 async function stopEverything(ctx, rootName, host, log) {
-  const list = brokers(ctx.runId);
+  const list = brokers(ctx.tmp);
   const brokerKilled = await terminate(list);
   const deadline = Date.now() + 10_000;
   let left = host();

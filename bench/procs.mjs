@@ -1,12 +1,10 @@
-// What the bench reads from /proc: which processes are ours (a marker in the environment of every
-// runtime process the bench starts, inherited by the brokers they start; the rig's sshd and its
-// descendants; anything naming our remote roots), their memory, and a cheap timeline sampler that
-// shows which git and node processes ran when during a create. Nothing here relies on the
-// runtime's own stats, whose fields change with its design.
+// What the bench reads from /proc: which processes are ours (brokers by the bench's private TMPDIR
+// in their environment; the rig's sshd and its descendants; anything naming our remote roots),
+// their memory, and a cheap timeline sampler that shows which git and node processes ran when
+// during a create. Nothing here relies on the runtime's own stats, whose fields change with its
+// design.
 import { readFileSync, readdirSync, readlinkSync, realpathSync } from "node:fs";
 
-/** Environment variable set on every runtime process the bench starts. */
-export const MARKER = "PASEO_BENCH_RUN";
 const CLK_TCK = 100;
 const NODE_EXE = realpathSync(process.execPath);
 
@@ -59,19 +57,21 @@ function exe(pid) {
   }
 }
 
-function hasMarker(pid, runId) {
+function inTmp(pid, tmp) {
   const env = read(`/proc/${pid}/environ`);
-  return env !== null && env.split("\0").includes(`${MARKER}=${runId}`);
+  return env !== null && env.split("\0").includes(`TMPDIR=${tmp}`);
 }
 
 /**
- * Our brokers: node processes carrying the marker that the bench did not start itself (every
- * runtime operation is a direct child of the bench; a broker is started detached by one of them).
+ * Our brokers: node processes whose TMPDIR is the bench's private one (a broker keeps TMPDIR
+ * from its starter, which is how it finds its socket directory) that the bench did not start
+ * itself (every runtime operation is a direct child of the bench; a broker is started detached by
+ * one of them).
  */
-export function brokers(runId) {
+export function brokers(tmp) {
   return pids().filter((pid) => {
     const s = stat(pid);
-    return s && s.ppid !== process.pid && s.state !== "Z" && exe(pid) === NODE_EXE && hasMarker(pid, runId);
+    return s && s.ppid !== process.pid && s.state !== "Z" && exe(pid) === NODE_EXE && inTmp(pid, tmp);
   });
 }
 

@@ -9,14 +9,13 @@
 //
 // --quick (or BENCH_QUICK=1): fewer samples, creates and the 100 live execs at 50 ms RTT only.
 // --only: just those groups. --write: also rewrite RESULTS.md after a quick or partial run.
-import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, connect } from "node:net";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { startRig } from "./rig.mjs";
+import { startProxy } from "./proxy-process.mjs";
 import { brokers, cmdline, descendants, hostProcesses, stat, terminate } from "./procs.mjs";
 import { git, looseFixture, realisticLabel, realisticRepo } from "./repos.mjs";
 import { killChild, liveChildren, runCommand, runtime, stopSpawning } from "./runtime-driver.mjs";
@@ -53,40 +52,6 @@ function parseArgs(argv) {
 }
 
 const log = (s) => process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${s}\n`);
-
-/** The delay proxy as a process of its own, so the bench's own work never delays its timers. */
-function startProxy(targetPort, delayMs) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      [join(ROOT, "bench", "delay-proxy.mjs"), String(targetPort), String(delayMs), String(BENCH_LIMIT_MS / 1000)],
-      {
-        stdio: ["ignore", "pipe", "inherit"],
-      },
-    );
-    let text = "";
-    child.stdout.on("data", (d) => {
-      text += d;
-      const m = /^(\d+)\n/.exec(text);
-      if (m) resolve({ port: Number(m[1]), stop: () => stopChild(child), child });
-    });
-    child.on("error", reject);
-    child.on("exit", (code) => reject(new Error(`delay proxy exited (${code}) before it listened`)));
-  });
-}
-
-/** SIGTERM, and resolves once the process is gone (SIGKILL after 3 s). */
-function stopChild(child) {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => child.kill("SIGKILL"), 3000);
-    child.once("exit", () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    child.kill("SIGTERM");
-  });
-}
 
 /** TCP round trip through `port` to `echo` (1 byte each way), p50 of n after 2 warm-ups. */
 async function measureRtt(port, n) {
@@ -127,7 +92,6 @@ const version = async (cmd, args, pick) => {
 async function main() {
   const plan = parseArgs(process.argv.slice(2));
   const started = Date.now();
-  const runId = randomBytes(6).toString("hex");
   const tmp = mkdtempSync(join(tmpdir(), "paseo-bench-"));
   const cleanups = [];
   let cleaning = null;
@@ -166,16 +130,16 @@ async function main() {
     cleanups.push(() => rigHandle.stop());
     const rootMark = `.paseo-ssh-test-${rig.runId}`;
     cleanups.push(async () => {
-      await terminate(brokers(runId));
+      await terminate(brokers(tmp));
       await terminate(hostProcesses(null, rootMark).pids);
     });
     const sshdPid = descendants(process.pid).find((pid) => stat(pid)?.comm === "sshd" && cmdline(pid).includes(rig.tmpDir)) ?? null;
 
-    const proxy = await startProxy(rig.port, DELAY_MS);
+    const proxy = await startProxy(rig.port, DELAY_MS, BENCH_LIMIT_MS);
     cleanups.push(() => proxy.stop());
     const echo = await echoServer();
     cleanups.push(() => new Promise((r) => echo.close(r)));
-    const echoProxy = await startProxy(echo.address().port, DELAY_MS);
+    const echoProxy = await startProxy(echo.address().port, DELAY_MS, BENCH_LIMIT_MS);
     cleanups.push(() => echoProxy.stop());
 
     const knownHostsFile = join(tmp, "known_hosts");
@@ -200,8 +164,8 @@ async function main() {
       repos.realistic = { id: "realistic", path: r.path, label: realisticLabel(r) };
     }
 
-    const rt = runtime({ root: ROOT, runId, tmp });
-    const ctx = { rt, rig, plan, runId, tmp, sshdPid, sshBase, knownHostsFile, repos, log };
+    const rt = runtime({ root: ROOT, tmp });
+    const ctx = { rt, rig, plan, tmp, sshdPid, sshBase, knownHostsFile, repos, log };
     const results = {
       when: new Date().toISOString(),
       mode: plan.mode,
@@ -219,8 +183,8 @@ async function main() {
       networks: {},
     };
     for (const net of [
-      { key: "direct", name: "direct", port: rig.port, rttPort: echo.address().port },
-      { key: "rtt50", name: "50 ms RTT", port: proxy.port, rttPort: echoProxy.port },
+      { key: "direct", name: "direct", port: rig.port, rttPort: echo.address().port, delayMs: 0 },
+      { key: "rtt50", name: "50 ms RTT", port: proxy.port, rttPort: echoProxy.port, delayMs: DELAY_MS },
     ]) {
       const rtt = await measureRtt(net.rttPort, 20);
       log(`[${net.name}] RTT p50 ${rtt.p50.toFixed(2)} ms`);

@@ -5,7 +5,6 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
-import { MARKER } from "./procs.mjs";
 
 export const RUNTIME_INSTANCE_ID = "be0c4be0c4be0c4be0c4be0c4be0c4be0c4be0c4be0c4be0c4be0c4be0c4be00";
 const OP_TIMEOUT_MS = 180_000;
@@ -83,9 +82,9 @@ export function runCommand(cmd, args, { input, env, cwd, timeoutMs = OP_TIMEOUT_
  * One runtime installation under test: `cli` is dist/cli.js; `env` is the environment every
  * runtime process gets (the bench's marker and a private TMPDIR for brokers included).
  */
-export function runtime({ root, runId, tmp }) {
+export function runtime({ root, tmp }) {
   const cli = join(root, "dist", "cli.js");
-  const env = { ...process.env, [MARKER]: runId, TMPDIR: tmp };
+  const env = { ...process.env, TMPDIR: tmp };
   // Brokers prefer XDG_RUNTIME_DIR; without it their sockets live under the private TMPDIR.
   delete env.XDG_RUNTIME_DIR;
   delete env.PASEO_SSH_NO_BROKER;

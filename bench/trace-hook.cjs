@@ -1,15 +1,12 @@
 // Profiling preload for the bench (`NODE_OPTIONS=--require bench/trace-hook.cjs`, with
 // PASEO_BENCH_TRACE_DIR set): records, with wall-clock timestamps comparable across processes on
-// this machine, when a runtime process (dist/cli.js) or broker (dist/broker.js) finished node's
-// start-up, every child process it starts, and every socket connect, connection, read and write
-// (fd pipes included). It changes nothing in the runtime and knows nothing of its protocol, so it
-// keeps working while the exec path is rewritten; bench/exec-profile.mjs turns the records into
-// phases. Without PASEO_BENCH_TRACE_DIR this file does nothing.
+// this machine, when a runtime process finished node's start-up, every child process it starts,
+// and every socket connect, connection, read and write (fd pipes included). It changes nothing in
+// the runtime and knows nothing of its protocol, so it keeps working while the exec path is
+// rewritten; bench/exec-profile.mjs turns the records into phases. Without PASEO_BENCH_TRACE_DIR
+// this file does nothing. (A broker the process starts does not inherit the variables.)
 "use strict";
 const dir = process.env.PASEO_BENCH_TRACE_DIR;
-// Only the bench's runtime processes carry the directory (and the brokers they start): any node
-// process that has it is one of the two.
-const role = /broker/.test(process.argv[1] || "") ? "broker" : "cli";
 
 if (dir) {
   const { performance } = require("node:perf_hooks");
@@ -17,8 +14,8 @@ if (dir) {
   const { join } = require("node:path");
   const net = require("node:net");
   const now = () => performance.timeOrigin + performance.now();
-  const file = join(dir, `${role}-${process.pid}.jsonl`);
-  let lines = [JSON.stringify({ ev: "preload", t: now(), origin: performance.timeOrigin, role, argv: process.argv.slice(2, 3) })];
+  const file = join(dir, `cli-${process.pid}.jsonl`);
+  let lines = [JSON.stringify({ ev: "preload", t: now(), origin: performance.timeOrigin, argv: process.argv.slice(2, 3) })];
   const flush = () => {
     if (lines.length === 0) return;
     try {
@@ -28,7 +25,7 @@ if (dir) {
     }
     lines = [];
   };
-  // A broker lives long: write out what it recorded every so often, not only at exit.
+  // A long exec: write out what it recorded every so often, not only at exit.
   setInterval(flush, 200).unref();
   process.on("exit", () => {
     lines.push(JSON.stringify({ ev: "exit", t: now() }));
