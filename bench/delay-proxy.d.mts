@@ -19,4 +19,6 @@ export function startDelayProxy(opts: {
   delayMs: number;
   listenPort?: number;
   maxLifetimeMs?: number;
+  /** Every chunk passed on: direction ("up" = client to target), size, and when (epoch ms) it arrived and left. */
+  onForward?: (e: { direction: "up" | "down"; bytes: number; receivedAt: number; sentAt: number }) => void;
 }): Promise<DelayProxy>;

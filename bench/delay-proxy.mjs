@@ -6,8 +6,12 @@
 // back flows again as TCP would deliver it after retransmission. Only 127.0.0.1 targets; every
 // run is bounded.
 //
-// As a module: `startDelayProxy({ targetPort, delayMs })` -> { port, cutAll(), blackhole(), close() }.
-// As a program: `node bench/delay-proxy.mjs <targetPort> <delayMs> [maxSeconds]` prints the port.
+// As a module: `startDelayProxy({ targetPort, delayMs })` -> { port, cutAll(), blackhole(), close() };
+// `onForward({ direction: "up" | "down", bytes, receivedAt, sentAt })` (epoch ms) reports every
+// chunk it passes on, which the bench's profiles use to see when bytes were on the wire.
+// As a program: `node bench/delay-proxy.mjs <targetPort> <delayMs> [maxSeconds]` prints the port;
+// with DELAY_PROXY_LOG=<file> it appends those reports there as JSON lines.
+import { appendFileSync } from "node:fs";
 import { createServer, connect } from "node:net";
 import { fileURLToPath } from "node:url";
 
@@ -16,11 +20,16 @@ import { fileURLToPath } from "node:url";
  * order, so the byte order is kept without a queue of our own. While `held()` is true the bytes
  * wait in `parked` (and the source is paused, so the sender's TCP window fills like on a dead link).
  */
-function pipeDelayed(from, to, delayMs, link) {
+function pipeDelayed(from, to, delayMs, link, onForward) {
   const parked = [];
+  const write = (chunk, receivedAt) => {
+    to.write(chunk);
+    onForward?.(chunk.length, receivedAt);
+  };
   const forward = (chunk) => {
-    if (delayMs <= 0) to.write(chunk);
-    else setTimeout(() => to.writable && to.write(chunk), delayMs);
+    const receivedAt = onForward ? performance.timeOrigin + performance.now() : 0;
+    if (delayMs <= 0) write(chunk, receivedAt);
+    else setTimeout(() => to.writable && write(chunk, receivedAt), delayMs);
   };
   from.on("data", (chunk) => {
     if (link.held) {
@@ -41,7 +50,7 @@ function pipeDelayed(from, to, delayMs, link) {
   });
 }
 
-export function startDelayProxy({ targetPort, targetHost = "127.0.0.1", delayMs, listenPort = 0, maxLifetimeMs = 30 * 60_000 }) {
+export function startDelayProxy({ targetPort, targetHost = "127.0.0.1", delayMs, listenPort = 0, maxLifetimeMs = 30 * 60_000, onForward }) {
   if (targetHost !== "127.0.0.1") throw new Error("delay proxy only forwards to 127.0.0.1");
   const sockets = new Set();
   const link = { held: false, onRelease: new Set() };
@@ -55,8 +64,11 @@ export function startDelayProxy({ targetPort, targetHost = "127.0.0.1", delayMs,
       if (client.destroyed) return;
       const upstream = connect({ host: targetHost, port: targetPort, allowHalfOpen: true, noDelay: true });
       track(upstream);
-      pipeDelayed(client, upstream, delayMs, link);
-      pipeDelayed(upstream, client, delayMs, link);
+      const report = (direction) =>
+        onForward &&
+        ((bytes, receivedAt) => onForward({ direction, bytes, receivedAt, sentAt: performance.timeOrigin + performance.now() }));
+      pipeDelayed(client, upstream, delayMs, link, report("up"));
+      pipeDelayed(upstream, client, delayMs, link, report("down"));
       client.resume();
       const kill = () => {
         client.destroy();
@@ -133,8 +145,17 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     process.stderr.write("usage: node bench/delay-proxy.mjs <targetPort> <oneWayDelayMs> [maxSeconds]\n");
     process.exit(2);
   }
-  const proxy = await startDelayProxy({ targetPort, delayMs, maxLifetimeMs: maxSeconds * 1000 });
+  const logFile = process.env.DELAY_PROXY_LOG;
+  let lines = [];
+  const flush = () => {
+    if (lines.length) appendFileSync(logFile, lines.join("\n") + "\n");
+    lines = [];
+  };
+  if (logFile) setInterval(flush, 100).unref();
+  const onForward = logFile ? (e) => lines.push(JSON.stringify(e)) : undefined;
+  const proxy = await startDelayProxy({ targetPort, delayMs, maxLifetimeMs: maxSeconds * 1000, onForward });
   process.stdout.write(`${proxy.port}\n`);
   setTimeout(() => process.exit(0), maxSeconds * 1000).unref();
   process.on("SIGTERM", () => proxy.close().then(() => process.exit(0)));
+  if (logFile) process.on("exit", flush);
 }

@@ -41,6 +41,24 @@ const until = async (cond: () => boolean, ms = 5000) => {
   }
 };
 
+describe("delay proxy records", () => {
+  it("onForward reports each chunk it passes on, with its direction and size, in order", async () => {
+    const echo = await echoServer();
+    const seen: Array<{ direction: string; bytes: number; receivedAt: number; sentAt: number }> = [];
+    const proxy = await startDelayProxy({ targetPort: echo.port, delayMs: 5, onForward: (e) => seen.push(e) });
+    cleanups.push(() => proxy.close());
+    const c = await through(proxy);
+    c.sock.write("hello");
+    await until(() => c.received() === "hello");
+    expect(seen.map((e) => [e.direction, e.bytes])).toEqual([
+      ["up", 5],
+      ["down", 5],
+    ]);
+    for (const e of seen) expect(e.sentAt).toBeGreaterThanOrEqual(e.receivedAt);
+    expect(seen[1]!.receivedAt).toBeGreaterThanOrEqual(seen[0]!.sentAt);
+  });
+});
+
 describe("delay proxy faults", () => {
   it("a blackhole holds bytes both ways until it ends, then delivers them in order", async () => {
     const echo = await echoServer();
