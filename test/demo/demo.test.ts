@@ -79,7 +79,6 @@ function expectAllPassed(run: DemoRun, ptyExpected: boolean): void {
   expect(run.stdout, context).toMatch(/^demo: 11 passed, 0 failed in \d+\.\d s$/m);
   expect(run.code, context).toBe(0);
   expect(run.stderr).toBe("");
-  expect(run.ms).toBeLessThan(60_000);
 }
 
 /**
