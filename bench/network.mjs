@@ -7,6 +7,7 @@
 import { appendFileSync, mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { brokers, hostProcesses, rssKb, sshdSessions, startTimeline, summariseTimeline, terminate } from "./procs.mjs";
+import { shutdownBrokers } from "./broker-shutdown.mjs";
 import { commitOneFile, git } from "./repos.mjs";
 import { interleaved, once, reason, sequential, stats, unavailable } from "./sampling.mjs";
 import { runCommand, lastLine } from "./runtime-driver.mjs";
@@ -380,11 +381,13 @@ async function profileExecs(ctx, rt, options, ws, n, log, delayMs) {
 }
 
 /**
- * Stops this run's brokers (they take their SSH connections with them), then whatever is still
+ * Stops this run's brokers (asked to retire their host daemons; SIGTERM for any that does not go;
+ * they take their SSH connections with them), then whatever is still
  * on the host under this root after a grace period; reports what had to be killed.
  */
 async function stopEverything(ctx, rootName, host, log) {
   const list = brokers(ctx.tmp);
+  for (const err of await shutdownBrokers(ctx.tmp)) log(`broker shutdown: ${err}`);
   const brokerKilled = await terminate(list);
   const deadline = Date.now() + 10_000;
   let left = host();
