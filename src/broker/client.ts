@@ -2,7 +2,6 @@
 // check its hello; if there is no live broker of our version (none yet, crashed, old build, hung,
 // or a socket that is not safely ours) start one detached and connect once it listens. Brokers
 // settle among themselves who serves the socket (server.ts), so racing starters are harmless.
-import { spawn } from "node:child_process";
 import { closeSync, existsSync, openSync, readFileSync, rmSync, statSync, truncateSync } from "node:fs";
 import type { Socket } from "node:net";
 import { RuntimeError, oneLine } from "../shared/errors.js";
@@ -58,7 +57,10 @@ function lastLogLine(log: string): string {
 }
 
 /** Starts a broker; `onFailed` runs if it exits unsuccessfully (a loser of the race exits 0). */
-function startBroker(options: RuntimeOptions, target: BrokerTarget, onFailed: () => void): void {
+async function startBroker(options: RuntimeOptions, target: BrokerTarget, onFailed: () => void): Promise<void> {
+  // Loaded only here: a process that finds its broker running never spawns anything, and
+  // node:child_process is a measurable part of a runtime process's start-up.
+  const { spawn } = await import("node:child_process");
   const { paths } = target;
   try {
     if (statSync(paths.log).size > MAX_LOG_BYTES) truncateSync(paths.log, 0);
@@ -131,7 +133,7 @@ export async function connectBroker(options: RuntimeOptions, initial: BrokerTarg
       );
     }
     if (!started) {
-      startBroker(options, target, () => (failed = true));
+      await startBroker(options, target, () => (failed = true));
       started = true;
     }
     if (Date.now() > until) {

@@ -2,7 +2,11 @@
 // operation does anything else: no network use happens for a request we would refuse.
 import type { Readable } from "node:stream";
 import { RuntimeError } from "../shared/errors.js";
-import { LifecycleRequestSchema, parseJsonText, validateMessage, type LifecycleRequest } from "../contract/index.js";
+// The request's own schema module, not contract/index.js: an operation that only reads a request
+// (signal) constructs no response schema.
+import { LifecycleRequestSchema } from "../contract/lifecycle-schemas.js";
+import type { LifecycleRequest } from "../contract/schemas.js";
+import { parseJsonText, validateMessage } from "../contract/codec.js";
 
 export const MAX_REQUEST_BYTES = 16 * 1024 * 1024;
 export const STDIN_TIMEOUT_MS = 30_000;

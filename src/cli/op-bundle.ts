@@ -9,7 +9,6 @@
 // cache never meets other source; V8 refuses cached data from another V8 version or flag set, and
 // the bundle then compiles as usual.
 import { lstatSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -97,10 +96,12 @@ export function loadOperationBundle(file: string): { default: CliOperation } {
     // Only a run that succeeded: one refused early compiled little, and an accepted cache is kept.
     process.once("exit", (code) => code === 0 && store(cacheName, op, () => script.createCachedData()));
   }
-  const nodeRequire = createRequire(path);
-  const require = (id: string): unknown => (id === SHARED_ERRORS_ID ? errors : nodeRequire(id));
+  // The dispatcher's own require (this module is bundled into dist/cli.js, CommonJS): a bundle
+  // requires only packages and node: built-ins, which resolve from dist/ as from dist/ops/, and
+  // createRequire would cost every start node:module (and with it node's ES module loader).
+  const bundleRequire = (id: string): unknown => (id === SHARED_ERRORS_ID ? errors : require(id));
   const module = { exports: {} as { default: CliOperation } };
   const init = script.runInThisContext() as (...args: unknown[]) => void;
-  init.call(module.exports, module.exports, require, module, path, dirname(path));
+  init.call(module.exports, module.exports, bundleRequire, module, path, dirname(path));
   return module.exports;
 }

@@ -3,7 +3,8 @@
 // tests use it to judge recorded fd4 streams.
 import { RuntimeError } from "../shared/errors.js";
 import { decodeFrames } from "./ndjson.js";
-import { ProcessEventSchema, type ExitEvent, type ProcessEvent } from "./schemas.js";
+import { ProcessEventSchema } from "./exec-schemas.js";
+import type { ExitEvent, ProcessEvent } from "./schemas.js";
 
 export type StdioMode = "pipes" | "pty";
 type Phase = "waiting-started" | "started" | "eof" | "exit";

@@ -2,117 +2,36 @@
 // Field order in every object IS the canonical encoding order (docs/contract.md#encoding): parsing rebuilds objects in
 // shape order, so do not reorder fields here. Every object rejects unknown keys; the only open
 // maps are `options` (JSON values) and `env` / `lifecycleEnvironment` (strings).
+// This module holds the responses and re-exports every other schema; the exec wrapper and the
+// request-reading operations import exec-schemas.ts and lifecycle-schemas.ts directly, so they
+// construct only the zod schemas they use.
 import * as z from "zod";
+import { EnvironmentSchema, ProtocolVersionSchema, discriminated, type OptionsSchema } from "./schema-base.js";
+import type {
+  CreateInputSchema,
+  LifecycleRequestSchema,
+  PlacementIntentSchema,
+  ProjectSourceSchema,
+  ResolvedWorktreeSourceSchema,
+} from "./lifecycle-schemas.js";
+import type {
+  ControlFrameSchema,
+  EofEventSchema,
+  ErrorEventSchema,
+  ExitEventSchema,
+  ProcessEventSchema,
+  ProcessPurposeSchema,
+  ResizeControlSchema,
+  ResizedEventSchema,
+  SignalControlSchema,
+  SpawnControlSchema,
+  StartedEventSchema,
+  StdioSchema,
+} from "./exec-schemas.js";
 
-/** zod's discriminated unions name the valid tags in this exact text, which Paseo's tests match. */
-function discriminated<const K extends string, const T extends readonly [z.core.$ZodTypeDiscriminable, ...z.core.$ZodTypeDiscriminable[]]>(
-  key: K,
-  options: T,
-  tags: readonly string[],
-) {
-  const expected = tags.map((tag) => `'${tag}'`).join(" | ");
-  return z.discriminatedUnion(key, options, {
-    error: (issue) =>
-      issue.code === "invalid_union" && issue.note === "No matching discriminator"
-        ? `Invalid discriminator value. Expected ${expected}`
-        : undefined,
-  });
-}
-
-// ---- primitives -------------------------------------------------------------------------
-
-export const ProtocolVersionSchema = z.literal(1);
-export const EnvironmentSchema = z.record(z.string(), z.string());
-export const OptionsSchema = z.record(z.string(), z.json());
-const nonEmpty = z.string().min(1);
-const positiveInt = z.int().positive();
-const nonNegativeInt = z.int().nonnegative();
-
-// ---- project source ---------------------------------------------------------------------
-
-export const DirectorySourceSchema = z.strictObject({ kind: z.literal("directory"), path: z.string() });
-export const GitSourceSchema = z.strictObject({
-  kind: z.literal("git"),
-  url: z.string(),
-  revision: z.string(),
-  subdirectory: z.string().optional(),
-});
-export const ProjectSourceSchema = discriminated("kind", [DirectorySourceSchema, GitSourceSchema], ["directory", "git"]);
-
-// ---- placement intent -------------------------------------------------------------------
-
-export const CheckoutRefSchema = z.strictObject({ remoteName: z.string().optional(), remoteRef: z.string() });
-
-export const ResolvedWorktreeSourceSchema = discriminated(
-  "kind",
-  [
-    z.strictObject({ kind: z.literal("branch-off"), baseBranch: z.string(), branchName: z.string() }),
-    z.strictObject({ kind: z.literal("checkout-branch"), branchName: z.string() }),
-    z.strictObject({
-      kind: z.enum(["checkout-change-request", "checkout-github-pr"]),
-      forge: z.string().optional(),
-      changeRequestNumber: z.number().optional(),
-      githubPrNumber: z.number().optional(),
-      headRef: z.string(),
-      headRepositoryOwner: z.string().optional(),
-      baseRefName: z.string(),
-      checkoutRefs: z.array(CheckoutRefSchema).optional(),
-      localBranchName: z.string().optional(),
-      pushRemoteUrl: z.string().optional(),
-      trackOriginHead: z.boolean().optional(),
-    }),
-  ],
-  ["branch-off", "checkout-branch", "checkout-change-request", "checkout-github-pr"],
-);
-
-export const PlacementIntentSchema = discriminated(
-  "kind",
-  [
-    z.strictObject({ kind: z.literal("existing"), relativeCwd: z.string().optional() }),
-    z.strictObject({
-      kind: z.literal("branch"),
-      branchName: z.string(),
-      baseRef: z.string(),
-      relativeCwd: z.string().optional(),
-      worktreeSlug: z.string().optional(),
-    }),
-    z.strictObject({
-      kind: z.literal("checkout"),
-      ref: z.string(),
-      relativeCwd: z.string().optional(),
-      worktreeSlug: z.string().optional(),
-    }),
-    z.strictObject({
-      kind: z.literal("resolved-worktree"),
-      source: ResolvedWorktreeSourceSchema,
-      worktreeSlug: z.string(),
-      relativeCwd: z.string().optional(),
-    }),
-  ],
-  ["existing", "branch", "checkout", "resolved-worktree"],
-);
-
-// ---- create input and lifecycle request ------------------------------------------
-
-export const ProjectSchema = z.strictObject({ projectId: z.string(), source: ProjectSourceSchema });
-
-export const CreateInputSchema = z.strictObject({
-  workspaceId: z.string(),
-  project: ProjectSchema,
-  placement: PlacementIntentSchema,
-  purpose: z.literal("discovery").optional(),
-  markFirstAgentBranchAutoName: z.boolean().optional(),
-  seedPaseoConfigFrom: z.string().optional(),
-});
-
-export const LifecycleRequestSchema = z.strictObject({
-  protocolVersion: ProtocolVersionSchema,
-  runtimeInstanceId: nonEmpty,
-  runtimeGeneration: nonEmpty.optional(),
-  input: CreateInputSchema.optional(),
-  options: OptionsSchema,
-  workspaceIds: z.array(z.string()).optional(),
-});
+export { ProtocolVersionSchema, EnvironmentSchema, OptionsSchema } from "./schema-base.js";
+export * from "./lifecycle-schemas.js";
+export * from "./exec-schemas.js";
 
 // ---- state, placement, inspection -------------------------------------------------------
 
@@ -178,106 +97,6 @@ export const DescribeResponseSchema = z.strictObject({
   modes: z.array(z.enum(["pipes", "pty"])),
   reconcile: z.boolean().default(false),
 });
-
-// ---- exec messages ----------------------------------------------------------------------
-
-export const PROCESS_PURPOSE_KINDS = [
-  "agent",
-  "terminal",
-  "git",
-  "discovery",
-  "workspace-helper",
-  "workspace-script",
-  "setup",
-  "archive",
-] as const;
-
-export const ProcessPurposeSchema = discriminated(
-  "kind",
-  [
-    z.strictObject({ kind: z.literal("agent") }),
-    z.strictObject({ kind: z.literal("terminal") }),
-    z.strictObject({ kind: z.literal("git") }),
-    z.strictObject({ kind: z.literal("discovery") }),
-    z.strictObject({ kind: z.literal("workspace-helper") }),
-    z.strictObject({ kind: z.literal("workspace-script") }),
-    z.strictObject({ kind: z.literal("setup") }),
-    z.strictObject({ kind: z.literal("archive") }),
-  ],
-  PROCESS_PURPOSE_KINDS,
-);
-
-export const StdioSchema = discriminated(
-  "kind",
-  [
-    z.strictObject({ kind: z.literal("pipes") }),
-    z.strictObject({ kind: z.literal("pty"), rows: positiveInt, cols: positiveInt, term: z.string().optional() }),
-  ],
-  ["pipes", "pty"],
-);
-
-export const SpawnControlSchema = z.strictObject({
-  type: z.literal("spawn"),
-  protocolVersion: ProtocolVersionSchema,
-  runtimeInstanceId: nonEmpty,
-  // Our choice (docs/contract.md#choices): tolerated here exactly as in lifecycle requests.
-  runtimeGeneration: nonEmpty.optional(),
-  argv: z.array(z.string()).min(1),
-  cwd: z.string().optional(),
-  env: EnvironmentSchema,
-  purpose: ProcessPurposeSchema,
-  options: OptionsSchema,
-  execId: nonEmpty,
-  stdio: StdioSchema,
-});
-
-// ---- fd3 controls ----------------------------------------------------------------------
-
-export const ResizeControlSchema = z.strictObject({
-  type: z.literal("resize"),
-  protocolVersion: ProtocolVersionSchema,
-  id: nonNegativeInt,
-  rows: positiveInt,
-  cols: positiveInt,
-});
-export const SignalControlSchema = z.strictObject({
-  type: z.literal("signal"),
-  protocolVersion: ProtocolVersionSchema,
-  signal: z.string(),
-});
-
-export const ControlFrameSchema = discriminated(
-  "type",
-  [SpawnControlSchema, ResizeControlSchema, SignalControlSchema],
-  ["spawn", "resize", "signal"],
-);
-
-// ---- fd4 events ------------------------------------------------------------------------
-
-export const StartedEventSchema = z.strictObject({ type: z.literal("started"), protocolVersion: ProtocolVersionSchema });
-export const EofEventSchema = z.strictObject({ type: z.literal("eof"), protocolVersion: ProtocolVersionSchema });
-export const ResizedEventSchema = z.strictObject({
-  type: z.literal("resized"),
-  protocolVersion: ProtocolVersionSchema,
-  id: nonNegativeInt,
-});
-export const ExitEventSchema = z.strictObject({
-  type: z.literal("exit"),
-  protocolVersion: ProtocolVersionSchema,
-  code: z.int().nullable(),
-  signal: z.string().nullable(),
-});
-export const ErrorEventSchema = z.strictObject({
-  type: z.literal("error"),
-  protocolVersion: ProtocolVersionSchema,
-  message: z.string(),
-});
-
-export const ProcessEventSchema = discriminated(
-  "type",
-  [StartedEventSchema, EofEventSchema, ResizedEventSchema, ExitEventSchema, ErrorEventSchema],
-  ["started", "eof", "resized", "exit", "error"],
-);
 
 // ---- TypeScript types ------------------------------------------------------------------------
 

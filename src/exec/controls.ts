@@ -6,7 +6,11 @@ import type { Readable } from "node:stream";
 import * as z from "zod";
 import { RuntimeError } from "../shared/errors.js";
 import { isPositiveInt, isRecord } from "../shared/guards.js";
-import { ControlFrameSchema, FrameDecoder, SpawnControlSchema, validateMessage } from "../contract/index.js";
+// The exec schemas' own module and the codecs, not contract/index.js: the wrapper constructs no
+// lifecycle or response schema.
+import { ControlFrameSchema, SpawnControlSchema } from "../contract/exec-schemas.js";
+import { validateMessage } from "../contract/codec.js";
+import { FrameDecoder } from "../contract/ndjson.js";
 
 export type SpawnEnvelope = z.output<typeof SpawnControlSchema>;
 export type ControlFrame = z.output<typeof ControlFrameSchema>;

@@ -2,7 +2,8 @@
 // machine accepts (started → [resized…] → eof → exit). The writer itself refuses an out-of-order
 // event, so a bug here cannot produce a sequence Paseo would reject with a confusing message.
 import type { Writable } from "node:stream";
-import { ProcessEventSchema, encodeCanonical } from "../contract/index.js";
+import { ProcessEventSchema } from "../contract/exec-schemas.js";
+import { encodeCanonical } from "../contract/codec.js";
 import { RuntimeError } from "../shared/errors.js";
 import { endStream, flushed } from "./fds.js";
 

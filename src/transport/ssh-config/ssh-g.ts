@@ -2,7 +2,6 @@
 // prints the effective configuration without connecting. Used whenever the `ssh` binary exists,
 // so Host/Match (exec included: ssh runs it only where it would when connecting), Include,
 // canonicalisation and defaults are exactly what `ssh alias` would use.
-import { execFile } from "node:child_process";
 import { accessSync, constants } from "node:fs";
 import { delimiter, join } from "node:path";
 import { RuntimeError, oneLine } from "../../shared/errors.js";
@@ -52,7 +51,10 @@ export function sshGArgs(req: EvalRequest): string[] {
   ];
 }
 
-export function runSshG(ssh: string, req: EvalRequest, timeoutMs = SSH_G_TIMEOUT_MS): Promise<Dump> {
+export async function runSshG(ssh: string, req: EvalRequest, timeoutMs = SSH_G_TIMEOUT_MS): Promise<Dump> {
+  // Loaded only here: most operations find the answer cached (ssh-g-cache.ts), and node:child_process
+  // is a measurable part of a runtime process's start-up.
+  const { execFile } = await import("node:child_process");
   return new Promise((resolve, reject) => {
     execFile(
       ssh,
