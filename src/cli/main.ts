@@ -146,6 +146,18 @@ function flush(stream: NodeJS.WriteStream): Promise<void> {
   return new Promise((resolve) => stream.write("", () => resolve()));
 }
 
+/**
+ * process.stdout and process.stderr are made on first use, and only what was made is flushed: on a
+ * pipe (as Paseo passes them) making one loads node's net and stream modules, a large part of what
+ * `describe` would otherwise cost over bare node.
+ */
+const made = new Set<NodeJS.WriteStream>();
+function output(name: "stdout" | "stderr"): NodeJS.WriteStream {
+  const stream = process[name];
+  made.add(stream);
+  return stream;
+}
+
 let finishing = false;
 /** Exits explicitly: a lingering socket or timer must never keep a finished operation alive. */
 async function finish(code: number, err?: unknown): Promise<void> {
@@ -154,9 +166,9 @@ async function finish(code: number, err?: unknown): Promise<void> {
   if (err !== undefined) {
     const failure = failureLine(err);
     code = failure.code;
-    process.stderr.write(`${failure.line}\n`);
+    output("stderr").write(`${failure.line}\n`);
   }
-  await Promise.all([flush(process.stdout), flush(process.stderr)]);
+  await Promise.all([...made].map(flush));
   process.exit(code);
 }
 
@@ -168,8 +180,13 @@ const io: OperationIO = {
   get stdin() {
     return process.stdin;
   },
-  stdout: process.stdout,
-  stderr: process.stderr,
+  get stdout() {
+    return output("stdout");
+  },
+  get stderr() {
+    return output("stderr");
+  },
+  stdoutFd: 1,
 };
 
 dispatch(process.argv.slice(2), io).then(

@@ -13,6 +13,11 @@ export interface OperationIO {
   stdin: Readable;
   stdout: Writable;
   stderr: Writable;
+  /**
+   * Set when stdout is this process's own fd (the dispatcher's io): an operation whose whole output
+   * is one short constant may write it there at once (write-bytes.ts) without making `stdout`.
+   */
+  stdoutFd?: number;
 }
 
 export interface CliOperation {

@@ -56,12 +56,12 @@ async function localCleanup(brokerTmp: string, out: Writable, totals: TourTotals
  * and cleans up; a second signal exits at once. A closed stdout (`demo | head`) must not abort the
  * cleanup either: output is dropped from then on.
  */
-function interruptible(io: { stdout: Writable }): { interrupted: () => boolean; release: () => void } {
+function interruptible(io: { stdout: Writable; stderr: Writable }): { interrupted: () => boolean; release: () => void } {
   let count = 0;
   const onSignal = (signal: NodeJS.Signals) => {
     count++;
     if (count > 1) process.exit(130);
-    process.stderr.write(`demo: ${signal} received; cleaning up (again to quit at once)\n`);
+    io.stderr.write(`demo: ${signal} received; cleaning up (again to quit at once)\n`);
   };
   const onOutputError = () => undefined;
   const signals: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];

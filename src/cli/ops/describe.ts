@@ -2,7 +2,7 @@
 // It takes no flags and never touches stdin (Paseo closes it without data).
 import type { DescribeResponse } from "../../contract/index.js";
 import type { CliOperation } from "../operation.js";
-import { writeBytes } from "../write-bytes.js";
+import { writeShort } from "../write-bytes.js";
 
 /** Ours (docs/contract.md#schemas); the extras are deliberately not advertised. */
 export const DESCRIBE: DescribeResponse = { protocolVersion: 1, modes: ["pipes", "pty"], reconcile: true };
@@ -16,7 +16,7 @@ export const DESCRIBE_BYTES = '{"protocolVersion":1,"modes":["pipes","pty"],"rec
 const operation: CliOperation = {
   requiredFlags: [],
   async run(_args, io) {
-    await writeBytes(io.stdout, DESCRIBE_BYTES);
+    await writeShort(io, DESCRIBE_BYTES);
   },
 };
 export default operation;
