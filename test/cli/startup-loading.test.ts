@@ -1,9 +1,14 @@
 // What each runtime process loads, seen from inside the real executable: a preload (NODE_OPTIONS
 // --import) logs every ES module the process resolves, every file it reads with readFileSync (how
-// operation bundles are loaded) and, at exit, every CommonJS module it required. `describe` must load no operation bundle, no zod, commander or ssh2; `exec` and
-// `signal` through the broker must load neither commander nor ssh2. Each detector is shown to
-// fire on a process that does load the thing (an argv refusal loads commander, an in-process
-// connection ssh2, any other operation its bundle).
+// operation bundles are loaded) and, at exit, every CommonJS module it required; a second,
+// hook-free preload (its own runs: the hooks bring node built-ins of their own) logs the node
+// built-ins the process loaded. `describe` must load no operation bundle, no zod, commander or
+// ssh2, and not node's net or stream modules (making process.stdout on a pipe would); `exec` and
+// `signal` through the broker must load neither commander, ssh2 nor node:child_process, and their
+// bundles hold only the contract schemas they use. Each detector is shown to fire on a process
+// that does load the thing (an argv refusal loads commander, `--help` writes through
+// process.stdout, an in-process connection loads ssh2 and node:child_process, any other operation
+// its bundle and every contract schema).
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -26,6 +31,17 @@ beforeAll(() => {
       "  const r = await next(specifier, context);",
       "  appendFileSync(log, `esm ${r.url}\\n`);",
       "  return r;",
+      "}",
+    ].join("\n"),
+  );
+  writeFileSync(
+    join(dir, "builtins.cjs"),
+    [
+      'const { appendFileSync } = require("node:fs");',
+      "const log = process.env.PASEO_LOADING_LOG;",
+      'if (log && process.argv[1]?.endsWith("cli.js")) {',
+      "  const before = new Set(process.moduleLoadList);",
+      '  process.on("exit", () => appendFileSync(log, process.moduleLoadList.filter((m) => !before.has(m) && m.startsWith("NativeModule ")).map((m) => `builtin ${m.slice(13)}\\n`).join("") + "builtins-logged\\n"));',
       "}",
     ].join("\n"),
   );
@@ -59,16 +75,40 @@ function traced(): { env: NodeJS.ProcessEnv; loaded: () => Loaded } {
   return { env, loaded: () => new Loaded(readFileSync(log, "utf8")) };
 }
 
+/** Like traced(), for the node built-ins the executable loads (no hooks, which load their own). */
+function tracedBuiltins(): { env: NodeJS.ProcessEnv; loaded: () => Loaded } {
+  const log = join(dir, `run-${runs++}.log`);
+  writeFileSync(log, "");
+  const env = { ...process.env, PASEO_LOADING_LOG: log, NODE_OPTIONS: `--require=${join(dir, "builtins.cjs")}` };
+  return { env, loaded: () => new Loaded(readFileSync(log, "utf8")) };
+}
+
 class Loaded {
   readonly esm: string[];
   readonly cjs: string[];
   readonly reads: string[];
+  readonly builtins: string[];
+  private readonly builtinsLogged: boolean;
   constructor(text: string) {
     const lines = text.split("\n").filter(Boolean);
     const kind = (k: string) => lines.filter((l) => l.startsWith(`${k} `)).map((l) => l.slice(k.length + 1));
     this.esm = kind("esm");
     this.cjs = kind("cjs");
     this.reads = kind("read");
+    this.builtins = kind("builtin");
+    this.builtinsLogged = lines.includes("builtins-logged");
+  }
+
+  /** A node built-in (`net`, `child_process`) loaded by the executable (tracedBuiltins runs). */
+  builtin(name: string): boolean {
+    if (!this.builtinsLogged) throw new Error("no built-ins were logged: not a tracedBuiltins() run?");
+    return this.builtins.includes(name);
+  }
+
+  /** The contract schema modules in the process's bundles (esbuild names each source file). */
+  schemaModules(): string[] {
+    const names = ["schema-base", "exec-schemas", "lifecycle-schemas", "schemas"];
+    return names.filter((n) => this.ours().some((t) => t.includes(`// src/contract/${n}.ts\n`)));
   }
 
   /** Files of dist/ the process ran, however they were loaded. */
@@ -108,6 +148,11 @@ describe("modules each operation loads", () => {
     expect(loaded.zod()).toBe(false);
     expect(loaded.package("commander")).toBe(false);
     expect(loaded.package("ssh2")).toBe(false);
+
+    const b = tracedBuiltins();
+    expect((await runCli(["describe"], { env: b.env })).code).toBe(0);
+    expect(b.loaded().builtin("net")).toBe(false);
+    expect(b.loaded().builtin("stream")).toBe(false);
   });
 
   it("the detectors fire: an argv refusal loads commander, another operation its bundle", async () => {
@@ -120,6 +165,11 @@ describe("modules each operation loads", () => {
     expect((await runCli(["inspect", "--workspace-id", "w"], { stdin: "{}", env: inspect.env })).code).toBe(2);
     expect(inspect.loaded().opBundle()).toBe(true);
     expect(inspect.loaded().zod()).toBe(true);
+    expect(inspect.loaded().schemaModules()).toEqual(["schema-base", "exec-schemas", "lifecycle-schemas", "schemas"]);
+
+    const help = tracedBuiltins();
+    expect((await runCli(["--help"], { env: help.env })).code).toBe(0);
+    expect(help.loaded().builtin("net")).toBe(true);
   });
 
   describe("over the real sshd", () => {
@@ -135,6 +185,10 @@ describe("modules each operation loads", () => {
       expect(exec.opBundle()).toBe(true);
       expect(exec.package("commander")).toBe(false);
       expect(exec.package("ssh2")).toBe(false);
+      expect(exec.schemaModules()).toEqual(["schema-base", "exec-schemas"]);
+      const execBuiltins = tracedBuiltins();
+      expect(exitOf(await ws.run({ argv: ["/bin/true"] }, { env: execBuiltins.env }))).toEqual({ code: 0, signal: null });
+      expect(execBuiltins.loaded().builtin("child_process")).toBe(false);
 
       const sleeper = ws.start({ argv: ["/bin/sleep", "30"] });
       await sleeper.waitEvent("started");
@@ -149,6 +203,19 @@ describe("modules each operation loads", () => {
       await sleeper.done;
       expect(s.loaded().package("commander")).toBe(false);
       expect(s.loaded().package("ssh2")).toBe(false);
+      expect(s.loaded().schemaModules()).toEqual(["schema-base", "lifecycle-schemas"]);
+
+      const sleeper2 = ws.start({ argv: ["/bin/sleep", "30"] });
+      await sleeper2.waitEvent("started");
+      const sb = tracedBuiltins();
+      const sig2 = await runCli(["signal", "--workspace-id", ws.workspaceId, "--exec-id", sleeper2.execId, "--signal", "SIGKILL"], {
+        stdin: lifecycleRequest(ws.options),
+        env: sb.env,
+        timeoutMs: 60_000,
+      });
+      expect(sig2.code).toBe(0);
+      await sleeper2.done;
+      expect(sb.loaded().builtin("child_process")).toBe(false);
     });
 
     it("the ssh2 detector fires on an operation that connects in-process", async () => {
@@ -160,6 +227,14 @@ describe("modules each operation loads", () => {
       });
       expect(r.code).toBe(0);
       expect(t.loaded().package("ssh2")).toBe(true);
+      const b = tracedBuiltins();
+      const again = await runCli(["inspect", "--workspace-id", ws.workspaceId], {
+        stdin: lifecycleRequest({ ...ws.options, broker: false }),
+        env: b.env,
+        timeoutMs: 60_000,
+      });
+      expect(again.code).toBe(0);
+      expect(b.loaded().builtin("child_process")).toBe(true);
     });
   });
 });
