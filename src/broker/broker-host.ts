@@ -11,6 +11,7 @@ import {
   ACQUIRE_WAIT_MS,
   BrokerLineError,
   BrokerResultSchema,
+  lineOf,
   reconnectWindowMs,
   readLine,
   writeLine,
@@ -22,10 +23,16 @@ import { AGENT_READY_TIMEOUT_MS, AgentChannel } from "../transport/agent-channel
 import { callAgent, type PtyChannel, type PtyRequest, type RemoteHost } from "../transport/host.js";
 import type { AgentAnswer, OneShotOp, OpRequest } from "../shared/agent-api.js";
 
+const AGENT_REQUEST: BrokerRequest = { kind: "agent" };
+
 export class BrokerHost implements RemoteHost {
   readonly root: string;
   private readonly open = new Set<Socket>();
-  /** Dialled by `connect()` so connection problems surface where SshHost's would. */
+  /**
+   * Dialled by `connect()` so connection problems surface where SshHost's would, with an agent
+   * request already written: every operation's first channel is an agent conversation, and sent
+   * with the connect it costs no round trip to the broker of its own.
+   */
   private preDialled: Socket | undefined;
 
   constructor(
@@ -37,12 +44,12 @@ export class BrokerHost implements RemoteHost {
 
   /** Makes sure a broker is reachable (starting one if needed). */
   async connect(): Promise<this> {
-    this.preDialled = await this.dial();
+    this.preDialled = await this.dial(lineOf(AGENT_REQUEST));
     return this;
   }
 
-  private async dial(): Promise<Socket> {
-    const sock = await connectBroker(this.options, this.target);
+  private async dial(early?: string): Promise<Socket> {
+    const sock = await connectBroker(this.options, this.target, early);
     this.open.add(sock);
     sock.once("close", () => this.open.delete(sock));
     return sock;
@@ -56,9 +63,17 @@ export class BrokerHost implements RemoteHost {
     const connect = this.options.connectTimeoutMs;
     const timeoutMs = Math.max(ACQUIRE_WAIT_MS, reconnectWindowMs(connect)) + connect + AGENT_READY_TIMEOUT_MS;
     for (let attempt = 0; ; attempt++) {
-      const sock = this.preDialled ?? (await this.dial());
+      let sock = this.preDialled;
       this.preDialled = undefined;
-      writeLine(sock, req);
+      if (sock && req.kind !== "agent") {
+        // Not the channel asked for in advance: the broker ends that one as the client goes.
+        sock.destroy();
+        sock = undefined;
+      }
+      if (!sock) {
+        sock = await this.dial();
+        writeLine(sock, req);
+      }
       let result: BrokerResult;
       try {
         result = await readLine(sock, BrokerResultSchema, timeoutMs, "answer");
@@ -77,7 +92,7 @@ export class BrokerHost implements RemoteHost {
   }
 
   async openAgent(): Promise<AgentChannel> {
-    const sock = await this.request({ kind: "agent" });
+    const sock = await this.request(AGENT_REQUEST);
     const ch = new AgentChannel({ stdin: sock, stdout: sock, destroy: () => sock.destroy() });
     sock.resume();
     await ch.ready;

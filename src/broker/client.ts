@@ -103,8 +103,8 @@ async function dropUntrustedSocket(paths: BrokerPaths): Promise<void> {
   });
 }
 
-/** A connected socket whose hello matched our version. */
-export async function connectBroker(options: RuntimeOptions, initial: BrokerTarget): Promise<Socket> {
+/** A connected socket whose hello matched our version; `early` as for dial(). */
+export async function connectBroker(options: RuntimeOptions, initial: BrokerTarget, early?: string): Promise<Socket> {
   const until = Date.now() + BROKER_START_MS;
   let target = initial;
   let started = false;
@@ -112,7 +112,7 @@ export async function connectBroker(options: RuntimeOptions, initial: BrokerTarg
   let last = "";
   for (;;) {
     await dropUntrustedSocket(target.paths);
-    const r = await dial(target.paths.socket, target.version);
+    const r = await dial(target.paths.socket, target.version, undefined, early);
     if (r.state === "ok") return r.sock;
     last = r.state === "absent" ? r.code : r.detail;
     if (r.state === "mismatch") {

@@ -13,8 +13,13 @@ export type DialResult =
 /** How long a live broker may take to say hello before it counts as broken. */
 export const HELLO_TIMEOUT_MS = 2000;
 
-/** `version` null accepts a broker of any build (to stop it, for instance). */
-export function dial(path: string, version: string | null, timeoutMs = HELLO_TIMEOUT_MS): Promise<DialResult> {
+/**
+ * `version` null accepts a broker of any build (to stop it, for instance). `early` is written as
+ * soon as the socket connects, before the hello is read: a client's request line then costs no
+ * round trip of its own. The socket is ours (paths.ts), and one whose hello does not match is
+ * destroyed, so a request sent early to it opens nothing that outlives it.
+ */
+export function dial(path: string, version: string | null, timeoutMs = HELLO_TIMEOUT_MS, early?: string): Promise<DialResult> {
   return new Promise((resolve) => {
     const sock = connect({ path, allowHalfOpen: true });
     const onError = (err: NodeJS.ErrnoException) => {
@@ -24,6 +29,7 @@ export function dial(path: string, version: string | null, timeoutMs = HELLO_TIM
     sock.once("error", onError);
     sock.once("connect", () => {
       sock.off("error", onError);
+      if (early !== undefined) sock.write(early);
       readLine(sock, BrokerHelloSchema, timeoutMs, "hello").then(
         (hello) => {
           if (version === null || hello.v === version) return resolve({ state: "ok", sock, hello });

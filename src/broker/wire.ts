@@ -2,6 +2,8 @@
 //   broker -> client  hello line   {"v":<version>,"pid":<n>}            (sent on accept)
 //   client -> broker  header line  {"kind":"agent"} | {"kind":"pty","args":[…],"pty":{rows,cols,term}}
 //                                  | {"kind":"ping"} | {"kind":"shutdown"[,"retireDaemon":true]}
+//                                  (a client may send it before the hello has arrived: a broker
+//                                  reads it after the hello either way)
 //   broker -> client  result line  {"ok":true} | {"ok":false,"errorClass":…,"message":…}
 // then raw bytes. Agent conversations (each one stream of the host daemon's mux channel): client
 // -> broker are agent frames verbatim; broker -> client is a ready marker followed by the agent's
@@ -85,8 +87,12 @@ export class BrokerLineError extends RuntimeError {
 /** Lines are short; anything longer is not our peer. */
 const MAX_LINE = 64 * 1024;
 
+export function lineOf(value: unknown): string {
+  return `${JSON.stringify(value)}\n`;
+}
+
 export function writeLine(sock: Socket, value: unknown): void {
-  sock.write(`${JSON.stringify(value)}\n`);
+  sock.write(lineOf(value));
 }
 
 /**

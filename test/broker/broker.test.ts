@@ -93,7 +93,9 @@ describe("broker", () => {
   it("does not trust a listener that answers with another version, and replaces it", async () => {
     const options = track(brokerOptions());
     const { socket } = (await targetOf(options)).paths;
-    const impostor = createServer((s) => s.end('{"v":"0-old","pid":1}\n'));
+    // It reads what it is sent (a client's request may come with the connect) and answers with
+    // another build's hello.
+    const impostor = createServer((s) => s.resume().end('{"v":"0-old","pid":1}\n'));
     await new Promise<void>((resolve) => impostor.listen(socket, resolve));
     chmodSync(socket, 0o600);
     cleanups.push(() => new Promise<void>((r) => impostor.close(() => r())));
@@ -101,6 +103,42 @@ describe("broker", () => {
     const stats = await brokerStats(options);
     expect(stats?.pid).not.toBe(1);
     expect(alive(stats!.pid)).toBe(true);
+  });
+
+  it("sends the first agent request with the connect, before the broker's hello", async () => {
+    const options = track(brokerOptions());
+    const target = await targetOf(options);
+    let received = "";
+    let helloSent = false;
+    let requestBeforeHello: boolean | null = null;
+    // A broker of our version that says hello once it has a request, or after 5 s if none came.
+    const listener = createServer((s) => {
+      const hello = () => {
+        if (helloSent) return;
+        helloSent = true;
+        s.write(`${JSON.stringify({ v: target.version, pid: process.pid })}\n`);
+      };
+      const late = setTimeout(hello, 5000);
+      s.on("data", (d: Buffer) => {
+        received += d.toString();
+        requestBeforeHello ??= !helloSent;
+        clearTimeout(late);
+        hello();
+      });
+      s.on("close", () => clearTimeout(late));
+      s.on("error", () => undefined);
+    });
+    await new Promise<void>((resolve) => listener.listen(target.paths.socket, resolve));
+    chmodSync(target.paths.socket, 0o600);
+    cleanups.push(() => new Promise<void>((r) => listener.close(() => r())));
+    const host = await openHost(options);
+    try {
+      await waitFor(() => received.includes("\n"), 10_000);
+      expect(received).toBe('{"kind":"agent"}\n');
+      expect(requestBeforeHello).toBe(true);
+    } finally {
+      host.close();
+    }
   });
 
   it("does not use a socket others could open: it is removed and a new broker started", async () => {
