@@ -130,7 +130,12 @@ export class BrokerHost implements RemoteHost {
         sock.write(encodeJson(msg));
       },
       destroy: () => sock.destroy(),
-      closed: new Promise<void>((resolve) => sock.once("close", () => resolve())),
+      // The socket is half-open capable: the broker ending it (the channel closed, its output all
+      // sent) is the end, although our sending side stays open until we close it.
+      closed: new Promise<void>((resolve) => {
+        sock.once("end", () => resolve());
+        sock.once("close", () => resolve());
+      }),
     };
   }
 

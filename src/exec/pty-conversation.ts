@@ -1,13 +1,21 @@
-// PTY mode on the runtime side. The agent answers `exec.run` with a token; we open an SSH channel
-// with a server-side pty of the envelope's size running `pty-attach <token>`, and from then on fd0
-// is terminal input and terminal output goes to fd1. Resizes are processed one at a time: applied
-// with an SSH window-change, confirmed on the remote terminal, then acknowledged on fd4.
+// PTY mode on the runtime side, in one of two ways the agent chooses:
+//   * The agent owns the terminal (the host has python3 or util-linux `script`): it simply answers
+//     `started`. Terminal output then arrives as Stdout frames of this conversation (the same
+//     output window and acknowledgements as pipes), fd0 goes back as Stdin frames within a window
+//     of input the remote terminal has not taken, and a resize is a `resize` message the agent
+//     answers with `resized` once the terminal has the size. No other channel is opened.
+//   * sshd owns it (the host has neither): the agent answers with a token first; we open an SSH
+//     channel with a server-side pty of the envelope's size running `pty-attach <token>`; terminal
+//     output is that channel's output, fd0 its input, and a resize is an SSH window-change that
+//     the agent confirms on the remote terminal.
+// Either way resizes are processed one at a time and acknowledged on fd4 only once confirmed, and
+// fd0 is held (bounded) until the terminal is known.
 import { RuntimeError } from "../shared/errors.js";
 import { sleep } from "../shared/async.js";
 import type { ExecAgentMessage } from "../shared/agent-api.js";
 import type { PtyChannel } from "../transport/host.js";
 import { Conversation, type ConversationParts, type ResizeControl } from "./conversation.js";
-import { PtyStdin } from "./pty-stdin.js";
+import { PtyStdin, TerminalInput } from "./pty-stdin.js";
 
 /** After a PTY workload exited: how long to wait for the pty channel to deliver its last output. */
 export const PTY_DRAIN_MS = 2000;
@@ -20,7 +28,12 @@ export interface PtyStdio {
 }
 
 export class PtyConversation extends Conversation {
+  /** sshd's pty: the channel running pty-attach. */
   private pty: PtyChannel | null = null;
+  /** Whether the agent answered with a token (sshd's pty) rather than owning the terminal. */
+  private sshdPty = false;
+  /** The agent's own terminal: input sent on this conversation. */
+  private terminalInput: TerminalInput | null = null;
   private forwarding = false;
   /** fd0 as terminal input, bounded before and after the pty channel opens. */
   private readonly input: PtyStdin;
@@ -43,12 +56,21 @@ export class PtyConversation extends Conversation {
   }
 
   protected onModeMessage(msg: ExecAgentMessage): void {
-    if (msg.type === "pty-token") void this.attach(msg.token);
-    else if (msg.type === "resized") this.onResized(msg.id, msg.ok);
+    if (msg.type === "pty-token") {
+      this.sshdPty = true;
+      void this.attach(msg.token);
+    } else if (msg.type === "resized") this.onResized(msg.id, msg.ok);
+    else if (msg.type === "stdin-ack") this.terminalInput?.acknowledged(msg.bytes);
   }
 
   protected override afterStarted(): void {
-    this.forwardOutput();
+    if (this.sshdPty) {
+      this.forwardOutput();
+      return;
+    }
+    // `started` without a token: the agent owns the terminal; its output already comes as frames.
+    this.terminalInput = new TerminalInput(this.ch);
+    this.input.attach(this.terminalInput);
   }
 
   protected override async drainOutput(): Promise<void> {
@@ -68,6 +90,7 @@ export class PtyConversation extends Conversation {
       });
       this.pty = pty;
       if (this.events.started) this.forwardOutput();
+      this.nextResize();
       pty.stdin.on("error", () => undefined);
       this.input.attach(pty.stdin);
     } catch (err) {
@@ -98,11 +121,11 @@ export class PtyConversation extends Conversation {
   }
 
   private nextResize(): void {
-    if (this.resizeInFlight !== null || !this.pty) return;
+    if (this.resizeInFlight !== null || !(this.pty || this.terminalInput)) return;
     const r = this.resizes.shift();
     if (!r) return;
     this.resizeInFlight = r.id;
-    this.pty.setWindow(r.rows, r.cols);
+    this.pty?.setWindow(r.rows, r.cols);
     this.ch.sendJson({ type: "resize", id: r.id, rows: r.rows, cols: r.cols });
   }
 

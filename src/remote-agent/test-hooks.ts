@@ -3,7 +3,9 @@
 // `<root>/test-hooks.json`, which only a test (or the host account itself) can write: nothing
 // Paseo sends and no runtime option can turn them on. Without the file every delay is 0.
 //   {"workspaces": {"<workspaceId>": {"beforeClaimMs": n, "afterClaimMs": n}},
-//    "execs": {"<execId>": {"delayIdentityMs": n}}}
+//    "execs": {"<execId>": {"delayIdentityMs": n, "terminalSearchPath": "<dir>:<dir>"}}}
+// `terminalSearchPath` replaces where a PTY exec looks for the programs that let this host own a
+// terminal (python3, script, stty): a directory without them forces the sshd pty fallback.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { isRecord, parseJson } from "../shared/guards.js";
@@ -32,6 +34,10 @@ export function workspaceHooks(root: string, workspaceId: string): { beforeClaim
   return { beforeClaimMs: ms(h.beforeClaimMs, 60_000), afterClaimMs: ms(h.afterClaimMs, 60_000) };
 }
 
-export function execHooks(root: string, execId: string): { delayIdentityMs: number } {
-  return { delayIdentityMs: ms(hooksFor(root, "execs", execId).delayIdentityMs, 30_000) };
+export function execHooks(root: string, execId: string): { delayIdentityMs: number; terminalSearchPath?: string } {
+  const h = hooksFor(root, "execs", execId);
+  return {
+    delayIdentityMs: ms(h.delayIdentityMs, 30_000),
+    ...(typeof h.terminalSearchPath === "string" ? { terminalSearchPath: h.terminalSearchPath } : {}),
+  };
 }

@@ -1,20 +1,45 @@
-// PTY-mode exec over the real sshd (docs/contract.md#scenarios A21–A24, #exec-fd3): the
-// terminal is sshd's pty with the initial size in place before the program starts; resizes are
-// acknowledged only once applied; signals arrive as fd3 frames; unsupported ones kill first.
+// PTY-mode exec over the real sshd (docs/contract.md#scenarios A21–A24, #exec-fd3): the initial
+// size is in place before the program starts; resizes are acknowledged only once applied; signals
+// arrive as fd3 frames; unsupported ones kill first. Every case runs on each way a host can give
+// a PTY exec its terminal: owned by the host daemon through python3 or util-linux `script`, and
+// sshd's own pty where the host has neither (forced with a test hook that hides the programs).
 import { existsSync, readdirSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ExecWorkspace, eventually, exitOf } from "../support/exec.js";
+import { removeScratch, scriptOnlyPath } from "../terminal/scenarios.js";
 
 const PROBE =
   "process.stdin.setEncoding('utf8');process.stdout.write(`${process.cwd()}|${process.stdout.isTTY}|${process.stdout.columns}x${process.stdout.rows}|λ`);process.stdin.once('data',data=>{process.stdout.write(`|${data.trim()}|${process.stdout.columns}x${process.stdout.rows}`);process.exit(6)})";
 
-describe("exec, PTY mode, over SSH", () => {
+/** How the terminal is owned, the test hook that makes it so, and the workload's parent then. */
+const MODES = [
+  {
+    mode: "a terminal the host daemon owns (python3)",
+    searchPath: (): string | undefined => undefined,
+    parent: /python3? -I -S \S*terminal-relay\.py/,
+  },
+  { mode: "a terminal the host daemon owns (util-linux script)", searchPath: scriptOnlyPath, parent: /terminal-script-child\.cjs/ },
+  { mode: "sshd's pty (the host has no way to own one)", searchPath: () => "", parent: /agent\.cjs pty-attach/ },
+];
+
+afterAll(removeScratch);
+
+describe.each(MODES)("exec, PTY mode, over SSH, on $mode", ({ searchPath, parent }) => {
   const ws = new ExecWorkspace("exec-pty");
-  beforeAll(() => ws.create());
+  beforeAll(async () => {
+    ws.terminalSearchPath = searchPath();
+    await ws.create();
+  });
   afterAll(() => ws.cleanup());
 
   const pty = { kind: "pty" as const, rows: 24, cols: 80 };
+
+  it("the workload runs under the terminal's owner, with no other runtime process in between", async () => {
+    const r = await ws.run({ argv: ["/bin/sh", "-c", 'tr "\\0" " " </proc/$PPID/cmdline'], env: { PATH: "/usr/bin:/bin" }, stdio: pty });
+    expect(exitOf(r)).toEqual({ code: 0, signal: null });
+    expect(r.stdout.toString("utf8")).toMatch(parent);
+  });
 
   it("A21: size probe sees a tty of the initial size, then the resized one", async () => {
     const h = ws.start({ argv: [process.execPath, "-e", PROBE], env: { PATH: "/usr/local/bin:/usr/bin:/bin" }, stdio: pty });
@@ -35,7 +60,8 @@ describe("exec, PTY mode, over SSH", () => {
     expect(done.code).toBe(6);
   });
 
-  it("a rendezvous socket left by a killed agent is swept by the next PTY exec; a fresh one and the daemon's socket are kept", async () => {
+  it("a rendezvous socket left by a killed agent is swept by the next PTY exec on sshd's pty; a fresh one and the daemon's socket are kept", async (ctx) => {
+    if (ws.terminalSearchPath !== "") ctx.skip(); // only sshd's pty uses rendezvous sockets
     const first = await ws.run({ argv: ["/bin/true"], stdio: pty });
     expect(exitOf(first)).toEqual({ code: 0, signal: null });
     const run = join(ws.configuredRoot, "run");

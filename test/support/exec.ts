@@ -66,6 +66,11 @@ export class ExecWorkspace {
   readonly workspaceId = `exec-${randomBytes(4).toString("hex")}`;
   /** Canonical remote workload root (placement cwd). */
   root = "";
+  /**
+   * Test hook for PTY execs: where the agent looks for the programs that let it own a terminal
+   * ("" = nowhere: sshd's pty is used). Unset: the host's own.
+   */
+  terminalSearchPath: string | undefined;
   private base = "";
 
   /** `extra` overrides runtime options (e.g. another login `user`). */
@@ -129,7 +134,11 @@ export class ExecWorkspace {
     } = {},
   ): ExecHandle {
     const execId = spec.execId ?? newExecId();
-    if (opts.delayIdentityMs !== undefined) setExecHooks(this.configuredRoot, execId, { delayIdentityMs: opts.delayIdentityMs });
+    const hooks = {
+      ...(opts.delayIdentityMs !== undefined ? { delayIdentityMs: opts.delayIdentityMs } : {}),
+      ...(spec.stdio?.kind === "pty" && this.terminalSearchPath !== undefined ? { terminalSearchPath: this.terminalSearchPath } : {}),
+    };
+    if (Object.keys(hooks).length > 0) setExecHooks(this.configuredRoot, execId, hooks);
     const t0 = performance.now();
     const child = startExec(cliCommand(opts.env), this.workspaceId);
     const [stdin, stdout, stderr, control, events] = child.stdio as [Writable, Readable, Readable, Writable, Readable];

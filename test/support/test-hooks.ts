@@ -14,6 +14,8 @@ export interface WorkspaceHooks {
 
 export interface ExecHooks {
   delayIdentityMs?: number;
+  /** Where a PTY exec looks for python3/script/stty ("" = nowhere: the sshd pty fallback). */
+  terminalSearchPath?: string;
 }
 
 function write(root: string, section: "workspaces" | "execs", id: string, hooks: object): void {
@@ -35,7 +37,7 @@ export function setWorkspaceHooks(root: string, workspaceId: string, hooks: Work
   write(root, "workspaces", workspaceId, hooks);
 }
 
-/** Delays publishing the identity (`started`) of exec `execId`. */
+/** Delays publishing the identity (`started`) of exec `execId`; how its terminal is owned. */
 export function setExecHooks(root: string, execId: string, hooks: ExecHooks): void {
   write(root, "execs", execId, hooks);
 }

@@ -33,6 +33,7 @@ import { expandRoot } from "../root.js";
 import { DAEMON_SOCKET, daemonPaths, idleArg, type DaemonPaths } from "./paths.js";
 import { probeDaemon } from "./probe.js";
 import { sweepOrphanedExecs } from "./sweep.js";
+import { terminalSupport } from "../exec/pty.js";
 
 export const DAEMON_IDLE_MS = 5 * 60_000;
 const TICK_MS = 1000;
@@ -103,6 +104,11 @@ class Daemon {
     this.swept = sweepOrphanedExecs(paths.root, log).catch((err: Error) => log(`start-up sweep failed: ${oneLine(err.message)}`));
     this.server.on("connection", (sock) => this.onConnection(sock));
     void this.retireOthers();
+    // Known before the first PTY exec asks (probed once per host and agent build, then cached).
+    void terminalSupport(this.agentDir).then(
+      (s) => log(`terminals: ${s.method === "none" ? `sshd's pty (${s.reason})` : s.method}`),
+      (err: Error) => log(`terminal probe failed: ${oneLine(err.message)}`),
+    );
     for (const sig of ["SIGTERM", "SIGINT"] as const) process.on(sig, () => void this.stop(`${sig}: reaping live execs`, true));
   }
 

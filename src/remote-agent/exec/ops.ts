@@ -56,11 +56,12 @@ export async function execRun(ctx: AgentContext): Promise<void> {
     throw err;
   }
   const pty = req.stdio.kind === "pty";
-  const sup = new ExecSupervisor(ctx, layout, record, req.workspaceId, req.owner, !pty, execHooks(ctx.root, req.execId).delayIdentityMs);
+  const hooks = execHooks(ctx.root, req.execId);
+  const sup = new ExecSupervisor(ctx, layout, record, req.workspaceId, req.owner, !pty, hooks.delayIdentityMs);
   // Live until its exit is reported or its tree is reaped (the daemon's idle rule counts these).
   execSessions.add(sup);
   try {
-    if (req.stdio.kind === "pty") await runPty(ctx, sup, launch, req);
+    if (req.stdio.kind === "pty") await runPty(ctx, sup, launch, req, hooks.terminalSearchPath);
     else await runPipes(ctx, sup, launch, req.env, req.argv[0]!);
   } catch (err) {
     await sup.settleUnfinished().catch((e: Error) => {

@@ -29,37 +29,37 @@ type Status = { code: number | null; signal: string | null; spawnError?: string 
 
 /**
  * Workload stdin: frames that arrive before the child exists are queued. Each chunk is
- * acknowledged once the workload's pipe took it; the wrapper keeps at most STDIN_WINDOW
- * unacknowledged (it stops reading fd0), so this channel is never paused and controls (signals,
- * acks) always get through.
+ * acknowledged once the workload's pipe (or its terminal's relay) took it; the wrapper keeps at
+ * most STDIN_WINDOW unacknowledged (it stops reading fd0), so this channel is never paused and
+ * controls (signals, acks) always get through.
  */
-class StdinForwarder {
-  private child: Child | null = null;
+export class StdinForwarder {
+  private sink: Writable | null = null;
   private readonly queue: Buffer[] = [];
   private ended = false;
 
   constructor(private readonly ctx: AgentContext) {}
 
   data(payload: Buffer): void {
-    if (this.child) this.write(payload);
+    if (this.sink) this.write(payload);
     else this.queue.push(payload);
   }
 
   end(): void {
-    if (this.child) this.child.stdin.end();
+    if (this.sink) this.sink.end();
     else this.ended = true;
   }
 
-  /** From now on input goes to `child` (what was queued first). */
-  attach(child: Child): void {
-    this.child = child;
+  /** From now on input goes to `sink` (what was queued first). */
+  attach(sink: Writable): void {
+    this.sink = sink;
     for (const d of this.queue.splice(0)) this.write(d);
-    if (this.ended) child.stdin.end();
+    if (this.ended) sink.end();
   }
 
   private write(data: Buffer): void {
-    if (!this.child || this.child.stdin.destroyed) return;
-    this.child.stdin.write(data, () => this.ctx.sendJson({ type: "stdin-ack", bytes: data.length }));
+    if (!this.sink || this.sink.destroyed) return;
+    this.sink.write(data, () => this.ctx.sendJson({ type: "stdin-ack", bytes: data.length }));
   }
 }
 
@@ -68,7 +68,7 @@ class StdinForwarder {
  * window of unacknowledged bytes is full; `lastData` tells the drain after exit when output went
  * quiet.
  */
-class OutputFlow {
+export class OutputFlow {
   private unacked = 0;
   private drainWait = false;
   private readonly outputs: Readable[] = [];
@@ -198,7 +198,7 @@ export async function runPipes(
   const ident = child.pid !== undefined ? identityNow(child.pid) : null;
   await sup.publish(ident);
   if (sup.abandoned) return;
-  stdin.attach(child);
+  stdin.attach(child.stdin);
   const drained = Promise.all([flow.pump(child.stdout, FrameKind.Stdout), flow.pump(child.stderr, FrameKind.Stderr)]);
 
   const status = await Promise.race([exited, closed.then((how) => ({ lost: how }))]);

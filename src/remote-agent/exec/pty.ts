@@ -1,9 +1,14 @@
-// PTY-mode exec, control side. The terminal is the SSH server's own pty (pty-req with the
-// requested size, so the size is in place before the program starts). This control agent has
-// already validated the request; it opens a one-shot Unix socket in `<root>/run/` (0700) and hands
-// the runtime a random token. The runtime opens a PTY channel running `agent.cjs pty-attach
-// <token>` (tokens only on that command line); pty-attach connects here, receives the launch
-// (argv/env/cwd: secrets stay in streams) and reports the workload's pid, size checks and exit.
+// PTY-mode exec, control side. Where this host has a way to own a terminal (../terminal: python3
+// or util-linux `script`, probed once and cached), this agent process owns it (pty-terminal.ts):
+// the terminal lives in the exec's conversation, with no SSH channel of its own. Where it has
+// none, the terminal is the SSH server's own pty, as follows (it does not outlive its channel).
+//
+// sshd's pty: a pty-req with the requested size, so the size is in place before the program
+// starts. This control agent has already validated the request; it opens a one-shot Unix socket
+// in `<root>/run/` (0700) and hands the runtime a random token. The runtime opens a PTY channel
+// running `agent.cjs pty-attach <token>` (tokens only on that command line); pty-attach connects
+// here, receives the launch (argv/env/cwd: secrets stay in streams) and reports the workload's
+// pid, size checks and exit.
 import { createServer, type Socket } from "node:net";
 import { chmodSync, lstatSync, mkdirSync, readdirSync, unlinkSync } from "node:fs";
 import { randomBytes } from "node:crypto";
@@ -19,6 +24,8 @@ import { isAttachLine, onLines, sendLine } from "./attach-lines.js";
 import { listenUnix } from "../../shared/listen-unix.js";
 import { isMarkedRoot } from "../root-marker.js";
 import { conversationLost } from "./sessions.js";
+import { probeTerminalSupport, type TerminalSupport } from "../terminal/index.js";
+import { runTerminal } from "./pty-terminal.js";
 
 /** How long the runtime has to open the PTY channel after receiving the token. */
 export const PTY_ATTACH_TIMEOUT_MS = 20_000;
@@ -42,8 +49,38 @@ function sweepStaleSockets(): void {
   }
 }
 
-export async function runPty(ctx: AgentContext, sup: ExecSupervisor, launch: Launch | null, req: ExecRunRequest): Promise<void> {
+/** Probes in flight, so execs arriving together (or the daemon's warm-up) share one probe. */
+const probing = new Map<string, Promise<TerminalSupport>>();
+
+/**
+ * How this host can own a terminal (cached by the probe itself; this only joins concurrent
+ * callers). `searchPath` replaces where the programs are looked for (test hooks only).
+ */
+export function terminalSupport(agentDir: string, searchPath?: string): Promise<TerminalSupport> {
+  const key = `${agentDir}\0${searchPath === undefined ? "default" : `path:${searchPath}`}`;
+  let p = probing.get(key);
+  if (!p) {
+    p = probeTerminalSupport(agentDir, searchPath === undefined ? {} : { searchPath }).finally(() => probing.delete(key));
+    probing.set(key, p);
+  }
+  return p;
+}
+
+export async function runPty(
+  ctx: AgentContext,
+  sup: ExecSupervisor,
+  launch: Launch | null,
+  req: ExecRunRequest,
+  searchPath?: string,
+): Promise<void> {
   if (!launch) return sup.notFound(req.argv[0]!);
+  if (req.stdio.kind !== "pty") throw new RuntimeError("input", "exec request has an invalid stdio");
+  const support = await terminalSupport(ctx.agentDir, searchPath);
+  if (support.method !== "none") return runTerminal(ctx, sup, support, launch, { ...req, stdio: req.stdio });
+  return runSshdPty(ctx, sup, launch, req);
+}
+
+async function runSshdPty(ctx: AgentContext, sup: ExecSupervisor, launch: Launch, req: ExecRunRequest): Promise<void> {
   const runBase = rootLayout(ctx.root).runBase;
   mkdirSync(runBase, { recursive: true, mode: 0o700 });
   chmodSync(runBase, 0o700);
