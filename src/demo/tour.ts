@@ -40,6 +40,14 @@ function show(bytes: Buffer | string, max = 60): string {
   return text.length > max ? `${text.slice(0, max)}…"` : text;
 }
 
+/** Which way the host gave the PTY exec its terminal, from the command line of the workload's parent. */
+export function terminalOwner(output: string): string {
+  if (/terminal-relay\.py/.test(output)) return "terminal owned by the host daemon (python3)";
+  if (/terminal-script-child\.cjs/.test(output)) return "terminal owned by the host daemon (util-linux script)";
+  if (/ pty-attach /.test(output)) return "terminal owned by sshd (the host has neither python3 nor util-linux script)";
+  return "terminal owner unknown";
+}
+
 export interface TourTotals {
   passed: number;
   failed: number;
@@ -153,7 +161,8 @@ export async function runTour(target: TourTarget, out: Writable): Promise<TourTo
           cmd,
           workspaceId,
           envelope(
-            ["/bin/sh", "-c", "stty size; test -t 0 && echo is-a-tty; read line; stty size; exit 7"],
+            // The terminal's owner is the workload's parent: it tells which way this host gives PTY execs a terminal.
+            ["/bin/sh", "-c", "stty size; test -t 0 && echo is-a-tty; read line; stty size; tr '\\0' ' ' </proc/$PPID/cmdline; exit 7"],
             { PATH },
             {
               stdio: { kind: "pty", rows: 24, cols: 80 },
@@ -178,7 +187,7 @@ export async function runTour(target: TourTarget, out: Writable): Promise<TourTo
         const output = handle.stdout().toString();
         check(exit.code === 7 && exit.signal === null, `PTY exit ${JSON.stringify(exit)}`);
         check(/is-a-tty/.test(output) && /30 100/.test(output), `PTY output ${show(output, 120)}`);
-        return pass("isatty, 80x24 at start, resize to 100x30 acknowledged and seen, exit 7");
+        return pass(`isatty, 80x24 at start, resize to 100x30 acknowledged and seen, exit 7; ${terminalOwner(output)}`);
       },
     },
     {

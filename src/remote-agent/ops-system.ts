@@ -3,6 +3,8 @@ import { execFileSync } from "node:child_process";
 import { statfsSync, mkdirSync } from "node:fs";
 import { arch, platform, release } from "node:os";
 import type { OneShotHandlers } from "./context.js";
+import type { HostFacts } from "../shared/agent-api.js";
+import { terminalSupport } from "./exec/pty.js";
 
 function gitVersion(): string | null {
   try {
@@ -10,6 +12,13 @@ function gitVersion(): string | null {
   } catch {
     return null;
   }
+}
+
+async function terminalFacts(agentDir: string): Promise<HostFacts["terminal"]> {
+  const s = await terminalSupport(agentDir);
+  if (s.method === "python3") return { method: s.method, detail: `python ${s.version} (${s.python})` };
+  if (s.method === "script") return { method: s.method, detail: `${s.script} with ${s.stty}` };
+  return { method: "none", detail: s.reason };
 }
 
 export const systemOps: Pick<OneShotHandlers, "ping" | "facts"> = {
@@ -31,6 +40,7 @@ export const systemOps: Pick<OneShotHandlers, "ping" | "facts"> = {
       git: gitVersion(),
       root: ctx.root,
       freeBytes,
+      terminal: await terminalFacts(ctx.agentDir),
     };
   },
 };

@@ -117,6 +117,11 @@ export interface HostFacts {
   git: string | null;
   root: string;
   freeBytes: number | null;
+  /**
+   * Who owns a PTY exec's terminal on this host: the host daemon through python3 or util-linux
+   * `script` (the terminal survives a lost link), or sshd ("none": no way was found; `detail` says why).
+   */
+  terminal: { method: "python3" | "script" | "none"; detail: string };
 }
 
 /** One live process of a workspace (`exec.processes`, diagnostics and tests). */
@@ -339,6 +344,7 @@ export const ANSWERS: { [Op in OneShotOp]: Guard<AgentAnswer<Op>> } = {
     git: nullable(isString),
     root: isString,
     freeBytes: nullable(isNumber),
+    terminal: object({ method: literal("python3", "script", "none"), detail: isString }),
   }),
   "workspace.create": object({ view: isWorkspaceView, materializedFreshContent: isBoolean }),
   "workspace.inspect": oneOf(

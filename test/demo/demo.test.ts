@@ -194,6 +194,8 @@ describe("demo", () => {
         repoRoot,
       );
       expectAllPassed(run, true);
+      // The rig's host has python3: the demo says its PTY step ran on a terminal the daemon owns.
+      expect(run.stdout).toMatch(/^ {2}✓ pty .*; terminal owned by the host daemon \(python3\)$/m);
       await expectNoLocalLeftovers(run);
       // Over plain ssh: no workspace directory and no process left under the demo's root. The root
       // arrives on stdin so that no command line (ssh's, the remote shell's) contains it. The

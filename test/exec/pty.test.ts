@@ -161,6 +161,26 @@ describe.each(MODES)("exec, PTY mode, over SSH, on $mode", ({ searchPath, parent
     expect(r.stdout.toString("utf8")).not.toContain("no job control");
   });
 
+  it("pause stops the workload (never the terminal's owner: input still reaches the terminal); resume lets it read it, finish and report", async () => {
+    const h = ws.start({
+      argv: ["/bin/sh", "-c", "echo ready; read go; echo resumed-$go; exit 3"],
+      env: { PATH: "/usr/bin:/bin" },
+      stdio: pty,
+    });
+    await h.waitOutput("ready");
+    expect((await ws.lifecycle("pause")).code).toBe(0);
+    const paused = await ws.processes();
+    expect(paused.filter((p) => p.command.includes("echo ready")).map((p) => p.state)).toEqual(["T"]);
+    expect(paused.filter((p) => /terminal-relay|terminal-script-child|pty-attach|agent\.cjs/.test(p.command))).toEqual([]);
+    h.stdin.write("now\n");
+    await h.waitOutput("now"); // the terminal's echo: the line is in the terminal, the workload still stopped
+    expect(h.output().toString("utf8")).not.toContain("resumed-");
+    expect((await ws.lifecycle("resume")).code).toBe(0);
+    const r = await h.done;
+    expect(exitOf(r)).toEqual({ code: 3, signal: null });
+    expect(r.stdout.toString("utf8")).toContain("resumed-now");
+  });
+
   it("exact env in a PTY too: no TERM, no sshd variables", async () => {
     const r = await ws.run({ argv: ["/usr/bin/env"], env: { ONLY: "this" }, stdio: pty });
     expect(exitOf(r)).toEqual({ code: 0, signal: null });

@@ -24,11 +24,14 @@ describe("doctor", () => {
       "authenticated",
       "agent",
       "host facts",
+      "terminals",
     ]);
     expect(lines.every((l) => l.startsWith("ok  "))).toBe(true);
     expect(lines[2]).toMatch(/SHA256:[A-Za-z0-9+/]{43} \(known_hosts .* line \d+\)/);
     expect(lines[4]).toMatch(/installed agent [0-9a-f]{16} in /);
     expect(lines[5]).toMatch(/node v\d+.*git version .* GiB free under \//);
+    // The rig has python3: PTY execs get a terminal the host daemon owns.
+    expect(lines[6]).toMatch(/ terminals +\d+ ms {2}owned by the host daemon via python 3\.\d+\.\d+ \(\/\S+\)$/);
 
     const dir = mkdtempSync(join(rig().tmpDir, "doctor-"));
     writeFileSync(join(dir, "options.json"), options);

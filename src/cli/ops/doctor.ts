@@ -10,6 +10,7 @@ import { connectSshHost, type SshHost } from "../../transport/ssh-host.js";
 import type { ConnectStep } from "../../transport/ssh-connection.js";
 import { resolvePlan, type ConnectionPlan } from "../../transport/ssh-config/resolve.js";
 import type { CliOperation, OperationArgs } from "../operation.js";
+import type { HostFacts } from "../../shared/agent-api.js";
 
 function readOptions(flags: Record<string, string>): RuntimeOptions {
   const inline = flags.options;
@@ -41,7 +42,7 @@ function gib(bytes: number | null): string {
   return bytes === null ? "unknown" : `${(bytes / 1024 ** 3).toFixed(1)} GiB`;
 }
 
-type Step = ConnectStep | "config" | "agent" | "facts";
+type Step = ConnectStep | "config" | "agent" | "facts" | "terminals";
 const STEP_NAMES: Record<Step, string> = {
   config: "ssh_config",
   tcp: "connect",
@@ -49,6 +50,7 @@ const STEP_NAMES: Record<Step, string> = {
   auth: "authenticated",
   agent: "agent",
   facts: "host facts",
+  terminals: "terminals",
 };
 
 /** The chain as doctor shows it: one line per hop, then the config lines its values came from. */
@@ -70,6 +72,15 @@ function describePlan(plan: ConnectionPlan): string[] {
   return lines;
 }
 
+/**
+ * Which way PTY execs get their terminal on this host: the host daemon owns it (an exec like any
+ * other on the daemon's channel), or sshd does (one SSH channel per terminal, ending with it).
+ */
+export function terminalLine(t: HostFacts["terminal"]): string {
+  if (t.method === "none") return `sshd's pty, one SSH channel per terminal that ends with it (${t.detail})`;
+  return `owned by the host daemon via ${t.method === "python3" ? t.detail : `util-linux script (${t.detail})`}`;
+}
+
 const operation: CliOperation = {
   requiredFlags: [],
   optionalFlags: ["options", "options-file"],
@@ -85,7 +96,7 @@ const operation: CliOperation = {
       return ms;
     };
     // The steps still expected, in order: each hop's connect, host key and authentication.
-    let expected: Step[] = ["config", "tcp", "host-key", "auth", "agent", "facts"];
+    let expected: Step[] = ["config", "tcp", "host-key", "auth", "agent", "facts", "terminals"];
     const pass = (step: Step, detail: string) => {
       if (expected[0] === step) expected = expected.slice(1);
       line(true, step, elapsed(), detail);
@@ -95,7 +106,7 @@ const operation: CliOperation = {
     try {
       const plan = await resolvePlan(options, { provenance: true });
       const hops = plan.hops.length;
-      expected = ["config", ...plan.hops.flatMap((): Step[] => ["tcp", "host-key", "auth"]), "agent", "facts"];
+      expected = ["config", ...plan.hops.flatMap((): Step[] => ["tcp", "host-key", "auth"]), "agent", "facts", "terminals"];
       pass("config", `via ${plan.via}${options.sshConfig ? ` (${options.sshConfig})` : ""}: ${plan.hops.map((h) => h.label).join(" -> ")}`);
       for (const l of describePlan(plan)) io.stdout.write(`${l}\n`);
       const tag = (i: number) => (hops > 1 ? `[hop ${i + 1}/${hops}] ` : "");
@@ -119,6 +130,7 @@ const operation: CliOperation = {
         "facts",
         `${f.os} ${f.arch}; node ${f.node} (${f.nodePath}); ${f.git ?? "git missing"}; ${gib(f.freeBytes)} free under ${f.root}`,
       );
+      pass("terminals", terminalLine(f.terminal));
       return 0;
     } catch (err) {
       const cls = err instanceof RuntimeError ? err.errorClass : "remote";
