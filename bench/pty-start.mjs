@@ -2,7 +2,9 @@
 // the test rig's real sshd, directly and through the 50 ms RTT delay proxy. Each sample is a fresh
 // `node dist/cli.js exec` driven the way Paseo drives it; per mode it reports the p50 time from
 // spawning the wrapper to fd4 `started`, to the first fd1 byte, and to fd4 `exit`, plus the
-// `started` → `exit` gap (for /bin/echo that is pure overhead). Run `npm run build` first.
+// `started` → `exit` gap (for /bin/echo that is pure overhead). PTY execs run on the terminal the
+// host daemon owns and, forced with the agent's test hook (this machine is the host), on sshd's
+// pty as on a host without python3 and util-linux script. Run `npm run build` first.
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -37,9 +39,10 @@ function run(cmd, args, { input, cwd } = {}) {
 }
 
 /** One exec as Paseo runs it; resolves the times (ms since spawn) of started, first output, exit. */
-function execOnce(options, workspaceId, argv, stdio) {
+function execOnce(options, workspaceId, argv, stdio, beforeStart) {
   return new Promise((resolve, reject) => {
     const execId = randomBytes(16).toString("hex");
+    beforeStart?.(execId);
     const t0 = performance.now();
     const child = spawn(process.execPath, [CLI, "exec", "--workspace-id", workspaceId], {
       stdio: ["pipe", "pipe", "pipe", "pipe", "pipe"],
@@ -89,10 +92,10 @@ function execOnce(options, workspaceId, argv, stdio) {
   });
 }
 
-async function measure(label, options, workspaceId, stdio) {
-  await execOnce(options, workspaceId, ["/bin/echo", "hi"], stdio); // warm
+async function measure(label, options, workspaceId, stdio, beforeStart) {
+  await execOnce(options, workspaceId, ["/bin/echo", "hi"], stdio, beforeStart); // warm
   const samples = [];
-  for (let i = 0; i < N; i++) samples.push(await execOnce(options, workspaceId, ["/bin/echo", "hi"], stdio));
+  for (let i = 0; i < N; i++) samples.push(await execOnce(options, workspaceId, ["/bin/echo", "hi"], stdio, beforeStart));
   const p = (k) => Math.round(median(samples.map((s) => s[k])));
   const gap = Math.round(median(samples.map((s) => s.exit - s.started)));
   return { label, started: p("started"), output: p("output"), exit: p("exit"), startedToExit: gap };
@@ -138,7 +141,13 @@ async function main() {
       process.stderr.write(`[${name}] pipes\n`);
       rows.push({ net: name, ...(await measure("pipes /bin/echo hi", options, workspaceId, { kind: "pipes" })) });
       process.stderr.write(`[${name}] pty\n`);
-      rows.push({ net: name, ...(await measure("pty 80x24 /bin/echo hi", options, workspaceId, { kind: "pty", rows: 24, cols: 80 })) });
+      const pty = { kind: "pty", rows: 24, cols: 80 };
+      rows.push({ net: name, ...(await measure("pty 80x24 /bin/echo hi", options, workspaceId, pty)) });
+      process.stderr.write(`[${name}] pty on sshd's pty\n`);
+      // The agent's test hook (src/remote-agent/test-hooks.ts): this exec finds no way to own a terminal.
+      const hooks = join(info.remoteHome, options.root.slice(2), "test-hooks.json");
+      const hide = (execId) => writeFileSync(hooks, JSON.stringify({ execs: { [execId]: { terminalSearchPath: "" } } }), { mode: 0o644 });
+      rows.push({ net: name, ...(await measure("pty 80x24 /bin/echo hi, sshd's pty", options, workspaceId, pty, hide)) });
       await run(process.execPath, [CLI, "destroy", "--workspace-id", workspaceId], {
         input: `${JSON.stringify({ protocolVersion: 1, runtimeInstanceId: RID, options })}\n`,
       });
