@@ -3,10 +3,12 @@
 // arrive as fd3 frames; unsupported ones kill first. Every case runs on each way a host can give
 // a PTY exec its terminal: owned by the host daemon through python3 or util-linux `script`, and
 // sshd's own pty where the host has neither (forced with a test hook that hides the programs).
+import { createHash, randomBytes } from "node:crypto";
 import { existsSync, readdirSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ExecWorkspace, eventually, exitOf } from "../support/exec.js";
+import { ExecWorkspace, eventually, exitOf, secretLeaks } from "../support/exec.js";
+import { hostProcesses, isHostDaemon } from "../support/host-processes.js";
 import { removeScratch, scriptOnlyPath } from "../terminal/scenarios.js";
 
 const PROBE =
@@ -24,6 +26,8 @@ const MODES = [
 ];
 
 afterAll(removeScratch);
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe.each(MODES)("exec, PTY mode, over SSH, on $mode", ({ searchPath, parent }) => {
   const ws = new ExecWorkspace("exec-pty");
@@ -179,6 +183,48 @@ describe.each(MODES)("exec, PTY mode, over SSH, on $mode", ({ searchPath, parent
     const r = await h.done;
     expect(exitOf(r)).toEqual({ code: 3, signal: null });
     expect(r.stdout.toString("utf8")).toContain("resumed-now");
+  });
+
+  it("argv passes exactly, as given", async () => {
+    const r = await ws.run({ argv: ["/bin/sh", "-c", 'printf "[%s]" "$0" "$@"', "zero", "a b", "", "λ", "--x=$HOME"], stdio: pty });
+    expect(exitOf(r)).toEqual({ code: 0, signal: null });
+    expect(r.stdout.toString("utf8")).toBe("[zero][a b][][λ][--x=$HOME]");
+  });
+
+  it("a reader that stops reading holds the terminal's workload back; every byte arrives once it reads again", async () => {
+    // ~11 MB: more than every window and buffer between the workload and fd1 together hold.
+    const lines = 1_500_000;
+    const h = ws.start({ argv: ["/usr/bin/seq", "1", String(lines)], stdio: pty }, { pauseStdout: true });
+    await h.waitEvent("started");
+    await sleep(1500);
+    const blocked = (await ws.processes()).filter((p) => p.command.startsWith("/usr/bin/seq"));
+    expect(blocked).toHaveLength(1);
+    h.resumeStdout();
+    const r = await h.done;
+    expect(exitOf(r)).toEqual({ code: 0, signal: null });
+    const expected = Array.from({ length: lines }, (_, i) => `${i + 1}\n`).join("");
+    const got = r.stdout.toString("latin1").replace(/\r\n/g, "\n");
+    expect(got.length).toBe(expected.length);
+    expect(createHash("sha256").update(got).digest("hex")).toBe(createHash("sha256").update(expected).digest("hex"));
+  });
+
+  it("keeps the env off every command line, environment and file but the workload's; a SIGKILLed wrapper leaves neither the workload nor the terminal's owner", async () => {
+    const secret = `pty-secret-${randomBytes(8).toString("hex")}`;
+    const h = ws.start({ argv: ["/bin/sleep", "61"], env: { PATH: "/usr/bin:/bin", SECRET: secret }, stdio: pty });
+    await h.waitEvent("started");
+    const workload = (await ws.processes()).filter((p) => p.command === "/bin/sleep 61").map((p) => p.pid);
+    expect(workload).toHaveLength(1);
+    expect(secretLeaks(secret, ws.configuredRoot, new Set(workload))).toEqual({ argv: [], environ: [], files: [] });
+    const agentDir = `${ws.configuredRoot}/agent/`;
+    const ours = () => hostProcesses().filter((p) => !isHostDaemon(p) && p.argv.some((a) => a.includes(agentDir)));
+    expect(ours().length).toBeGreaterThan(0); // the relay (or pty-attach)
+    process.kill(-h.child.pid!, "SIGKILL");
+    const left = await eventually(
+      async () => ({ procs: await ws.processes(), owners: ours() }),
+      (x) => x.procs.length === 0 && x.owners.length === 0,
+      8000,
+    );
+    expect(left).toEqual({ procs: [], owners: [] });
   });
 
   it("exact env in a PTY too: no TERM, no sshd variables", async () => {
