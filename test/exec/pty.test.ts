@@ -4,11 +4,11 @@
 // a PTY exec its terminal: owned by the host daemon through python3 or util-linux `script`, and
 // sshd's own pty where the host has neither (forced with a test hook that hides the programs).
 import { createHash, randomBytes } from "node:crypto";
-import { existsSync, readdirSync, utimesSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ExecWorkspace, eventually, exitOf, secretLeaks } from "../support/exec.js";
-import { hostProcesses, isHostDaemon } from "../support/host-processes.js";
+import { hostProcesses } from "../support/host-processes.js";
 import { removeScratch, scriptOnlyPath } from "../terminal/scenarios.js";
 
 const PROBE =
@@ -215,16 +215,20 @@ describe.each(MODES)("exec, PTY mode, over SSH, on $mode", ({ searchPath, parent
     const workload = (await ws.processes()).filter((p) => p.command === "/bin/sleep 61").map((p) => p.pid);
     expect(workload).toHaveLength(1);
     expect(secretLeaks(secret, ws.configuredRoot, new Set(workload))).toEqual({ argv: [], environ: [], files: [] });
-    const agentDir = `${ws.configuredRoot}/agent/`;
-    const ours = () => hostProcesses().filter((p) => !isHostDaemon(p) && p.argv.some((a) => a.includes(agentDir)));
-    expect(ours().length).toBeGreaterThan(0); // the relay (or pty-attach)
+    // The terminal's owner: the workload's parent (the relay, our script child, or pty-attach).
+    const owner = Number(readFileSync(`/proc/${workload[0]}/stat`, "utf8").split(") ")[1]!.split(" ")[1]);
+    expect(
+      hostProcesses()
+        .find((p) => p.pid === owner)
+        ?.argv.join(" "),
+    ).toContain(`${ws.configuredRoot}/agent/`);
     process.kill(-h.child.pid!, "SIGKILL");
     const left = await eventually(
-      async () => ({ procs: await ws.processes(), owners: ours() }),
-      (x) => x.procs.length === 0 && x.owners.length === 0,
+      async () => ({ procs: await ws.processes(), owner: hostProcesses().some((p) => p.pid === owner) }),
+      (x) => x.procs.length === 0 && !x.owner,
       8000,
     );
-    expect(left).toEqual({ procs: [], owners: [] });
+    expect(left).toEqual({ procs: [], owner: false });
   });
 
   it("exact env in a PTY too: no TERM, no sshd variables", async () => {

@@ -16,7 +16,7 @@ import { RuntimeError } from "../../shared/errors.js";
 import { FrameKind, type Frame } from "../../shared/frames.js";
 import { decodeRuntimeMessage, type ExecRunRequest } from "../../shared/agent-api.js";
 import type { AgentContext, ConversationEnd } from "../context.js";
-import { spawnTerminal, type Terminal, type TerminalExit, type UsableTerminalSupport } from "../terminal/index.js";
+import { spawnTerminal, type IdleRelay, type Terminal, type TerminalExit, type UsableTerminalSupport } from "../terminal/index.js";
 import { closeTag, openTag, type Launch } from "./launch.js";
 import type { ExecSupervisor } from "./supervisor.js";
 import { execTagPath } from "../proc/process-set.js";
@@ -31,6 +31,9 @@ export async function runTerminal(
   support: UsableTerminalSupport,
   launch: Launch,
   req: ExecRunRequest & { stdio: { kind: "pty" } },
+  /** A relay started ahead of this exec (used if still usable), and what to do once it runs. */
+  idle: IdleRelay | undefined,
+  afterStart: () => void,
 ): Promise<void> {
   const stdin = new StdinForwarder(ctx);
   const flow = new OutputFlow(ctx);
@@ -59,22 +62,28 @@ export async function runTerminal(
   });
   const closed = new Promise<ConversationEnd>((resolve) => ctx.onClose(resolve));
 
-  const tagFd = openTag(execTagPath(sup.layout, sup.execId));
+  const tagPath = execTagPath(sup.layout, sup.execId);
+  const tagFd = openTag(tagPath);
+  const spec = {
+    file: launch.file,
+    args: launch.args,
+    argv0: launch.argv0,
+    cwd: launch.cwd,
+    env: req.env,
+    rows: req.stdio.rows,
+    cols: req.stdio.cols,
+    tagFd,
+    tagPath,
+  };
+  let t: Terminal;
   try {
-    term = await spawnTerminal(support, {
-      file: launch.file,
-      args: launch.args,
-      argv0: launch.argv0,
-      cwd: launch.cwd,
-      env: req.env,
-      rows: req.stdio.rows,
-      cols: req.stdio.cols,
-      tagFd,
-    });
+    // A relay started ahead that failed (it ended meanwhile) has left nothing running: start anew.
+    t = await spawnTerminal(support, spec, idle).catch((err: unknown) => (idle ? spawnTerminal(support, spec) : Promise.reject(err)));
   } finally {
     closeTag(tagFd);
+    if (idle?.usable) idle.discard(); // not taken (it had ended, or the support changed)
   }
-  const t = term;
+  term = t;
   // A program that could not be executed has no identity; the relay already showed why on the
   // terminal (like a shell would) and `exited` carries 126/127.
   await sup.publish(t.pid !== null ? { pid: t.pid, pgid: t.pgid!, sid: t.sid!, startTime: t.startTime! } : null);
@@ -82,6 +91,7 @@ export async function runTerminal(
     await t.close();
     return;
   }
+  afterStart();
   stdin.attach(t.input);
   const drained = flow.pump(t.output, FrameKind.Stdout);
   const outcome: Outcome = await Promise.race([

@@ -24,7 +24,13 @@ import { isAttachLine, onLines, sendLine } from "./attach-lines.js";
 import { listenUnix } from "../../shared/listen-unix.js";
 import { isMarkedRoot } from "../root-marker.js";
 import { conversationLost } from "./sessions.js";
-import { probeTerminalSupport, type TerminalSupport } from "../terminal/index.js";
+import {
+  probeTerminalSupport,
+  startIdleRelay,
+  type IdleRelay,
+  type TerminalSupport,
+  type UsableTerminalSupport,
+} from "../terminal/index.js";
 import { runTerminal } from "./pty-terminal.js";
 
 /** How long the runtime has to open the PTY channel after receiving the token. */
@@ -66,6 +72,32 @@ export function terminalSupport(agentDir: string, searchPath?: string): Promise<
   return p;
 }
 
+/**
+ * One relay per agent directory started ahead of the next PTY exec (python3 only), once this
+ * process has run a PTY exec: that exec then starts as fast as a pipes exec instead of waiting for
+ * the interpreter.
+ */
+const idleRelays = new Map<string, IdleRelay>();
+
+function takeIdleRelay(agentDir: string, support: UsableTerminalSupport): IdleRelay | undefined {
+  const relay = idleRelays.get(agentDir);
+  if (!relay || JSON.stringify(relay.support) !== JSON.stringify(support)) return undefined;
+  idleRelays.delete(agentDir);
+  return relay;
+}
+
+/** Started a moment after an exec's terminal came up, so it does not slow that exec's first steps. */
+const IDLE_RELAY_DELAY_MS = 100;
+
+function prepareIdleRelay(agentDir: string, support: UsableTerminalSupport): void {
+  setTimeout(() => {
+    if (idleRelays.get(agentDir)?.usable) return;
+    const relay = startIdleRelay(support);
+    if (relay) idleRelays.set(agentDir, relay);
+    else idleRelays.delete(agentDir);
+  }, IDLE_RELAY_DELAY_MS).unref();
+}
+
 export async function runPty(
   ctx: AgentContext,
   sup: ExecSupervisor,
@@ -76,7 +108,11 @@ export async function runPty(
   if (!launch) return sup.notFound(req.argv[0]!);
   if (req.stdio.kind !== "pty") throw new RuntimeError("input", "exec request has an invalid stdio");
   const support = await terminalSupport(ctx.agentDir, searchPath);
-  if (support.method !== "none") return runTerminal(ctx, sup, support, launch, { ...req, stdio: req.stdio });
+  if (support.method !== "none") {
+    return runTerminal(ctx, sup, support, launch, { ...req, stdio: req.stdio }, takeIdleRelay(ctx.agentDir, support), () =>
+      prepareIdleRelay(ctx.agentDir, support),
+    );
+  }
   return runSshdPty(ctx, sup, launch, req);
 }
 

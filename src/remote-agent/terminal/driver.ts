@@ -24,6 +24,11 @@ export interface TerminalSpec {
   cols: number;
   /** Open descriptor of the exec's tag file: the workload gets it as fd 47, the relay never keeps it. */
   tagFd?: number;
+  /**
+   * The same tag file's path, for a relay started ahead of its exec (startIdleRelay): the
+   * workload's side opens it as fd 47 before the program starts. Without it such a relay is not used.
+   */
+  tagPath?: string;
 }
 
 export interface TerminalExit {
@@ -197,18 +202,85 @@ function readLines(stream: Socket, onMessage: (msg: Record<string, unknown>) => 
   });
 }
 
+/** A relay process started before any exec needs it, waiting for its launch (python3 only). */
+export interface IdleRelay {
+  readonly support: UsableTerminalSupport;
+  /** Still waiting and usable (not exited, not failed). */
+  readonly usable: boolean;
+  /** Ends it unused. */
+  discard(): void;
+}
+
+class WaitingRelay implements IdleRelay {
+  private failed: Error | null = null;
+  private taken = false;
+  readonly proc: ChildProcess;
+
+  constructor(
+    readonly support: UsableTerminalSupport,
+    readonly command: string,
+    args: string[],
+  ) {
+    this.proc = startRelay(command, args, ["pipe", "pipe", "pipe", "pipe", "pipe"]);
+    this.proc.once("error", (err) => (this.failed = err));
+    // Until taken nothing reads it; a relay that ended (or failed to start) is simply not used.
+    for (const s of this.proc.stdio) (s as Socket | null)?.on("error", () => undefined);
+  }
+
+  get usable(): boolean {
+    return (
+      !this.taken && this.failed === null && this.proc.pid !== undefined && this.proc.exitCode === null && this.proc.signalCode === null
+    );
+  }
+
+  take(): ChildProcess {
+    this.taken = true;
+    return this.proc;
+  }
+
+  discard(): void {
+    this.taken = true;
+    this.proc.kill("SIGKILL");
+  }
+}
+
 /**
- * Starts `spec` on a new terminal owned by a relay child of this process. Resolves once the
- * workload runs (identity set) or failed to execute (spawnError set); rejects when the relay
+ * Starts a relay ahead of the exec it will serve, so that exec does not wait for the interpreter
+ * to start (python3 only; null for other methods). It holds no workload data until launched: its
+ * control descriptor carries the launch later, with the tag file's path instead of a descriptor.
+ */
+export function startIdleRelay(support: UsableTerminalSupport): IdleRelay | null {
+  if (support.method !== "python3") return null;
+  const [command, args] = relayCommand(support);
+  return new WaitingRelay(support, command, args);
+}
+
+/** Own session and no inherited environment: the relay is nobody's job and leaks nothing. */
+function startRelay(command: string, args: string[], stdio: StdioOptions): ChildProcess {
+  return spawn(command, args, { stdio, env: {}, cwd: "/", detached: true });
+}
+
+const sameSupport = (a: UsableTerminalSupport, b: UsableTerminalSupport) => JSON.stringify(a) === JSON.stringify(b);
+
+/**
+ * Starts `spec` on a new terminal owned by a relay child of this process (`idle`, when given,
+ * usable and started for the same support, with `spec.tagPath` set; else a new one). Resolves once
+ * the workload runs (identity set) or failed to execute (spawnError set); rejects when the relay
  * itself cannot start or does not report within START_TIMEOUT_MS (then nothing is left running).
  */
-export async function spawnTerminal(support: UsableTerminalSupport, spec: TerminalSpec): Promise<Terminal> {
+export async function spawnTerminal(support: UsableTerminalSupport, spec: TerminalSpec, idle?: IdleRelay): Promise<Terminal> {
   if (!validSize(spec.rows) || !validSize(spec.cols)) throw new RuntimeError("input", "Invalid PTY size");
+  const warm =
+    idle instanceof WaitingRelay && idle.usable && spec.tagPath !== undefined && sameSupport(idle.support, support) ? idle : null;
   const [command, args] = relayCommand(support);
-  const stdio: StdioOptions = ["pipe", "pipe", "pipe", "pipe", "pipe"];
-  if (spec.tagFd !== undefined) stdio.push(spec.tagFd);
-  // Own session and no inherited environment: the relay is nobody's job and leaks nothing.
-  const proc = spawn(command, args, { stdio, env: {}, cwd: "/", detached: true });
+  let proc: ChildProcess;
+  if (warm) {
+    proc = warm.take();
+  } else {
+    const stdio: StdioOptions = ["pipe", "pipe", "pipe", "pipe", "pipe"];
+    if (spec.tagFd !== undefined) stdio.push(spec.tagFd);
+    proc = startRelay(command, args, stdio);
+  }
   const spawnFailed = new Promise<never>((_, reject) =>
     proc.once("error", (err) =>
       reject(new RuntimeError("remote-dependency", `cannot start the terminal relay ${command}: ${err.message}`)),
@@ -227,7 +299,7 @@ export async function spawnTerminal(support: UsableTerminalSupport, spec: Termin
     env,
     rows: spec.rows,
     cols: spec.cols,
-    tag: spec.tagFd !== undefined,
+    ...(warm ? { tagPath: wellFormed(spec.tagPath!) } : { tag: spec.tagFd !== undefined }),
     ...(support.method === "script" ? { stty: support.stty } : {}),
   });
   let timer: NodeJS.Timeout | undefined;

@@ -14,6 +14,9 @@
 //     (t.spawnError = {code: 127 for ENOENT | 126, message}; the message is also printed on the
 //     terminal, like a shell; t.exited gives the code). Rejects (RuntimeError) only when the relay
 //     itself cannot start or report within 10 s; then nothing is left running.
+//   const idle = startIdleRelay(support)   (python3 only, else null) a relay started ahead of its
+//     exec, waiting for the launch; spawnTerminal(support, {...spec, tagPath}, idle) uses it when
+//     still usable, so that exec does not wait for the interpreter (idle.discard() ends it unused).
 //
 // Guarantees:
 //   * The pty has the requested size before the workload exists. The workload leads its own
@@ -44,4 +47,4 @@
 //     the terminal's session and reaps. Processes that left the session (setsid) are the process
 //     set's to reap. A relay killed with SIGKILL only gets the kernel's hang-up.
 export { probeTerminalSupport, type ProbeOptions, type TerminalSupport, type UsableTerminalSupport } from "./probe.js";
-export { spawnTerminal, type Terminal, type TerminalExit, type TerminalSpec } from "./driver.js";
+export { spawnTerminal, startIdleRelay, type IdleRelay, type Terminal, type TerminalExit, type TerminalSpec } from "./driver.js";

@@ -9,6 +9,8 @@
 #   3  control JSON lines in: first {"type":"launch",...}, then resize / signal
 #   4  status  JSON lines out: spawned | spawn-failed, resized, exit
 #   5  the exec's tag (only when the launch says so): given to the workload as fd 47, never kept
+#      (a relay started ahead of its exec gets the tag file's path in the launch instead, "tagPath":
+#      opened by the workload's side only, as fd 47)
 # SIGTERM to the relay, EOF on control or an unwritable output/status all mean the same: hang up.
 # `--probe` checks that this interpreter can allocate and size a pty, prints one JSON line, exits.
 #
@@ -202,11 +204,20 @@ def child(launch, slave, errw):
         for fd in (0, 1, 2):
             os.dup2(slave, fd)
         keep = {0, 1, 2, errw}
-        if launch.get("tag"):
+        tag_path = launch.get("tagPath")
+        if launch.get("tag") or isinstance(tag_path, str):
             if errw == TAG_FD:
                 errw = os.dup(errw)
                 keep.add(errw)
-            os.dup2(TAG_SRC, TAG_FD)
+            if isinstance(tag_path, str):
+                tag = os.open(to_bytes(tag_path), os.O_WRONLY | os.O_NOFOLLOW)
+                if tag != TAG_FD:
+                    os.dup2(tag, TAG_FD)
+                    os.close(tag)
+                else:
+                    os.set_inheritable(TAG_FD, True)
+            else:
+                os.dup2(TAG_SRC, TAG_FD)
             keep.add(TAG_FD)
         try:
             fds = [int(n) for n in os.listdir("/proc/self/fd")]
