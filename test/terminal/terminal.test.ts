@@ -6,7 +6,7 @@
 import { closeSync, openSync, readFileSync, readdirSync, readlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { probeTerminalSupport, spawnTerminal, type UsableTerminalSupport } from "../../src/remote-agent/terminal/index.js";
+import { probeTerminalSupport, spawnTerminal, startIdleRelay, type UsableTerminalSupport } from "../../src/remote-agent/terminal/index.js";
 import { alive, collect, killTagHolders, removeScratch, runA21, scratch, scriptOnlyPath, sleep, spec, tagHolders } from "./scenarios.js";
 
 async function supportFor(method: "python3" | "script"): Promise<UsableTerminalSupport> {
@@ -212,5 +212,52 @@ describe.each(["python3", "script"] as const)("terminal via %s", (method) => {
     } finally {
       killTagHolders(tagPath);
     }
+  });
+});
+
+describe("a relay started ahead of its exec (python3)", () => {
+  let support: Extract<UsableTerminalSupport, { method: "python3" }>;
+  beforeAll(async () => {
+    support = (await supportFor("python3")) as typeof support;
+  });
+
+  it("serves the exec it is given: size in place before the start, the tag opened by path as the workload's fd 47 only", async () => {
+    const idle = startIdleRelay(support)!;
+    expect(idle.usable).toBe(true);
+    // Waiting for its launch, it holds nothing of any exec (its argv is the relay's alone).
+    expect(readFileSync(`/proc/${idle.pid}/cmdline`, "utf8").split("\0").filter(Boolean)).toEqual([
+      support.python,
+      "-I",
+      "-S",
+      support.relay,
+    ]);
+    const tagPath = join(scratch("tag"), "exec.tag");
+    writeFileSync(tagPath, "", { mode: 0o600 });
+    const t = await spawnTerminal(
+      support,
+      spec("/bin/sh", ["-c", "stty size; exec sleep 30"], { env: { PATH: "/usr/bin:/bin" }, rows: 33, cols: 101, tagPath }),
+      idle,
+    );
+    expect(t.relayPid).toBe(idle.pid);
+    expect(idle.usable).toBe(false);
+    await collect(t).wait("33 101");
+    expect(readlinkSync(`/proc/${t.pid}/fd/47`)).toBe(tagPath);
+    expect(tagHolders(tagPath)).toEqual([t.pid]);
+    const links = readdirSync(`/proc/${t.relayPid}/fd`).map((fd) => readlinkSync(`/proc/${t.relayPid}/fd/${fd}`));
+    expect(links).not.toContain(tagPath);
+    expect(t.signal("SIGKILL")).toBe(true);
+    expect(await t.exited).toEqual({ code: null, signal: "SIGKILL" });
+  });
+
+  it("one that ended before it was needed is not used: a new relay starts the exec", async () => {
+    const idle = startIdleRelay(support)!;
+    idle.discard();
+    while (alive(idle.pid!)) await sleep(10);
+    const tagPath = join(scratch("tag"), "exec.tag");
+    const tagFd = openSync(tagPath, "w", 0o600);
+    const t = await spawnTerminal(support, spec("/bin/sh", ["-c", "exit 4"], { tagFd, tagPath }), idle);
+    closeSync(tagFd);
+    expect(t.relayPid).not.toBe(idle.pid);
+    expect(await t.exited).toEqual({ code: 4, signal: null });
   });
 });

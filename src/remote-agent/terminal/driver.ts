@@ -205,6 +205,8 @@ function readLines(stream: Socket, onMessage: (msg: Record<string, unknown>) => 
 /** A relay process started before any exec needs it, waiting for its launch (python3 only). */
 export interface IdleRelay {
   readonly support: UsableTerminalSupport;
+  /** The relay process (undefined when it could not be started). */
+  readonly pid: number | undefined;
   /** Still waiting and usable (not exited, not failed). */
   readonly usable: boolean;
   /** Ends it unused. */
@@ -225,6 +227,10 @@ class WaitingRelay implements IdleRelay {
     this.proc.once("error", (err) => (this.failed = err));
     // Until taken nothing reads it; a relay that ended (or failed to start) is simply not used.
     for (const s of this.proc.stdio) (s as Socket | null)?.on("error", () => undefined);
+  }
+
+  get pid(): number | undefined {
+    return this.proc.pid;
   }
 
   get usable(): boolean {
