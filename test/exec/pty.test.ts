@@ -185,6 +185,15 @@ describe.each(MODES)("exec, PTY mode, over SSH, on $mode", ({ searchPath, parent
     expect(r.stdout.toString("utf8")).toContain("resumed-now");
   });
 
+  it("a program that cannot be executed is reported like a shell: 127 missing, 126 not executable, with a line saying why", async () => {
+    const missing = await ws.run({ argv: ["/nonexistent/program"], stdio: pty });
+    expect(exitOf(missing)).toEqual({ code: 127, signal: null });
+    expect(missing.stdout.toString("utf8") + missing.stderr).toMatch(/\/nonexistent\/program: .*(No such file or directory|ENOENT)/);
+    const notExecutable = await ws.run({ argv: ["/etc/passwd"], stdio: pty });
+    expect(exitOf(notExecutable)).toEqual({ code: 126, signal: null });
+    expect(notExecutable.stdout.toString("utf8") + notExecutable.stderr).toMatch(/\/etc\/passwd: .*(Permission denied|EACCES)/);
+  });
+
   it("argv passes exactly, as given", async () => {
     const r = await ws.run({ argv: ["/bin/sh", "-c", 'printf "[%s]" "$0" "$@"', "zero", "a b", "", "λ", "--x=$HOME"], stdio: pty });
     expect(exitOf(r)).toEqual({ code: 0, signal: null });
