@@ -42,7 +42,7 @@ export class ExecSupervisor {
     private record: ExecRecord,
     readonly workspaceId: string,
     readonly owner: string,
-    /** Pipes: the workload leads its own group. PTY: it shares pty-attach's group, so signal the tree. */
+    /** Pipes: the workload leads its own group. PTY: job control moves its processes between groups, so signal the tree. */
     private readonly groupSignals: boolean,
     private readonly delayIdentityMs: number,
   ) {}

@@ -8,9 +8,10 @@
 // and the workspace of any process that did not close it. Processes that did close it (e.g.
 // children of programs that close all descriptors) are still found through their session, but
 // only a session our workload created: one recorded when an exec started (`<dir>/sessions/`), or
-// one led by a tagged process. Our own agents never hold a tag and are in none of those sessions,
-// except pty-attach, which leads its PTY exec's session and is excluded as that session's recorded
-// leader (pid + start time). macOS: best effort through recorded groups.
+// one led by a tagged process. Our own agents and terminal relays never hold a tag and are in none
+// of those sessions, except the one that leads a PTY exec's session (pty-attach on sshd's pty, our
+// child under util-linux `script`), excluded as that session's recorded leader (pid + start
+// time). macOS: best effort through recorded groups.
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { RuntimeError } from "../../shared/errors.js";
@@ -37,9 +38,10 @@ export type Member = ProcStat & { argv: string[]; tag: string | null };
 
 /**
  * A session our workload created, recorded when its exec started:
- * `<dir>/sessions/<sid>.<leaderStart>.<execHash>` when the workload leads it (pipes), or
- * `<sid>.<leaderStart>.<execHash>.<since>` when the agent that started the workload leads it
- * (pty-attach, in the session sshd made for the PTY channel): the leader is then not a member, and
+ * `<dir>/sessions/<sid>.<leaderStart>.<execHash>` when the workload leads it (pipes, PTY on a
+ * python3 relay), or `<sid>.<leaderStart>.<execHash>.<since>` when the process of ours that started
+ * the workload leads it (pty-attach, in the session sshd made for the PTY channel; our child under
+ * util-linux `script`): the leader is then not a member, and
  * neither is anything started before the workload (`since`), e.g. by the login shell's rc files.
  */
 interface RecordedSession {
