@@ -104,6 +104,12 @@ describe.each(["python3", "script"] as const)("terminal via %s", (method) => {
       await sleep(100);
     }
     t.input.write("exit 7\n");
+    // Under load bash (script mode) may still list the killed job as stopped and refuse the first
+    // exit ("There are stopped jobs."); a second exit in a row always ends it.
+    void out.wait("There are stopped jobs", 10_000).then(
+      () => t.input.write("exit 7\n"),
+      () => undefined,
+    );
     expect(await t.exited).toEqual({ code: 7, signal: null });
     expect(out.text()).not.toMatch(/no job control|cannot set terminal process group/);
     expect(out.text()).toContain("Terminated");
