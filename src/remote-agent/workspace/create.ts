@@ -137,7 +137,8 @@ export async function create(ctx: AgentContext): Promise<CreateResult> {
     await pinCommit(cache, layout.key, commit);
     ctx.sendJson({ type: "progress", phase: "checkout" });
     const staging = join(rootLayout(ctx.root).tmpBase, `${STAGING_PREFIX}${layout.key}-${randomBytes(4).toString("hex")}`);
-    await materializeCheckout(staging, layout.checkout, cache, commit, branch, () => verifyOwned(ctx.root, workspaceId, owner));
+    const owned = () => void verifyOwned(ctx.root, workspaceId, owner);
+    await materializeCheckout(staging, layout.checkout, cache, commit, branch, owned, source.kind === "directory");
     const workspaceRoot = resolveWorkspaceRoot(layout.checkout, source.subdirectory, relativeCwd);
     const current = verifyOwned(ctx.root, workspaceId, owner);
     const done = replaceManifest(layout, {
