@@ -73,6 +73,7 @@ async function fillCache(
   inbox: FrameInbox,
   cache: string,
   source: SourceSpec,
+  startedAt: number,
 ): Promise<{ commit: string; branch: string }> {
   if (source.kind === "git") {
     const resolved = await fetchGitSource(cache, source.url, source.revision);
@@ -80,7 +81,8 @@ async function fillCache(
   }
   if (!(await hasCommit(cache, source.commit))) {
     // The free space lets the runtime refuse a transfer that cannot fit before sending anything.
-    ctx.sendJson({ type: "need-objects", haves: await cacheTips(cache), disk: diskInfo(ctx.root) });
+    const haves = await cacheTips(cache);
+    ctx.sendJson({ type: "need-objects", haves, disk: diskInfo(ctx.root), agentMs: Date.now() - startedAt });
     await receivePack(ctx.root, cache, inbox);
     if (!(await hasCommit(cache, source.commit))) throw new RuntimeError("remote", `objects for commit ${source.commit} did not arrive`);
   }
@@ -88,6 +90,7 @@ async function fillCache(
 }
 
 export async function create(ctx: AgentContext): Promise<CreateResult> {
+  const startedAt = Date.now();
   const { workspaceId, owner } = target(ctx);
   const req = ctx.request;
   const source = checkBranch(parseSource(req.source));
@@ -131,7 +134,7 @@ export async function create(ctx: AgentContext): Promise<CreateResult> {
     verifyOwned(ctx.root, workspaceId, owner);
     const cache = await ensureCache(ctx.root, projectKey);
     ctx.sendJson({ type: "progress", phase: "negotiate" });
-    const { commit, branch } = await fillCache(ctx, inbox, cache, source);
+    const { commit, branch } = await fillCache(ctx, inbox, cache, source, startedAt);
     inbox.assertAttended();
     verifyOwned(ctx.root, workspaceId, owner);
     await pinCommit(cache, layout.key, commit);
