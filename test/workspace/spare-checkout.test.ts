@@ -2,7 +2,7 @@
 // commit beside the project cache, and the next workspace of that commit takes it (one rename, no
 // file written). The workspaces stay fully independent (own files, own inodes), and a spare that
 // lost or changed a file is never handed out as it is: that workspace gets a fresh checkout.
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, unlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -96,5 +96,15 @@ describe("spare checkouts: the next workspace of a commit without writing its fi
   it("a spare with a changed file is not handed out either", async () => {
     // Same size, other content: only the content check can tell.
     await afterSpoiling("spare-d", (s) => writeFileSync(join(s, "committed.txt"), "COMMITTED\n"));
+  });
+
+  it("a spare unused for 30 minutes is removed by reconcile; the workspaces stay", async () => {
+    const s = await spareReady();
+    const old = new Date(Date.now() - 31 * 60_000);
+    utimesSync(s, old, old);
+    const ids = ["spare-a", "spare-b", "spare-c", "spare-d"];
+    expect((await d.reconcile(ids)).ok).toBe(true);
+    expect(existsSync(s)).toBe(false);
+    for (const id of ids) expect(gitIn(checkoutOf(id), ["rev-parse", "HEAD"]).trim()).toBe(fixture.commit);
   });
 });

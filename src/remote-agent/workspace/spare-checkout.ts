@@ -63,8 +63,11 @@ function log(line: string): void {
   }
 }
 
-/** Removes expired spares, the oldest beyond MAX_SPARES, and builds whose process is gone. */
-function sweep(cache: string): void {
+/**
+ * Removes expired spares, the oldest beyond MAX_SPARES, and builds whose process is gone (each
+ * create that uses the cache, and reconcile for every cache it keeps).
+ */
+export function sweepSpares(cache: string): void {
   const dir = sparesDir(cache);
   if (!existsSync(dir)) return;
   const ready: { name: string; mtimeMs: number }[] = [];
@@ -99,7 +102,7 @@ export async function takeSpare(cache: string, commit: string, into: string): Pr
   // A niced build may crawl on a busy host: then a checkout of our own is the faster way.
   if (pending && !pending.background) await pending.run;
   try {
-    sweep(cache);
+    sweepSpares(cache);
     renameSync(join(sparesDir(cache), commit), into);
     return true;
   } catch (err) {
@@ -153,7 +156,7 @@ function roomFor(cache: string, need: Footprint): boolean {
 async function buildSpare(cache: string, commit: string, background: boolean): Promise<void> {
   const dir = sparesDir(cache);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  sweep(cache);
+  sweepSpares(cache);
   const me = `${process.pid}-${readProcStat(process.pid)?.startTime ?? ""}`;
   const tmp = join(dir, `${BUILDING}${me}-${randomBytes(4).toString("hex")}`);
   try {
