@@ -98,11 +98,19 @@ describe("spare checkouts: the next workspace of a commit without writing its fi
     await afterSpoiling("spare-d", (s) => writeFileSync(join(s, "committed.txt"), "COMMITTED\n"));
   });
 
+  it("a spare whose index no longer is its commit's is not handed out either", async () => {
+    // The file and its index entry agree, so only the comparison with the commit can tell.
+    await afterSpoiling("spare-e", (s) => {
+      writeFileSync(join(s, "committed.txt"), "COMMITTED\n");
+      gitAsRemoteUser(s, ["add", "committed.txt"]);
+    });
+  });
+
   it("a spare unused for 30 minutes is removed by reconcile; the workspaces stay", async () => {
     const s = await spareReady();
     const old = new Date(Date.now() - 31 * 60_000);
     utimesSync(s, old, old);
-    const ids = ["spare-a", "spare-b", "spare-c", "spare-d"];
+    const ids = ["spare-a", "spare-b", "spare-c", "spare-d", "spare-e"];
     expect((await d.reconcile(ids)).ok).toBe(true);
     expect(existsSync(s)).toBe(false);
     for (const id of ids) expect(gitIn(checkoutOf(id), ["rev-parse", "HEAD"]).trim()).toBe(fixture.commit);

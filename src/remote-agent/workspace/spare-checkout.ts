@@ -114,16 +114,23 @@ export async function takeSpare(cache: string, commit: string, into: string): Pr
 }
 
 /**
- * Makes a taken spare the workspace's checkout: on `branch` (or detached) at `commit`, with no
- * file written (the tree is the same), and proves it complete and unmodified. Throws otherwise.
+ * Makes a taken spare the workspace's checkout: HEAD on `branch` (or detached) at `commit`, set
+ * with plumbing (the files and the index are the commit's already, with their stat data), then
+ * proves it: the index is the commit's tree and every file matches its index entry (stat data,
+ * or content where stat data cannot tell; a missing file counts). Throws otherwise.
  */
 export async function adoptSpare(checkout: string, commit: string, branch: string): Promise<void> {
-  const target = branch ? ["-B", branch, commit] : ["--detach", commit];
-  const { stderr } = await gitResult(["checkout", "--quiet", ...target], { cwd: checkout });
-  await verifyCheckout(checkout, stderr, checkout);
-  // Every index entry matches its file (stat data, or content where the stat data cannot tell).
-  const diff = await gitResult(["diff-files", "--quiet"], { cwd: checkout, okCodes: [1] });
-  if (diff.code !== 0) throw new Error("the spare checkout differs from its commit");
+  if (branch) {
+    await git(["update-ref", `refs/heads/${branch}`, commit], { cwd: checkout });
+    await git(["symbolic-ref", "HEAD", `refs/heads/${branch}`], { cwd: checkout });
+  } else {
+    await git(["update-ref", "--no-deref", "HEAD", commit], { cwd: checkout });
+  }
+  const [index, files] = await Promise.all([
+    gitResult(["diff-index", "--cached", "--quiet", commit], { cwd: checkout, okCodes: [1] }),
+    gitResult(["diff-files", "--quiet"], { cwd: checkout, okCodes: [1] }),
+  ]);
+  if (index.code !== 0 || files.code !== 0) throw new Error("the spare checkout differs from its commit");
 }
 
 /**
