@@ -21,6 +21,7 @@ import { receivePack } from "./pack-intake.js";
 import { gitSourceAccess } from "./git-credentials.js";
 import { diskInfo, explainNoSpace } from "./disk.js";
 import { materializeCheckout, resolveWorkspaceRoot } from "./checkout.js";
+import { createUnderWay } from "./spare-checkout.js";
 import { FrameInbox } from "./frame-inbox.js";
 import { killWorkspaceProcesses } from "../proc/process-set.js";
 import { isComplete, lifecycleEnvironment, str, target, view } from "./common.js";
@@ -90,6 +91,16 @@ async function fillCache(
 }
 
 export async function create(ctx: AgentContext): Promise<CreateResult> {
+  // Spare checkouts written in the background wait until no create is under way.
+  const ended = createUnderWay();
+  try {
+    return await createWorkspace(ctx);
+  } finally {
+    ended();
+  }
+}
+
+async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
   const startedAt = Date.now();
   const { workspaceId, owner } = target(ctx);
   const req = ctx.request;

@@ -15,6 +15,7 @@ import { checkoutFootprint, withMargin, type Footprint } from "../../shared/disk
 import { diskInfo } from "./disk.js";
 import { verifyCheckout } from "./checkout-verify.js";
 import { isGone, readProcStat } from "../../shared/proc-stat.js";
+import { sleep } from "../../shared/async.js";
 
 const SPARES = "paseo-spares";
 const BUILDING = ".building-";
@@ -133,16 +134,49 @@ export async function adoptSpare(checkout: string, commit: string, branch: strin
   if (index.code !== 0 || files.code !== 0) throw new Error("the spare checkout differs from its commit");
 }
 
+/** Creates under way in this daemon, and when the last one ended: background spares wait for quiet. */
+let creating = 0;
+let lastCreateEnd = 0;
+/** How long no create must have run before a background spare starts writing. */
+const QUIET_MS = 5_000;
+
+/** Marks a create under way until the returned function is called. */
+export function createUnderWay(): () => void {
+  creating++;
+  let ended = false;
+  return () => {
+    if (ended) return;
+    ended = true;
+    creating--;
+    lastCreateEnd = Date.now();
+  };
+}
+
+/**
+ * Resolves true once no create has run for QUIET_MS (a spare written meanwhile would slow that
+ * create down: its files compete for the same disk, whatever its CPU priority); false when the
+ * daemon stops or quiet never comes within SPARE_TTL_MS.
+ */
+async function quiet(): Promise<boolean> {
+  const giveUp = Date.now() + SPARE_TTL_MS;
+  while (!stopping.signal.aborted && Date.now() < giveUp) {
+    if (creating === 0 && Date.now() - lastCreateEnd >= QUIET_MS) return true;
+    await sleep(1000);
+  }
+  return false;
+}
+
 /**
  * Starts building a spare of `commit` (daemon only, at most one per commit, none when one is
  * ready), provided the disk keeps ample room after it. "now": a create may soon wait for it;
- * "background": at the lowest CPU priority (nothing waits for it yet). Failures only cost the
- * spare (logged).
+ * "background": once no create has run for a while, at the lowest CPU priority (nothing waits for
+ * it yet). Failures only cost the spare (logged).
  */
 export function scheduleSpare(cache: string, commit: string, footprint: Footprint | null, when: "now" | "background"): void {
   const key = keyOf(cache, commit);
   if (!enabled || stopping.signal.aborted || building.has(key) || existsSync(join(sparesDir(cache), commit))) return;
   const run = (async () => {
+    if (when === "background" && !(await quiet())) return;
     const need = footprint ?? (await checkoutFootprint(cache, commit, diskInfo(cache).blockSize));
     if (roomFor(cache, need)) await buildSpare(cache, commit, when === "background");
   })()
