@@ -49,14 +49,11 @@ export async function materializeCheckout(
 /** Takes a spare checkout into `staging` and adopts it; false (nothing left there) if none will do. */
 async function fromSpare(staging: string, cache: string, commit: string, branch: string): Promise<boolean> {
   if (!(await takeSpare(cache, commit, staging))) return false;
-  try {
-    await adoptSpare(staging, commit, branch);
-  } catch {
-    // Only a cache of ours went bad (e.g. a file removed from it): a fresh checkout replaces it.
+  if (!(await adoptSpare(staging, commit, branch))) {
     rmSync(staging, { recursive: true, force: true });
     return false;
   }
-  // Its replacement is written in the background while this workspace is put to use.
+  // Its replacement is written in the background, once creates have stopped for a while.
   scheduleSpare(cache, commit, null, "background");
   return true;
 }

@@ -1,8 +1,9 @@
 // Spare checkouts: the host daemon keeps one verified, unused checkout of a recently created commit
 // beside its project cache (`<cache>/paseo-spares/<commit>`), so the next workspace of that commit
 // takes it with one rename instead of writing every file again. Writing the files is what a second
-// workspace costs (thousands of file creations; no object moves), so a spare is built while the
-// previous create checks out its own copy, and a taken spare is replaced in the background.
+// workspace costs (thousands of file creations; no object moves), so a spare is written right after
+// a create's own checkout, and a taken spare is replaced once the daemon has had no create for a
+// while.
 // A spare is taken whole (renamed away), never shared: workspaces stay fully independent. It is
 // only an optimisation: it is built only where the disk keeps ample room after it, expires when
 // unused, and a spare that fails its check on adoption is thrown away for a fresh checkout.
@@ -118,20 +119,27 @@ export async function takeSpare(cache: string, commit: string, into: string): Pr
  * Makes a taken spare the workspace's checkout: HEAD on `branch` (or detached) at `commit`, set
  * with plumbing (the files and the index are the commit's already, with their stat data), then
  * proves it: the index is the commit's tree and every file matches its index entry (stat data,
- * or content where stat data cannot tell; a missing file counts). Throws otherwise.
+ * or content where stat data cannot tell; a missing file counts). False (logged) when it does not
+ * hold: only a cache of ours went bad, and the caller checks out afresh instead.
  */
-export async function adoptSpare(checkout: string, commit: string, branch: string): Promise<void> {
-  if (branch) {
-    await git(["update-ref", `refs/heads/${branch}`, commit], { cwd: checkout });
-    await git(["symbolic-ref", "HEAD", `refs/heads/${branch}`], { cwd: checkout });
-  } else {
-    await git(["update-ref", "--no-deref", "HEAD", commit], { cwd: checkout });
+export async function adoptSpare(checkout: string, commit: string, branch: string): Promise<boolean> {
+  try {
+    if (branch) {
+      await git(["update-ref", `refs/heads/${branch}`, commit], { cwd: checkout });
+      await git(["symbolic-ref", "HEAD", `refs/heads/${branch}`], { cwd: checkout });
+    } else {
+      await git(["update-ref", "--no-deref", "HEAD", commit], { cwd: checkout });
+    }
+    const [index, files] = await Promise.all([
+      gitResult(["diff-index", "--cached", "--quiet", commit], { cwd: checkout, okCodes: [1] }),
+      gitResult(["diff-files", "--quiet"], { cwd: checkout, okCodes: [1] }),
+    ]);
+    if (index.code === 0 && files.code === 0) return true;
+    log(`spare of ${commit} thrown away: it differs from its commit`);
+  } catch (err) {
+    log(`spare of ${commit} thrown away: ${oneLine(err instanceof Error ? err.message : String(err))}`);
   }
-  const [index, files] = await Promise.all([
-    gitResult(["diff-index", "--cached", "--quiet", commit], { cwd: checkout, okCodes: [1] }),
-    gitResult(["diff-files", "--quiet"], { cwd: checkout, okCodes: [1] }),
-  ]);
-  if (index.code !== 0 || files.code !== 0) throw new Error("the spare checkout differs from its commit");
+  return false;
 }
 
 /** Creates under way in this daemon, and when the last one ended: background spares wait for quiet. */
