@@ -206,6 +206,8 @@ export interface NeedObjectsMessage {
   haves: string[];
   /** Free space under the remote root, so a transfer that cannot fit is refused before it starts. */
   disk?: DiskInfo;
+  /** Milliseconds the agent spent on the request before this message: the rest is the link's. */
+  agentMs?: number;
 }
 
 /** create, agent → runtime: progress marks. */
@@ -292,6 +294,7 @@ const AGENT_MESSAGES: { [T in AgentMessage["type"]]: Guard<Extract<AgentMessage,
     type: literal("need-objects"),
     haves: arrayOf(isString),
     disk: optional(object({ mount: isString, freeBytes: isNumber, freeFiles: nullable(isNumber), blockSize: isNumber })),
+    agentMs: optional(isNumber),
   }),
   progress: object({ type: literal("progress"), phase: literal("negotiate", "checkout") }),
   "pty-token": object({ type: literal("pty-token"), token: isString }),

@@ -2,6 +2,7 @@
 // Shared by the runtime (reading the local project repo) and the remote agent (caches and
 // checkouts), so it uses Node built-ins only.
 import { spawn } from "node:child_process";
+import { setPriority } from "node:os";
 import type { Readable, Writable } from "node:stream";
 import { RuntimeError, oneLine, type ErrorClass } from "./errors.js";
 
@@ -28,6 +29,10 @@ export interface GitOptions {
   okCodes?: number[];
   /** Variables for this git child only (set after the inherited ones are filtered). */
   env?: Record<string, string>;
+  /** Background work: the child (and its workers) get the lowest CPU priority. */
+  background?: boolean;
+  /** Kills the child when aborted (its owner is going away). */
+  signal?: AbortSignal;
 }
 
 export interface GitResult {
@@ -47,9 +52,19 @@ export async function git(args: string[], opts: GitOptions = {}): Promise<string
 export function gitResult(args: string[], opts: GitOptions = {}): Promise<GitResult> {
   return new Promise((resolve, reject) => {
     const child = spawn("git", args, { cwd: opts.cwd, env: gitEnv(opts.env), stdio: ["pipe", "pipe", "pipe"] });
+    if (opts.background && child.pid !== undefined) {
+      try {
+        setPriority(child.pid, 19);
+      } catch {
+        // best effort: it still runs, at normal priority
+      }
+    }
     const out: Buffer[] = [];
     let err = "";
-    const timer = setTimeout(() => child.kill("SIGKILL"), opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+    const kill = () => child.kill("SIGKILL");
+    const timer = setTimeout(kill, opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+    if (opts.signal?.aborted) kill();
+    opts.signal?.addEventListener("abort", kill);
     child.stdout.on("data", (c: Buffer) => out.push(c));
     child.stderr.on("data", (c: Buffer) => (err = (err + c.toString("utf8")).slice(-4000)));
     child.stdin.on("error", () => undefined);
@@ -60,6 +75,7 @@ export function gitResult(args: string[], opts: GitOptions = {}): Promise<GitRes
     });
     child.on("close", (code, signal) => {
       clearTimeout(timer);
+      opts.signal?.removeEventListener("abort", kill);
       const stdout = Buffer.concat(out).toString("utf8");
       if (code === 0 || (code !== null && opts.okCodes?.includes(code))) return resolve({ code, stdout, stderr: err });
       reject(gitFailure(args, code, signal, err, opts.errorClass));

@@ -11,11 +11,13 @@ import type { CreateRequest, CreateResult, IntegrationTarget, SourceSpec } from 
 import { normaliseRelativePath } from "../shared/relative-path.js";
 import { sealIntegration } from "./integration-seal.js";
 import { resolveLocalSource } from "./local-source.js";
-import { localHaves, requireRemoteSpace, sendObjects } from "./object-transfer.js";
+import { localHaves, requireRemoteSpace, sendObjects, startPack } from "./object-transfer.js";
 import type { Progress } from "./progress.js";
 
 /** Whole-create bound: large first transfers over slow links need minutes, never forever. */
 const CREATE_TIMEOUT_MS = 30 * 60_000;
+/** Below this round trip the link is the same host or a LAN: compressing harder costs more than it saves. */
+const FAST_LINK_RTT_MS = 10;
 
 export interface PreparedCreate {
   request: CreateRequest;
@@ -99,10 +101,18 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
     if (msg?.type !== "need-objects" || transfer || !prepared.repo || prepared.request.source.kind !== "directory") return;
     const { repo } = prepared;
     const { commit } = prepared.request.source;
+    // The request's round trip minus the agent's own time on it: the link's round trip.
+    const rttMs = msg.agentMs === undefined ? Infinity : performance.now() - requestedAt - msg.agentMs;
     transfer = (async () => {
       const haves = await localHaves(repo, msg.haves);
-      if (msg.disk) await requireRemoteSpace(repo, commit, haves, msg.disk);
-      const bytes = await sendObjects(channel, repo, commit, haves, stop.signal);
+      const pack = startPack(repo, commit, haves, rttMs < FAST_LINK_RTT_MS);
+      try {
+        if (msg.disk) await requireRemoteSpace(repo, commit, haves, msg.disk);
+      } catch (err) {
+        pack.kill();
+        throw err;
+      }
+      const bytes = await sendObjects(channel, pack, stop.signal);
       reported = true;
       progress.mark("objects-sent", { bytes });
     })().catch((err: unknown) => {
@@ -113,6 +123,7 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
     });
   };
   channel.on("frame", onFrame);
+  const requestedAt = performance.now();
   try {
     const result = await channel.request(requestFor(host, "workspace.create", prepared.request), CREATE_TIMEOUT_MS);
     if (!transfer) noObjects();

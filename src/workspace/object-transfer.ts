@@ -1,10 +1,11 @@
 // Ships the objects a remote cache lacks: `git pack-objects --revs --thin --stdout` on the Paseo
 // host (reads the repository, writes nothing into it) streamed as Stdin data frames, then an Eof
 // frame. The agent completes the thin pack with `index-pack --fix-thin` against its own objects.
+import { PassThrough } from "node:stream";
 import { FrameKind, encodeData, encodeFrame } from "../shared/frames.js";
 import type { AgentChannel } from "../transport/agent-channel.js";
-import { gitResult, gitStream, knownCommits } from "../shared/git-exec.js";
-import { checkoutFootprint, formatBytes, requireSpace, type DiskInfo } from "../shared/disk-space.js";
+import { gitResult, gitStream, knownCommits, type GitStream } from "../shared/git-exec.js";
+import { checkoutFootprint, formatBytes, requireSpace, withMargin, type DiskInfo } from "../shared/disk-space.js";
 
 const PACK_TIMEOUT_MS = 600_000;
 
@@ -14,49 +15,81 @@ export function localHaves(repo: string, offered: string[]): Promise<string[]> {
 }
 
 /**
+ * What the local repository stores in all (`count-objects`: loose and packed, every branch): at
+ * least what any transfer from it sends, unless it borrows objects from elsewhere (alternates),
+ * when nothing cheap bounds it (null).
+ */
+async function storedBytes(repo: string): Promise<number | null> {
+  const out = await gitResult(["count-objects", "-v"], { cwd: repo, errorClass: "input", okCodes: [1, 128] });
+  if (out.code !== 0 || /^alternate:/m.test(out.stdout)) return null;
+  const kib = (field: string) => Number(new RegExp(`^${field}: (\\d+)$`, "m").exec(out.stdout)?.[1] ?? NaN);
+  const total = (kib("size") + kib("size-pack")) * 1024;
+  return Number.isFinite(total) ? total : null;
+}
+
+/**
  * Refuses before sending anything when the host's disk cannot hold the objects plus the checkout.
- * The objects are counted as they are stored here (`rev-list --disk-usage`, git >= 2.38; an older
- * git counts only the checkout), which is close to the size of the pack the host will keep.
+ * The objects are counted as they are stored here: when even everything the repository stores fits,
+ * that settles it; otherwise exactly what this transfer sends (`rev-list --disk-usage`, git >= 2.38;
+ * an older git counts only the checkout), which is close to the size of the pack the host keeps.
  */
 export async function requireRemoteSpace(repo: string, commit: string, haves: string[], disk: DiskInfo): Promise<void> {
-  const revs = [commit, ...haves.map((h) => `^${h}`)].join("\n") + "\n";
-  const [usage, checkout] = await Promise.all([
-    gitResult(["rev-list", "--objects", "--disk-usage", "--stdin"], {
+  const [stored, checkout] = await Promise.all([storedBytes(repo), checkoutFootprint(repo, commit, disk.blockSize)]);
+  let objects = stored ?? 0;
+  if (stored === null || disk.freeBytes < withMargin(stored + checkout.bytes)) {
+    const revs = [commit, ...haves.map((h) => `^${h}`)].join("\n") + "\n";
+    const usage = await gitResult(["rev-list", "--objects", "--disk-usage", "--stdin"], {
       cwd: repo,
       input: revs,
       okCodes: [1, 128, 129],
       errorClass: "input",
-    }),
-    checkoutFootprint(repo, commit, disk.blockSize),
-  ]);
-  const objects = usage.code === 0 ? Number(usage.stdout.trim()) || 0 : 0;
+    });
+    objects = usage.code === 0 ? Number(usage.stdout.trim()) || 0 : 0;
+  }
   const what = `this workspace (${formatBytes(objects)} of objects, a ${formatBytes(checkout.bytes)} checkout)`;
   requireSpace(disk, { bytes: objects + checkout.bytes, files: checkout.files }, what);
 }
 
 /**
- * Streams the pack for `commit` minus `haves` to the agent; resolves with the bytes sent. `stop`
- * ends it early (the agent already failed).
+ * Starts packing `commit` minus `haves` (nothing is read yet: pack-objects enumerates objects and
+ * then waits on the full pipe, so this overlaps its counting with the disk-space check).
+ * `fastLink`: the link moves bytes faster than zlib's default level makes them (a round trip of a
+ * few milliseconds: the same host or a LAN), so objects that must be compressed here use level 1,
+ * which costs a third of the CPU for a few percent more bytes; deltas and objects already
+ * compressed in the repository's packs are reused as they are either way.
  */
-export async function sendObjects(
-  channel: AgentChannel,
-  repo: string,
-  commit: string,
-  haves: string[],
-  stop?: AbortSignal,
-): Promise<number> {
+export function startPack(repo: string, commit: string, haves: string[], fastLink: boolean): GitStream {
   const revs = [commit, ...haves.map((h) => `^${h}`)].join("\n") + "\n";
   // A first transfer (nothing on the host yet) skips the delta search among loose objects: it
   // dominated create time (5,000 fresh files: 4.2 s of pack-objects vs 1.6 s) while deltas already
   // in the repository's packs are still reused. Later, small transfers keep the search, where a
   // delta against the host's copy of a large file is what keeps them small.
   const search = haves.length === 0 ? ["--window=0"] : [];
+  const level: Record<string, string> = fastLink
+    ? { GIT_CONFIG_COUNT: "1", GIT_CONFIG_KEY_0: "pack.compression", GIT_CONFIG_VALUE_0: "1" }
+    : {};
   const pack = gitStream(["pack-objects", "--revs", "--thin", "--stdout", "--delta-base-offset", "--quiet", ...search], {
     cwd: repo,
     timeoutMs: PACK_TIMEOUT_MS,
     errorClass: "input",
+    env: level,
   });
   pack.stdin.end(revs);
+  // Its failure is awaited where the pack is read; a pack never read is killed by its owner.
+  pack.done.catch(() => undefined);
+  // Taken into a stream of ours at once: output nobody listens to yet is thrown away by Node when
+  // the child exits (a small pack is complete before the check ends). The pipe still holds
+  // pack-objects back once 1 MiB waits here.
+  const stdout = new PassThrough({ highWaterMark: 1024 * 1024 });
+  pack.stdout.pipe(stdout);
+  return { ...pack, stdout };
+}
+
+/**
+ * Streams a started pack (startPack) to the agent; resolves with the bytes sent. `stop` ends it early (the
+ * agent already failed).
+ */
+export async function sendObjects(channel: AgentChannel, pack: GitStream, stop?: AbortSignal): Promise<number> {
   let bytes = 0;
   const onClose = () => pack.kill();
   channel.once("close", onClose);

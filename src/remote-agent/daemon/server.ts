@@ -34,6 +34,7 @@ import { DAEMON_SOCKET, daemonPaths, idleArg, type DaemonPaths } from "./paths.j
 import { probeDaemon } from "./probe.js";
 import { sweepOrphanedExecs } from "./sweep.js";
 import { terminalSupport } from "../exec/pty.js";
+import { enableSpareCheckouts, spareBuildsRunning, stopSpareBuilds } from "../workspace/spare-checkout.js";
 
 export const DAEMON_IDLE_MS = 5 * 60_000;
 const TICK_MS = 1000;
@@ -212,7 +213,8 @@ class Daemon {
       // stderr is not a file (started by hand)
     }
     if (this.draining) return;
-    if (execSessions.size > 0 || this.openStreams() > 0) {
+    // A spare checkout being written counts as work: leaving would strand it half-made.
+    if (execSessions.size > 0 || this.openStreams() > 0 || spareBuildsRunning() > 0) {
       this.lastBusy = Date.now();
       return;
     }
@@ -249,6 +251,7 @@ class Daemon {
     this.stopping = true;
     clearInterval(this.timer);
     log(`exiting: ${why}`);
+    stopSpareBuilds();
     // Closing the server unlinks its path: only while the path is still ours.
     if (this.ownsPath()) {
       this.server.close();
@@ -325,6 +328,7 @@ export function daemonMain(agentFile: string, args: string[]): void {
   const idleMs = idleArg(args, DAEMON_IDLE_MS);
   process.on("SIGHUP", () => undefined);
   process.stderr.on("error", () => undefined);
+  enableSpareCheckouts();
   // One failing conversation must not take every exec's supervision down with it.
   process.on("uncaughtException", (err) => log(`uncaught: ${oneLine(err.stack ?? err.message)}`));
   process.on("unhandledRejection", (err) => log(`unhandled rejection: ${oneLine(String(err))}`));

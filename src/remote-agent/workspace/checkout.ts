@@ -9,11 +9,14 @@ import { CWD_ESCAPE_MESSAGE } from "../../shared/relative-path.js";
 import { checkoutFootprint, requireSpace } from "../../shared/disk-space.js";
 import { diskInfo } from "./disk.js";
 import { verifyCheckout } from "./checkout-verify.js";
+import { adoptSpare, scheduleSpare, takeSpare } from "./spare-checkout.js";
 
 /**
  * Builds the checkout in `staging` (under `<root>/tmp`) and renames it to `checkout` at the end.
  * Git recreates missing parent directories while writing, so building in place could resurrect a
  * workspace directory that a concurrent destroy just removed; a final rename cannot (it fails).
+ * With `spares` (directory sources), a spare checkout of the commit is taken when there is one,
+ * and another is built in the background for the next workspace (spare-checkout.ts).
  */
 export async function materializeCheckout(
   staging: string,
@@ -22,18 +25,37 @@ export async function materializeCheckout(
   commit: string,
   branch: string,
   beforeRename: () => void,
+  spares = false,
 ): Promise<void> {
   mkdirSync(dirname(staging), { recursive: true, mode: 0o700 });
-  // Refused before the first file is written when the tree cannot fit.
-  const disk = diskInfo(dirname(staging));
-  requireSpace(disk, await checkoutFootprint(cache, commit, disk.blockSize), "the checkout");
   try {
-    await buildCheckout(staging, cache, commit, branch);
+    if (!(spares && (await fromSpare(staging, cache, commit, branch)))) {
+      // Refused before the first file is written when the tree cannot fit.
+      const disk = diskInfo(dirname(staging));
+      const footprint = await checkoutFootprint(cache, commit, disk.blockSize);
+      requireSpace(disk, footprint, "the checkout");
+      await buildCheckout(staging, cache, commit, branch);
+      // Written once this checkout is done (not beside it: on a busy host two checkouts at once
+      // take far longer than one after the other), for the next workspace of the commit.
+      if (spares) scheduleSpare(cache, commit, footprint, "now");
+    }
     beforeRename();
     renameSync(staging, checkout);
   } finally {
     rmSync(staging, { recursive: true, force: true });
   }
+}
+
+/** Takes a spare checkout into `staging` and adopts it; false (nothing left there) if none will do. */
+async function fromSpare(staging: string, cache: string, commit: string, branch: string): Promise<boolean> {
+  if (!(await takeSpare(cache, commit, staging))) return false;
+  if (!(await adoptSpare(staging, commit, branch))) {
+    rmSync(staging, { recursive: true, force: true });
+    return false;
+  }
+  // Its replacement is written in the background, once creates have stopped for a while.
+  scheduleSpare(cache, commit, null, "background");
+  return true;
 }
 
 // Writes files with one worker per core (git >= 2.32; older git ignores the setting): about a

@@ -21,6 +21,7 @@ import { receivePack } from "./pack-intake.js";
 import { gitSourceAccess } from "./git-credentials.js";
 import { diskInfo, explainNoSpace } from "./disk.js";
 import { materializeCheckout, resolveWorkspaceRoot } from "./checkout.js";
+import { createUnderWay } from "./spare-checkout.js";
 import { FrameInbox } from "./frame-inbox.js";
 import { killWorkspaceProcesses } from "../proc/process-set.js";
 import { isComplete, lifecycleEnvironment, str, target, view } from "./common.js";
@@ -73,6 +74,7 @@ async function fillCache(
   inbox: FrameInbox,
   cache: string,
   source: SourceSpec,
+  startedAt: number,
 ): Promise<{ commit: string; branch: string }> {
   if (source.kind === "git") {
     const resolved = await fetchGitSource(cache, source.url, source.revision);
@@ -80,7 +82,8 @@ async function fillCache(
   }
   if (!(await hasCommit(cache, source.commit))) {
     // The free space lets the runtime refuse a transfer that cannot fit before sending anything.
-    ctx.sendJson({ type: "need-objects", haves: await cacheTips(cache), disk: diskInfo(ctx.root) });
+    const haves = await cacheTips(cache);
+    ctx.sendJson({ type: "need-objects", haves, disk: diskInfo(ctx.root), agentMs: Date.now() - startedAt });
     await receivePack(ctx.root, cache, inbox);
     if (!(await hasCommit(cache, source.commit))) throw new RuntimeError("remote", `objects for commit ${source.commit} did not arrive`);
   }
@@ -88,6 +91,17 @@ async function fillCache(
 }
 
 export async function create(ctx: AgentContext): Promise<CreateResult> {
+  // Spare checkouts written in the background wait until no create is under way.
+  const ended = createUnderWay();
+  try {
+    return await createWorkspace(ctx);
+  } finally {
+    ended();
+  }
+}
+
+async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
+  const startedAt = Date.now();
   const { workspaceId, owner } = target(ctx);
   const req = ctx.request;
   const source = checkBranch(parseSource(req.source));
@@ -131,13 +145,14 @@ export async function create(ctx: AgentContext): Promise<CreateResult> {
     verifyOwned(ctx.root, workspaceId, owner);
     const cache = await ensureCache(ctx.root, projectKey);
     ctx.sendJson({ type: "progress", phase: "negotiate" });
-    const { commit, branch } = await fillCache(ctx, inbox, cache, source);
+    const { commit, branch } = await fillCache(ctx, inbox, cache, source, startedAt);
     inbox.assertAttended();
     verifyOwned(ctx.root, workspaceId, owner);
     await pinCommit(cache, layout.key, commit);
     ctx.sendJson({ type: "progress", phase: "checkout" });
     const staging = join(rootLayout(ctx.root).tmpBase, `${STAGING_PREFIX}${layout.key}-${randomBytes(4).toString("hex")}`);
-    await materializeCheckout(staging, layout.checkout, cache, commit, branch, () => verifyOwned(ctx.root, workspaceId, owner));
+    const owned = () => void verifyOwned(ctx.root, workspaceId, owner);
+    await materializeCheckout(staging, layout.checkout, cache, commit, branch, owned, source.kind === "directory");
     const workspaceRoot = resolveWorkspaceRoot(layout.checkout, source.subdirectory, relativeCwd);
     const current = verifyOwned(ctx.root, workspaceId, owner);
     const done = replaceManifest(layout, {

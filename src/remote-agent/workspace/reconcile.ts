@@ -15,6 +15,7 @@ import { tryLock } from "./holder-lock.js";
 import { removeOwned, str } from "./common.js";
 import { STAGING_PREFIX } from "./create.js";
 import { INCOMING_PREFIX } from "./pack-intake.js";
+import { sweepSpares } from "./spare-checkout.js";
 import { requireMarkedRoot } from "../root-marker.js";
 
 /** A staging checkout this old belongs to an agent that died (a live clone never takes hours). */
@@ -103,7 +104,11 @@ function pruneCaches(root: string, used: Set<string>): void {
   if (!existsSync(l.cacheBase)) return;
   for (const name of readdirSync(l.cacheBase)) {
     const key = name.replace(/\.git$/, "");
-    if (!name.endsWith(".git") || used.has(key) || !olderThan(cachePath(root, key), CACHE_PRUNE_MIN_AGE_MS)) continue;
+    if (!name.endsWith(".git")) continue;
+    if (used.has(key) || !olderThan(cachePath(root, key), CACHE_PRUNE_MIN_AGE_MS)) {
+      sweepSpares(cachePath(root, key));
+      continue;
+    }
     const release = tryLock(pruneLockPath(root, key));
     if (!release) continue; // another reconcile is on it
     const trash = join(l.tmpBase, `trash-cache-${key}-${randomBytes(4).toString("hex")}`);

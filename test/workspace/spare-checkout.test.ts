@@ -1,0 +1,118 @@
+// Spare checkouts over the real sshd: after a create, the host daemon writes a spare checkout of the
+// commit beside the project cache, and the next workspace of that commit takes it (one rename, no
+// file written). The workspaces stay fully independent (own files, own inodes), and a spare that
+// lost or changed a file is never handed out as it is: that workspace gets a fresh checkout.
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, unlinkSync, utimesSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { workspaceLayout } from "../../src/remote-agent/layout.js";
+import { cachePath } from "../../src/remote-agent/workspace/git-cache.js";
+import { projectKey } from "../../src/workspace/create-workspace.js";
+import { gitIn, LARGE_BIN_SIZE, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
+import { bytesSent, cliDriver, dirInput, gitAsRemoteUser, type Driver } from "../support/workspace.js";
+
+const PROGRESS = { PASEO_SSH_PROGRESS: "1" };
+
+describe("spare checkouts: the next workspace of a commit without writing its files again", { timeout: 120_000 }, () => {
+  let base: string;
+  let fixture: FixtureRepo;
+  let d: Driver;
+  let spare: string;
+
+  /** Waits (bounded) until the daemon has a spare of the fixture's commit ready. */
+  const spareReady = async (): Promise<string> => {
+    const deadline = Date.now() + 60_000;
+    while (!existsSync(join(spare, "committed.txt"))) {
+      if (Date.now() > deadline) throw new Error(`no spare checkout at ${spare} within 60 s`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return spare;
+  };
+  const checkoutOf = (id: string) => workspaceLayout(d.root, id).checkout;
+  const ino = (path: string) => statSync(path).ino;
+
+  beforeAll(() => {
+    base = mkdtempSync(join(tmpdir(), "paseo-ws-spare-"));
+    fixture = seedRepo(base);
+    d = cliDriver("spare");
+    spare = join(cachePath(d.root, projectKey("fixture-project", fixture.path)), "paseo-spares", fixture.commit);
+  });
+  afterAll(() => {
+    rmSync(base, { recursive: true, force: true });
+    rmSync(d.root, { recursive: true, force: true });
+  });
+
+  it("a second workspace takes the spare: same content and branch, its own files, no objects sent", async () => {
+    const first = await d.create(dirInput("spare-a", fixture.path), { env: PROGRESS });
+    expect(first.message).toBe("");
+    const taken = ino(join(await spareReady(), "committed.txt"));
+
+    const second = await d.create(dirInput("spare-b", fixture.path), { env: PROGRESS });
+    expect(second.message).toBe("");
+    expect(second.value?.materializedFreshContent).toBe(true);
+    expect(bytesSent(second.stderr)).toBe(0);
+    const a = checkoutOf("spare-a");
+    const b = checkoutOf("spare-b");
+    // The spare itself became the checkout (nothing was written again) ...
+    expect(ino(join(b, "committed.txt"))).toBe(taken);
+    // ... a real repository on the branch, clean, with the committed content.
+    expect(gitIn(b, ["symbolic-ref", "--short", "HEAD"]).trim()).toBe("main");
+    expect(gitIn(b, ["rev-parse", "HEAD"]).trim()).toBe(fixture.commit);
+    expect(gitIn(b, ["status", "--porcelain"])).toBe("");
+    expect(readFileSync(join(b, "large.bin")).equals(Buffer.alloc(LARGE_BIN_SIZE, 0xa5))).toBe(true);
+    expect(statSync(join(b, "fixture-agent.mjs")).mode & 0o111).toBe(0o111);
+
+    // Independent: no file is shared, and a write in one workspace is not seen in the other.
+    for (const f of ["committed.txt", "large.bin", "fixture-agent.mjs"]) expect(ino(join(b, f))).not.toBe(ino(join(a, f)));
+    writeFileSync(join(b, "committed.txt"), "changed in b\n");
+    expect(readFileSync(join(a, "committed.txt"), "utf8")).toBe("committed\n");
+    writeFileSync(join(a, "large.bin"), "changed in a\n");
+    expect(statSync(join(b, "large.bin")).size).toBe(LARGE_BIN_SIZE);
+    expect(gitIn(a, ["status", "--porcelain"])).toBe(" M large.bin\n");
+    expect(gitIn(b, ["status", "--porcelain"])).toBe(" M committed.txt\n");
+    expect(gitAsRemoteUser(b, ["status", "--porcelain"])).toBe(" M committed.txt\n");
+  });
+
+  /** Spoils the ready spare, then creates `id`: it must get a complete, fresh checkout instead. */
+  const afterSpoiling = async (id: string, spoil: (spare: string) => void) => {
+    const s = await spareReady();
+    const untouched = ino(join(s, "large.bin"));
+    spoil(s);
+    const r = await d.create(dirInput(id, fixture.path), { env: PROGRESS });
+    expect(r.message).toBe("");
+    const c = checkoutOf(id);
+    expect(readFileSync(join(c, "committed.txt"), "utf8")).toBe("committed\n");
+    expect(gitIn(c, ["status", "--porcelain"])).toBe("");
+    // Written afresh, not the spare's files.
+    expect(ino(join(c, "large.bin"))).not.toBe(untouched);
+  };
+
+  it("a spare with a file missing is not handed out: that workspace gets a complete fresh checkout", async () => {
+    // The second create started a replacement spare in the background.
+    await afterSpoiling("spare-c", (s) => unlinkSync(join(s, "committed.txt")));
+  });
+
+  it("a spare with a changed file is not handed out either", async () => {
+    // Same size, other content: only the content check can tell.
+    await afterSpoiling("spare-d", (s) => writeFileSync(join(s, "committed.txt"), "COMMITTED\n"));
+  });
+
+  it("a spare whose index no longer is its commit's is not handed out either", async () => {
+    // The file and its index entry agree, so only the comparison with the commit can tell.
+    await afterSpoiling("spare-e", (s) => {
+      writeFileSync(join(s, "committed.txt"), "COMMITTED\n");
+      gitAsRemoteUser(s, ["add", "committed.txt"]);
+    });
+  });
+
+  it("a spare unused for 30 minutes is removed by reconcile; the workspaces stay", async () => {
+    const s = await spareReady();
+    const old = new Date(Date.now() - 31 * 60_000);
+    utimesSync(s, old, old);
+    const ids = ["spare-a", "spare-b", "spare-c", "spare-d", "spare-e"];
+    expect((await d.reconcile(ids)).ok).toBe(true);
+    expect(existsSync(s)).toBe(false);
+    for (const id of ids) expect(gitIn(checkoutOf(id), ["rev-parse", "HEAD"]).trim()).toBe(fixture.commit);
+  });
+});
