@@ -23,7 +23,10 @@ import { AGENT_READY_TIMEOUT_MS, AgentChannel } from "../transport/agent-channel
 import { callAgent, type PtyChannel, type PtyRequest, type RemoteHost } from "../transport/host.js";
 import type { AgentAnswer, OneShotOp, OpRequest } from "../shared/agent-api.js";
 
-const AGENT_REQUEST: BrokerRequest = { kind: "agent" };
+/** The header of an agent conversation (`session`: a resumable exec's, see RemoteHost.openAgent). */
+function agentRequest(opts: { session?: string } = {}): BrokerRequest {
+  return { kind: "agent", ...(opts.session !== undefined ? { session: opts.session } : {}) };
+}
 
 export class BrokerHost implements RemoteHost {
   readonly root: string;
@@ -35,16 +38,22 @@ export class BrokerHost implements RemoteHost {
    */
   private preDialled: Socket | undefined;
 
+  /** The header written with the connect (the first agent conversation's). */
+  private readonly firstLine: string;
+
   constructor(
     private readonly options: RuntimeOptions,
     private readonly target: BrokerTarget,
+    /** What the operation's first agent conversation will be (a resumable exec's has its token). */
+    first: { session?: string } = {},
   ) {
     this.root = options.root;
+    this.firstLine = lineOf(agentRequest(first));
   }
 
   /** Makes sure a broker is reachable (starting one if needed). */
   async connect(): Promise<this> {
-    this.preDialled = await this.dial(lineOf(AGENT_REQUEST));
+    this.preDialled = await this.dial(this.firstLine);
     return this;
   }
 
@@ -65,7 +74,7 @@ export class BrokerHost implements RemoteHost {
     for (let attempt = 0; ; attempt++) {
       let sock = this.preDialled;
       this.preDialled = undefined;
-      if (sock && req.kind !== "agent") {
+      if (sock && lineOf(req) !== this.firstLine) {
         // Not the channel asked for in advance: the broker ends that one as the client goes.
         sock.destroy();
         sock = undefined;
@@ -91,8 +100,8 @@ export class BrokerHost implements RemoteHost {
     }
   }
 
-  async openAgent(): Promise<AgentChannel> {
-    const sock = await this.request(AGENT_REQUEST);
+  async openAgent(opts: { session?: string } = {}): Promise<AgentChannel> {
+    const sock = await this.request(agentRequest(opts));
     const ch = new AgentChannel({ stdin: sock, stdout: sock, destroy: () => sock.destroy() });
     sock.resume();
     await ch.ready;

@@ -18,14 +18,15 @@ export function brokerEnabled(options: RuntimeOptions): boolean {
   return options.broker && process.env.PASEO_SSH_NO_BROKER !== "1";
 }
 
-export async function openHost(options: RuntimeOptions): Promise<RemoteHost> {
+/** `first`: what the operation's first agent conversation will be (written with the connect to the broker). */
+export async function openHost(options: RuntimeOptions, first: { session?: string } = {}): Promise<RemoteHost> {
   // The hop chain is resolved here (ssh_config) so the broker is keyed by where it really connects.
   // ssh -G answers are kept in the private broker directory (a spawn saved per operation).
   const plan = await resolvePlan(options, { cacheDir: brokerDir() });
   if (!brokerEnabled(options)) return openSshHost(options, plan);
   const target = brokerTarget(options, plan);
   if (!target) return openSshHost(options, plan);
-  return new BrokerHost(options, target).connect();
+  return new BrokerHost(options, target, first).connect();
 }
 
 /** Opens the host for one operation, runs `fn`, and always closes it. */

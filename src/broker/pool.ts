@@ -25,6 +25,8 @@ export const MAX_CONNECTIONS = 16;
 const EXTRA_IDLE_MS = 10_000;
 /** Bound for the host daemon to confirm a retire request. */
 const RETIRE_WAIT_MS = 2000;
+/** Tokens of gone wrappers remembered at most (each one is forgotten after the grace anyway). */
+const MAX_ABANDONS = 4096;
 
 interface Conn {
   ssh: CountedConnection;
@@ -61,6 +63,13 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
   private readonly limit: number;
   private readonly bundle = agentBundle();
   private readonly extraTimer: NodeJS.Timeout;
+  /**
+   * Resumable execs whose wrapper went away while the link was (or may have been) down: token →
+   * when to forget it (the daemon reaps it by then anyway) and which channel must not count as
+   * "back" (the one a client-gone reset was already sent on, if any).
+   */
+  private readonly abandons = new Map<string, { until: number; after: { link: DaemonLink; opened: number } | null }>();
+  private flushing = false;
 
   constructor(
     private readonly options: RuntimeOptions,
@@ -114,6 +123,7 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     const ssh = new CountedConnection(base, () => this.emit("change"));
     const host = new SshHost(ssh, this.options, this.bundle, {
       log: (l) => this.log(l),
+      onConnected: () => void this.flushAbandons(),
       onLost: (why) => {
         this.emit("change");
         // Keepalive death of the channel means the link is silent: do not wait for SSH's own
@@ -129,6 +139,7 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     this.conns.push(conn);
     this.everConnected = true;
     this.log(`connected to ${ssh.target} (${this.conns.length} connection(s))`);
+    if (this.conns.length === 1) void this.flushAbandons();
     return conn;
   }
 
@@ -269,6 +280,49 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     }
   }
 
+  /**
+   * Has the resumable exec `token` abandoned once a daemon channel is (back) up: its wrapper died
+   * while the link was down, so the client-gone reset could not reach the daemon (`sentOn`: it was
+   * sent on that link's current channel, which may have been silently dead: only a newer channel
+   * counts). Forgotten after reconnectGraceMs, when the daemon reaps the exec by itself.
+   */
+  abandonWhenBack(token: string, sentOn?: DaemonLink): void {
+    if (this.closed) return;
+    if (this.abandons.size >= MAX_ABANDONS) this.abandons.delete(this.abandons.keys().next().value!);
+    const after = sentOn ? { link: sentOn, opened: sentOn.channelsOpened } : null;
+    this.abandons.set(token, { until: Date.now() + this.options.reconnectGraceMs, after });
+    void this.flushAbandons();
+  }
+
+  /** Abandons still to be delivered (they keep the broker alive and reconnecting). */
+  get abandonsPending(): number {
+    const now = Date.now();
+    for (const [t, a] of this.abandons) if (a.until <= now) this.abandons.delete(t);
+    return this.abandons.size;
+  }
+
+  private async flushAbandons(): Promise<void> {
+    if (this.flushing || this.abandons.size === 0) return;
+    const conn = this.conns[0];
+    if (!conn) return;
+    this.flushing = true;
+    try {
+      for (const [token, a] of [...this.abandons]) {
+        if (a.after && a.after.link === conn.host.link && a.after.link.channelsOpened === a.after.opened) continue;
+        try {
+          await conn.host.call("exec.abandon", { token }, RETIRE_WAIT_MS * 5);
+          this.abandons.delete(token);
+          this.log("a resumable exec whose wrapper went away during an outage was abandoned on the host");
+        } catch (err) {
+          this.log(`abandoning an exec failed (kept for the next channel): ${oneLine((err as Error).message)}`);
+          break;
+        }
+      }
+    } finally {
+      this.flushing = false;
+    }
+  }
+
   /** Connects and reaches the daemon ahead of the first operation (once the broker won its socket). */
   warmUp(): void {
     this.primary()
@@ -285,9 +339,9 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     }
   }
 
-  /** Conversations or PTYs in use (the daemon channel and a relay belong to nobody). */
+  /** Conversations or PTYs in use, or abandons to deliver (the daemon channel and a relay belong to nobody). */
   get busy(): boolean {
-    return this.liveChannels > 0;
+    return this.liveChannels > 0 || this.abandonsPending > 0;
   }
 
   close(): void {

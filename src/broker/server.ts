@@ -20,6 +20,8 @@ import { listenUnix } from "../shared/listen-unix.js";
 
 /** A client must name its channel this soon after connecting. */
 const HEADER_TIMEOUT_MS = 10_000;
+/** A resumable exec's client waiting through an outage: how often the pool is asked again. */
+const SESSION_RETRY_MS = 1000;
 
 export interface BrokerConfig {
   options: RuntimeOptions;
@@ -72,6 +74,7 @@ export class BrokerServer {
   private ino = 0;
   private lostPath = false;
   private stopping = false;
+  private ticks = 0;
   private readonly timer: NodeJS.Timeout;
   readonly pool: ChannelPool;
 
@@ -124,6 +127,8 @@ export class BrokerServer {
       this.lostPath = true;
       this.cfg.log("socket path taken over by another broker; finishing current channels");
     }
+    // Abandons to deliver: keep reaching for the host (a reconnect gives up after its window).
+    if (this.pool.abandonsPending > 0 && ++this.ticks % 10 === 0) this.pool.warmUp();
     const idle = this.clients.size === 0 && !this.pool.busy;
     if (!idle) return;
     if (this.lostPath) return void this.stop("replaced and idle");
@@ -197,6 +202,7 @@ export class BrokerServer {
           await this.stop("asked to shut down");
           return;
         case "agent":
+          if (req.session !== undefined) return await this.bridgeSession(sock, req.session);
           return this.bridgeStream(sock, await this.pool.stream());
         case "pty":
           return this.bridgePty(sock, await this.pool.pty(req.args, req.pty));
@@ -212,12 +218,41 @@ export class BrokerServer {
   }
 
   /**
+   * A resumable exec's conversation (its first, or a re-attachment): while the link is down the
+   * client waits here (the pool keeps reconnecting), so a wrapper that dies meanwhile is seen: its
+   * token is handed to the pool, which has the exec abandoned as soon as a channel is back.
+   */
+  private async bridgeSession(sock: Socket, token: string): Promise<void> {
+    let gone = false;
+    sock.once("close", () => (gone = true));
+    for (;;) {
+      try {
+        const lease = await this.pool.stream();
+        if (!gone) return this.bridgeStream(sock, lease, token);
+        lease.stream.reset("client-gone");
+        lease.release();
+      } catch (err) {
+        if (!gone && (this.stopping || (err instanceof RuntimeError && err.errorClass !== "network"))) throw err;
+        if (!gone) {
+          await new Promise((r) => setTimeout(r, SESSION_RETRY_MS));
+          if (!gone) continue;
+        }
+      }
+      this.pool.abandonWhenBack(token);
+      return;
+    }
+  }
+
+  /**
    * Client bytes go to the stream verbatim and the stream's bytes (agent frames) back behind a
    * fresh ready marker, each side read only as fast as the other takes it. A client that goes away
    * without ending resets the stream as client-gone (the daemon's loss rule applies); a stream lost
-   * with its channel (link or daemon gone) ends the client with one last `error` frame naming why.
+   * with its channel (link or daemon gone) ends the client with one last `error` frame naming why —
+   * or, for a resumable exec (`session`), just closes it: its wrapper re-attaches. Such a client
+   * that goes away without ending is also reported to the pool, in case the reset never arrives (a
+   * link that is silently dead).
    */
-  private bridgeStream(sock: Socket, { stream, link, release }: StreamLease): void {
+  private bridgeStream(sock: Socket, { stream, link, release }: StreamLease, session?: string): void {
     if (sock.destroyed) {
       stream.reset("client-gone");
       release();
@@ -237,7 +272,7 @@ export class BrokerServer {
     stream.once("close", (info) => {
       release();
       if (info.reason === null || sock.destroyed) return;
-      if (info.reason !== "client-gone" && boundary.atBoundary) {
+      if (info.reason !== "client-gone" && boundary.atBoundary && session === undefined) {
         sock.end(encodeJson({ type: "error", ...toWireError(link.lossError(info)) }));
       } else {
         sock.destroy();
@@ -249,8 +284,15 @@ export class BrokerServer {
         void stream.drained().then(() => sock.resume());
       }
     });
-    sock.once("end", () => stream.end());
-    sock.once("close", () => stream.reset("client-gone"));
+    let ended = false;
+    sock.once("end", () => {
+      ended = true;
+      stream.end();
+    });
+    sock.once("close", () => {
+      if (session !== undefined && !ended && !stream.closed) this.pool.abandonWhenBack(session, link);
+      stream.reset("client-gone");
+    });
     sock.resume();
   }
 

@@ -1,6 +1,6 @@
 // The broker's Unix-socket protocol. One socket connection carries one conversation:
 //   broker -> client  hello line   {"v":<version>,"pid":<n>}            (sent on accept)
-//   client -> broker  header line  {"kind":"agent"} | {"kind":"pty","args":[…],"pty":{rows,cols,term}}
+//   client -> broker  header line  {"kind":"agent"[,"session":<token>]} | {"kind":"pty","args":[…],"pty":{rows,cols,term}}
 //                                  | {"kind":"ping"} | {"kind":"shutdown"[,"retireDaemon":true]}
 //                                  (a client may send it before the hello has arrived: a broker
 //                                  reads it after the hello either way)
@@ -14,11 +14,13 @@ import type { Socket } from "node:net";
 import * as z from "zod";
 import { EXIT_CODES, RuntimeError, type ErrorClass } from "../shared/errors.js";
 import { parseJson } from "../shared/guards.js";
+import { RESUME_TOKEN } from "../shared/resume.js";
 
 const positiveInt = z.int().min(1);
 
 export const BrokerRequestSchema = z.discriminatedUnion("kind", [
-  z.object({ kind: z.literal("agent") }),
+  /** `session`: the resume token of the exec this conversation carries (see RemoteHost.openAgent). */
+  z.object({ kind: z.literal("agent"), session: z.string().regex(RESUME_TOKEN).optional() }),
   z.object({
     kind: z.literal("pty"),
     args: z.array(z.string()),

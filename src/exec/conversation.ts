@@ -7,12 +7,13 @@ import { RuntimeError, fromWireError } from "../shared/errors.js";
 import { FrameKind, type Frame } from "../shared/frames.js";
 import { deferred, sleep } from "../shared/async.js";
 import { isExecSignal, type ExecAgentMessage } from "../shared/agent-api.js";
-import { agentMessage, type AgentChannel } from "../transport/agent-channel.js";
+import { agentMessage } from "../transport/agent-channel.js";
 import { requestFor, type RemoteHost } from "../transport/host.js";
 import type { ControlFrame, ControlReader, SpawnEnvelope } from "./controls.js";
 import type { EventWriter } from "./events.js";
 import { flushed } from "./fds.js";
 import { mirrorExit, type WrapperSignals } from "./wrapper-signals.js";
+import type { ExecLink } from "./exec-link.js";
 
 /** How long a kill requested before an `error` event may take to be confirmed by the agent. */
 export const KILL_CONFIRM_MS = 2000;
@@ -32,11 +33,14 @@ export interface ConversationParts {
   workspaceId: string;
   envelope: SpawnEnvelope;
   host: RemoteHost;
-  ch: AgentChannel;
+  /** The exec's conversation (resumable across link losses when it has a token). */
+  link: ExecLink;
   io: ExecStreams;
   events: EventWriter;
   signals: WrapperSignals;
   controls: ControlReader;
+  /** Sent with exec.run when the exec may re-attach after a lost link. */
+  resume?: { token: string; graceMs: number };
 }
 
 export abstract class Conversation {
@@ -44,23 +48,21 @@ export abstract class Conversation {
   private readonly exited = deferred<Outcome>();
   private readonly pendingControls: ControlFrame[] = [];
   private pendingError: string | null = null;
-  private ackPending = 0;
-  private ackScheduled = false;
   /** Set once a failure is being reported: no more controls are acted on. */
   protected failing = false;
-  protected readonly ch: AgentChannel;
+  protected readonly ch: ExecLink;
   protected readonly io: ExecStreams;
   protected readonly events: EventWriter;
 
   constructor(protected readonly parts: ConversationParts) {
-    this.ch = parts.ch;
+    this.ch = parts.link;
     this.io = parts.io;
     this.events = parts.events;
   }
 
   /** fd0 → the workload. */
   protected abstract pumpStdin(): void;
-  /** An exec message only this mode handles (stdin-ack; pty-token, resized). */
+  /** An exec message only this mode handles (pty-token, resized). */
   protected abstract onModeMessage(msg: ExecAgentMessage): void;
   /** An fd3 resize after `started`. */
   protected abstract onResize(r: ResizeControl): void;
@@ -75,9 +77,11 @@ export abstract class Conversation {
     const e = this.parts.envelope;
     this.io.stdout.on("error", () => undefined);
     this.io.stderr.on("error", () => undefined);
-    this.ch.on("frame", (f) => this.onFrame(f));
-    this.ch.on("close", () => this.settle({ kind: "error", err: new RuntimeError("network", "connection to the remote agent was lost") }));
-    this.ch.sendJson(
+    this.ch.on("frame", (f, seq) => {
+      this.onFrame(f, seq);
+    });
+    this.ch.on("lost", (err) => this.settle({ kind: "error", err }));
+    this.ch.start(
       requestFor(this.parts.host, "exec.run", {
         workspaceId: this.parts.workspaceId,
         owner: e.runtimeInstanceId,
@@ -86,6 +90,7 @@ export abstract class Conversation {
         env: e.env,
         ...(e.cwd !== undefined ? { cwd: e.cwd } : {}),
         stdio: e.stdio,
+        ...(this.parts.resume ? { resume: this.parts.resume } : {}),
       }),
     );
     this.pumpStdin();
@@ -126,32 +131,28 @@ export abstract class Conversation {
     this.outcome.resolve(o);
   }
 
-  /** Output flow control: tells the agent how many bytes reached fd1/fd2 (see OUTPUT_WINDOW). */
-  private acknowledge(bytes: number): void {
-    this.ackPending += bytes;
-    if (this.ackScheduled) return;
-    this.ackScheduled = true;
-    setImmediate(() => {
-      this.ackScheduled = false;
-      const n = this.ackPending;
-      this.ackPending = 0;
-      if (n > 0 && !this.ch.closed) this.ch.sendJson({ type: "ack", bytes: n });
-    });
-  }
-
-  private onFrame(f: Frame): void {
+  /**
+   * One numbered frame of the daemon, each exactly once and in order. Output is acknowledged once
+   * fd1/fd2 took it (so a slow reader on Paseo's side holds the workload back, see OUTPUT_WINDOW),
+   * everything else once acted on (fd4 events written).
+   */
+  private onFrame(f: Frame, seq: number): void {
     switch (f.kind) {
       case FrameKind.Stdout:
-      case FrameKind.Stderr: {
-        const n = f.payload.length;
-        (f.kind === FrameKind.Stdout ? this.io.stdout : this.io.stderr).write(f.payload, () => this.acknowledge(n));
+      case FrameKind.Stderr:
+        (f.kind === FrameKind.Stdout ? this.io.stdout : this.io.stderr).write(f.payload, () => this.ch.processed(seq));
         return;
-      }
       case FrameKind.Json:
         break;
       default:
+        this.ch.processed(seq);
         return;
     }
+    this.onMessage(f);
+    this.ch.processed(seq);
+  }
+
+  private onMessage(f: Frame): void {
     const msg = agentMessage(f);
     switch (msg?.type) {
       case "started":
@@ -163,8 +164,10 @@ export abstract class Conversation {
       case "error":
         this.settle({ kind: "error", err: fromWireError(msg) });
         break;
+      case "ack":
+      case "attached":
+        break; // handled by the link; never numbered
       case "pty-token":
-      case "stdin-ack":
       case "resized":
         this.onModeMessage(msg);
         break;

@@ -60,7 +60,6 @@ export class PtyConversation extends Conversation {
       this.sshdPty = true;
       void this.attach(msg.token);
     } else if (msg.type === "resized") this.onResized(msg.id, msg.ok);
-    else if (msg.type === "stdin-ack") this.terminalInput?.acknowledged(msg.bytes);
   }
 
   protected override afterStarted(): void {

@@ -8,7 +8,7 @@
 import { EventEmitter } from "node:events";
 import type { Readable } from "node:stream";
 import { FrameKind, encodeData } from "../shared/frames.js";
-import type { AgentChannel } from "../transport/agent-channel.js";
+import type { ExecLink } from "./exec-link.js";
 
 /** Terminal input held until the terminal is attached. */
 export const PTY_PREATTACH_MAX = 1024 * 1024;
@@ -28,12 +28,13 @@ export interface InputSink {
 export class TerminalInput extends EventEmitter implements InputSink {
   private unacked = 0;
 
-  constructor(private readonly ch: AgentChannel) {
+  constructor(private readonly ch: ExecLink) {
     super();
+    ch.on("stdinTaken", (bytes) => this.acknowledged(bytes));
   }
 
   write(data: Buffer): boolean {
-    this.ch.send(encodeData(FrameKind.Stdin, data));
+    this.ch.send(encodeData(FrameKind.Stdin, data), data.length);
     this.unacked += data.length;
     return this.unacked <= PTY_INPUT_WINDOW;
   }

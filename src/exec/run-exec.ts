@@ -22,6 +22,7 @@ import { WrapperSignals } from "./wrapper-signals.js";
 import type { ConversationParts, ExecStreams } from "./conversation.js";
 import { PipesConversation } from "./pipes-conversation.js";
 import { PtyConversation } from "./pty-conversation.js";
+import { ExecLink, newResumeToken } from "./exec-link.js";
 
 export type { ExecStreams };
 
@@ -39,9 +40,23 @@ export async function runExec(workspaceId: string, io: ExecStreams, deps: ExecDe
     const options = parseRuntimeOptions(envelope.options);
     const host = await deps.openHost(options);
     try {
-      const ch = await host.openAgent();
-      const parts: ConversationParts = { workspaceId, envelope, host, ch, io, events, signals, controls };
       const { stdio } = envelope;
+      // Pipes execs survive a lost link. An sshd-owned PTY does not (its channel dies with the
+      // link), so its conversation is not resumable: a loss ends it with a network error.
+      const token = stdio.kind === "pipes" && options.reconnectGraceMs > 0 ? newResumeToken() : null;
+      const ch = await host.openAgent(token ? { session: token } : {});
+      const link = new ExecLink(host, ch, { token, graceMs: options.reconnectGraceMs, hostName: options.host });
+      const parts: ConversationParts = {
+        workspaceId,
+        envelope,
+        host,
+        link,
+        io,
+        events,
+        signals,
+        controls,
+        ...(token ? { resume: { token, graceMs: options.reconnectGraceMs } } : {}),
+      };
       const conversation = stdio.kind === "pty" ? new PtyConversation(parts, stdio) : new PipesConversation(parts);
       return await conversation.run();
     } finally {

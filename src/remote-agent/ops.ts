@@ -4,7 +4,7 @@ import type { AgentContext, OneShotHandlers } from "./context.js";
 import type { OneShotOp } from "../shared/agent-api.js";
 import { systemOps } from "./ops-system.js";
 import { workspaceOps } from "./workspace/ops.js";
-import { execOps, execRun } from "./exec/ops.js";
+import { execAttach, execOps, execRun } from "./exec/ops.js";
 
 const ONE_SHOT: OneShotHandlers = {
   ...systemOps,
@@ -24,5 +24,6 @@ export interface OpEntry {
 
 export function lookupOp(op: string): OpEntry | undefined {
   if (op === "exec.run") return { handler: execRun, streaming: true };
+  if (op === "exec.attach") return { handler: execAttach, streaming: true };
   return isOneShot(op) ? { handler: ONE_SHOT[op], streaming: false } : undefined;
 }

@@ -150,6 +150,17 @@ export interface ExecRunRequest extends WorkspaceTarget {
   env: Record<string, string>;
   cwd?: string;
   stdio: ExecStdio;
+  /**
+   * Present when the wrapper can re-attach (src/shared/resume.ts): a random 128-bit token (hex) that
+   * names the session inside frames only, and how long a detached session waits for it.
+   */
+  resume?: { token: string; graceMs: number };
+}
+
+/** Re-attaches a wrapper to its detached exec: `received` = the last down frame it holds. */
+export interface ExecAttachRequest {
+  token: string;
+  received: number;
 }
 
 /** A request with no fields besides `op` and `root`. */
@@ -174,12 +185,20 @@ export interface AgentOps {
   /** The out-of-band `signal` operation; `waitMs` bounds the wait for the tree to be gone. */
   "exec.signal": { request: WorkspaceTarget & { execId: string; signal: ExecSignal; waitMs?: number }; response: { state: string } };
   "exec.processes": { request: WorkspaceTarget; response: { processes: ProcessInfo[] } };
+  /** The wrapper of a resumable exec died while the link was down: reap it now (unknown tokens: no-op). */
+  "exec.abandon": { request: { token: string }; response: null };
 }
 
 export type OneShotOp = keyof AgentOps;
-export type AgentOp = OneShotOp | "exec.run";
+/** Streaming ops: they send their own messages until the exec (or the attachment) ends. */
+export type StreamingOp = "exec.run" | "exec.attach";
+export type AgentOp = OneShotOp | StreamingOp;
 export type OpRequest<Op extends OneShotOp> = AgentOps[Op]["request"];
-export type RequestFields<Op extends AgentOp> = Op extends OneShotOp ? OpRequest<Op> : ExecRunRequest;
+export type RequestFields<Op extends AgentOp> = Op extends OneShotOp
+  ? OpRequest<Op>
+  : Op extends "exec.attach"
+    ? ExecAttachRequest
+    : ExecRunRequest;
 export type AgentAnswer<Op extends OneShotOp> = AgentOps[Op]["response"];
 
 /** The first frame of a conversation. */
@@ -234,10 +253,20 @@ export interface StartedMessage {
   pid: number | null;
 }
 
-/** exec (pipes), agent → runtime: this many stdin bytes reached the workload's pipe. */
-export interface StdinAckMessage {
-  type: "stdin-ack";
-  bytes: number;
+/**
+ * exec, both ways, not numbered itself: every numbered frame up to `seq` was processed (down: its
+ * bytes reached Paseo's fd1/fd2/fd4; up: stdin taken by the workload, signal delivered, resize
+ * applied). See src/shared/resume.ts.
+ */
+export interface AckMessage {
+  type: "ack";
+  seq: number;
+}
+
+/** exec.attach, agent → runtime, not numbered: the session is yours; `received` = last up frame it holds. */
+export interface AttachedMessage {
+  type: "attached";
+  received: number;
 }
 
 /** exec (PTY), agent → runtime: whether the remote terminal shows the size of resize `id`. */
@@ -260,12 +289,6 @@ export interface SignalMessage {
   signal: ExecSignal;
 }
 
-/** exec (pipes), runtime → agent: this many output bytes reached Paseo's fd1/fd2. */
-export interface AckMessage {
-  type: "ack";
-  bytes: number;
-}
-
 /** exec (PTY), runtime → agent: confirm the terminal shows this size, answering `resized`. */
 export interface ResizeMessage {
   type: "resize";
@@ -274,7 +297,8 @@ export interface ResizeMessage {
   cols: number;
 }
 
-export type ExecAgentMessage = PtyTokenMessage | StartedMessage | StdinAckMessage | ResizedMessage | ExitMessage | ErrorMessage;
+export type ExecAgentMessage =
+  PtyTokenMessage | StartedMessage | AckMessage | AttachedMessage | ResizedMessage | ExitMessage | ErrorMessage;
 export type ExecRuntimeMessage = SignalMessage | AckMessage | ResizeMessage;
 
 /** Every JSON frame an agent sends. */
@@ -299,7 +323,8 @@ const AGENT_MESSAGES: { [T in AgentMessage["type"]]: Guard<Extract<AgentMessage,
   progress: object({ type: literal("progress"), phase: literal("negotiate", "checkout") }),
   "pty-token": object({ type: literal("pty-token"), token: isString }),
   started: object({ type: literal("started"), pid: nullable(isInteger) }),
-  "stdin-ack": object({ type: literal("stdin-ack"), bytes: isInteger }),
+  ack: object({ type: literal("ack"), seq: isInteger }),
+  attached: object({ type: literal("attached"), received: isInteger }),
   resized: object({ type: literal("resized"), id: isInteger, ok: isBoolean }),
   exit: object({ type: literal("exit"), code: nullable(isInteger), signal: nullable(isString) }),
 };
@@ -307,7 +332,7 @@ const AGENT_MESSAGES: { [T in AgentMessage["type"]]: Guard<Extract<AgentMessage,
 const RUNTIME_MESSAGES: { [T in RuntimeMessage["type"]]: Guard<Extract<RuntimeMessage, { type: T }>> } = {
   abort: object({ type: literal("abort"), message: isString }),
   signal: object({ type: literal("signal"), signal: isExecSignal }),
-  ack: object({ type: literal("ack"), bytes: isInteger }),
+  ack: object({ type: literal("ack"), seq: isInteger }),
   resize: object({ type: literal("resize"), id: isInteger, rows: isPositiveInt, cols: isPositiveInt }),
 };
 
@@ -369,6 +394,7 @@ export const ANSWERS: { [Op in OneShotOp]: Guard<AgentAnswer<Op>> } = {
   "workspace.export-objects": object({ head: isString, bytes: isInteger }),
   "exec.signal": object({ state: isString }),
   "exec.processes": object({ processes: arrayOf(object({ pid: isInteger, state: isString, command: isString })) }),
+  "exec.abandon": isNull,
 };
 
 /** True when `value` is what `op` answers. */

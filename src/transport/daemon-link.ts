@@ -36,6 +36,8 @@ export interface LinkHooks {
   log?(line: string): void;
   /** The mux channel closed (every stream on it was lost with it). */
   onLost?(why: string): void;
+  /** A mux channel to the daemon was (re-)established. */
+  onConnected?(): void;
 }
 
 export class DaemonLink {
@@ -90,16 +92,21 @@ export class DaemonLink {
     if (this.leaving.has(mux) && mux.streamCount === 0) mux.close("drained after GOAWAY");
   }
 
-  /** One agent conversation over a new stream, with the loss reason turned into a clear error. */
-  async agent(): Promise<AgentChannel> {
-    return this.agentOver(await this.stream());
+  /**
+   * One agent conversation over a new stream, with the loss reason turned into a clear error
+   * (`resumable`: a resumable exec's, whose loss just closes it: its wrapper re-attaches).
+   */
+  async agent(resumable = false): Promise<AgentChannel> {
+    return this.agentOver(await this.stream(), resumable);
   }
 
-  agentOver(stream: MuxStream): AgentChannel {
+  agentOver(stream: MuxStream, resumable = false): AgentChannel {
     const io = streamAsDuplex(stream);
     const ch = new AgentChannel({ stdin: io, stdout: io, destroy: () => io.destroy() }, { marker: false });
     stream.once("close", (info) => {
-      if (info.reason !== null && info.reason !== "client-gone") ch.lose(this.lossError(info));
+      if (info.reason === null || info.reason === "client-gone") return;
+      if (resumable) ch.destroy();
+      else ch.lose(this.lossError(info));
     });
     return ch;
   }
@@ -203,6 +210,7 @@ export class DaemonLink {
     });
     if (this.closed) mux.close("link closed");
     this.mux = mux;
+    if (!this.closed) queueMicrotask(() => this.hooks.onConnected?.());
     return mux;
   }
 

@@ -3,7 +3,7 @@
 // (ssh-host.ts) and through the shared per-host broker (src/broker/broker-host.ts).
 import type { AgentChannel } from "./agent-channel.js";
 import type { Readable, Writable } from "node:stream";
-import type { AgentAnswer, AgentOp, AgentRequest, ExecRunRequest, OneShotOp, OpRequest } from "../shared/agent-api.js";
+import type { AgentAnswer, AgentOp, AgentRequest, ExecAttachRequest, ExecRunRequest, OneShotOp, OpRequest } from "../shared/agent-api.js";
 
 export interface PtyRequest {
   rows: number;
@@ -27,8 +27,13 @@ export interface PtyChannel {
 export interface RemoteHost {
   /** Root directory as configured (may start with "~/"); sent in every agent request. */
   readonly root: string;
-  /** Starts the remote agent on a new channel (installing it first if needed), marker already seen. */
-  openAgent(): Promise<AgentChannel>;
+  /**
+   * Starts the remote agent on a new channel (installing it first if needed), marker already seen.
+   * `session`: the conversation belongs to a resumable exec with this token. Its loss then closes
+   * the channel without an error frame (the wrapper re-attaches instead), and a broker that sees
+   * the client go away while the link is down has the exec abandoned once it is back.
+   */
+  openAgent(opts?: { session?: string }): Promise<AgentChannel>;
   /**
    * Starts the agent's PTY entry point on a channel with a server-side pseudo-terminal of the
    * given size: `node agent.cjs <args…>`. `args` must carry no user data (tokens only).
@@ -42,6 +47,7 @@ export interface RemoteHost {
 /** The first frame of a conversation with `host`'s agent: the one place `root` is added. */
 export function requestFor<Op extends OneShotOp>(host: Pick<RemoteHost, "root">, op: Op, fields: OpRequest<Op>): AgentRequest<Op>;
 export function requestFor(host: Pick<RemoteHost, "root">, op: "exec.run", fields: ExecRunRequest): AgentRequest<"exec.run">;
+export function requestFor(host: Pick<RemoteHost, "root">, op: "exec.attach", fields: ExecAttachRequest): AgentRequest<"exec.attach">;
 export function requestFor(host: Pick<RemoteHost, "root">, op: AgentOp, fields: object): object {
   return { op, root: host.root, ...fields };
 }

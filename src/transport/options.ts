@@ -68,6 +68,11 @@ export const runtimeOptionFields = {
    * every configuration of the same user and root: the one that starts it decides.
    */
   daemonIdleMs: z.int().min(1000).max(86_400_000).default(300_000),
+  /**
+   * How long a pipes exec whose link was lost stays alive on the host waiting for its wrapper to
+   * re-attach. 0: a lost link ends the exec at once (its tree reaped after the 1 s abandonment grace).
+   */
+  reconnectGraceMs: z.int().min(0).max(86_400_000).default(600_000),
 };
 
 /** What each key must look like, phrased for the one-line error message. */
@@ -87,6 +92,7 @@ const EXPECTED: Record<keyof typeof runtimeOptionFields, string> = {
   sshConfig: "expected the path of an ssh_config file, or false to ignore ssh_config files",
   acceptNewHostKeys: "expected true or false (true lets StrictHostKeyChecking accept-new record unknown host keys)",
   daemonIdleMs: "expected an integer number of milliseconds 1000-86400000",
+  reconnectGraceMs: "expected an integer number of milliseconds 0-86400000 (0: a lost link ends the exec at once)",
 };
 
 const schema = z.strictObject(runtimeOptionFields);

@@ -134,8 +134,8 @@ export class SshHost implements RemoteHost, DaemonStarter {
   }
 
   /** One agent conversation: a new stream of the host daemon. */
-  openAgent(): Promise<AgentChannel> {
-    return this.link.agent();
+  openAgent(opts: { session?: string } = {}): Promise<AgentChannel> {
+    return this.link.agent(opts.session !== undefined);
   }
 
   call<Op extends OneShotOp>(op: Op, fields: OpRequest<Op>, timeoutMs?: number): Promise<AgentAnswer<Op>> {

@@ -3,7 +3,12 @@
 //                   before `started`, so the runtime can refuse without any fd4 event
 //   exec.signal     the out-of-band `signal` operation (identity-checked, waits until gone)
 //   exec.processes  the workspace's live process set (diagnostics and tests)
-import { RuntimeError } from "../../shared/errors.js";
+//   exec.attach     a wrapper re-attaches to its resumable exec after the link was lost (streaming)
+//   exec.abandon    the wrapper of a resumable exec died during an outage: reap it now
+import { RuntimeError, toWireError } from "../../shared/errors.js";
+import { RESUME_TOKEN } from "../../shared/resume.js";
+import { isInteger } from "../../shared/guards.js";
+import { ExecSession, findSession, parseResume } from "./exec-session.js";
 import type { AgentContext, OneShotHandlers } from "../context.js";
 import { readProcStat, isGone } from "../../shared/proc-stat.js";
 import { createExecRecord, readExecRecord, updateExecRecord, type ExecRecord } from "./records.js";
@@ -31,8 +36,11 @@ function notReady(phase: string, workspaceId: string): RuntimeError {
   return new RuntimeError("remote", `SSH workspace is ${status}: ${workspaceId}`);
 }
 
-export async function execRun(ctx: AgentContext): Promise<void> {
-  const req: ExecRunRequest = parseRunRequest(ctx.request);
+export async function execRun(first: AgentContext): Promise<void> {
+  const req: ExecRunRequest = parseRunRequest(first.request);
+  // Created before anything can wait, so no frame the wrapper sent after its request is missed.
+  const session = new ExecSession(first, parseResume(first.request.resume));
+  const ctx = session.context;
   const loaded = loadWorkspace(ctx.root, req.workspaceId, req.owner);
   if (loaded.state === "missing") throw new RuntimeError("remote", `SSH workspace is missing: ${req.workspaceId}`);
   const { layout, manifest } = loaded;
@@ -58,19 +66,50 @@ export async function execRun(ctx: AgentContext): Promise<void> {
   const pty = req.stdio.kind === "pty";
   const hooks = execHooks(ctx.root, req.execId);
   const sup = new ExecSupervisor(ctx, layout, record, req.workspaceId, req.owner, !pty, hooks.delayIdentityMs);
-  // Live until its exit is reported or its tree is reaped (the daemon's idle rule counts these).
+  // Live until its exit was received by the wrapper or its tree is reaped (the daemon's idle rule
+  // counts these), findable by its token for a wrapper re-attaching meanwhile.
   execSessions.add(sup);
+  session.register();
   try {
     if (req.stdio.kind === "pty") await runPty(ctx, sup, launch, req, hooks.terminalSearchPath);
     else await runPipes(ctx, sup, launch, req.env, req.argv[0]!);
   } catch (err) {
+    let wire = err;
     await sup.settleUnfinished().catch((e: Error) => {
-      throw new RuntimeError("remote", `${(err as Error).message}; reaping the exec failed too: ${e.message}`);
+      wire = new RuntimeError("remote", `${(err as Error).message}; reaping the exec failed too: ${e.message}`);
     });
-    throw err;
+    // Through the session: numbered and kept like every other frame, so a re-attached wrapper gets it.
+    ctx.sendJson({ type: "error", ...toWireError(wire) });
+  }
+  try {
+    await session.done;
   } finally {
     execSessions.delete(sup);
   }
+}
+
+/** `exec.attach`: a wrapper whose stream was lost takes its session over; ends when let go again. */
+export async function execAttach(ctx: AgentContext): Promise<void> {
+  const { token, received } = ctx.request;
+  if (typeof token !== "string" || !RESUME_TOKEN.test(token) || !isInteger(received) || received < 0) {
+    throw new RuntimeError("input", "exec.attach needs a resume token and the last frame received");
+  }
+  const session = findSession(token);
+  if (!session) {
+    throw new RuntimeError(
+      "remote",
+      "the host daemon no longer knows this exec: it was reaped after the reconnect grace, or the daemon restarted (its workloads were reaped)",
+    );
+  }
+  await session.attach(ctx, received);
+}
+
+/** `exec.abandon`: the wrapper of a resumable exec died while the link was down. */
+async function execAbandon(ctx: AgentContext): Promise<null> {
+  const token = ctx.request.token;
+  if (typeof token !== "string" || !RESUME_TOKEN.test(token)) throw new RuntimeError("input", "exec.abandon needs a resume token");
+  findSession(token)?.abandon();
+  return null;
 }
 
 async function waitGone(targets: Array<{ pid: number; startTime: string }>, ms: number): Promise<boolean> {
@@ -137,4 +176,5 @@ async function execProcesses(ctx: AgentContext) {
 export const execOps = {
   "exec.signal": execSignal,
   "exec.processes": execProcesses,
+  "exec.abandon": execAbandon,
 } satisfies Partial<OneShotHandlers>;

@@ -8,7 +8,8 @@
 import { spawn, type ChildProcessByStdio } from "node:child_process";
 import type { Readable, Writable } from "node:stream";
 import { FrameKind, encodeData, encodeFrame, type Frame } from "../../shared/frames.js";
-import type { AgentContext, ConversationEnd } from "../context.js";
+import type { ConversationEnd } from "../context.js";
+import type { ExecContext } from "./exec-session.js";
 import { closeTag, openTag, taggedStdio, type Launch } from "./launch.js";
 import { identityNow, type ExecSupervisor } from "./supervisor.js";
 import { execTagPath } from "../proc/process-set.js";
@@ -28,17 +29,17 @@ type Child = ChildProcessByStdio<Writable, Readable, Readable>;
 type Status = { code: number | null; signal: string | null; spawnError?: string };
 
 /**
- * Workload stdin: frames that arrive before the child exists are queued. Each chunk is
- * acknowledged once the workload's pipe (or its terminal's relay) took it; the wrapper keeps at
- * most STDIN_WINDOW unacknowledged (it stops reading fd0), so this channel is never paused and
- * controls (signals, acks) always get through.
+ * Workload stdin: frames that arrive before the child exists are queued. Each chunk counts as
+ * taken once the workload's pipe (or its terminal's relay) took it, or dropped it (the workload
+ * closed its stdin); the wrapper keeps at most STDIN_WINDOW unacknowledged (it stops reading fd0),
+ * so this channel is never paused and controls (signals, acks) always get through.
  */
 export class StdinForwarder {
   private sink: Writable | null = null;
   private readonly queue: Buffer[] = [];
   private ended = false;
 
-  constructor(private readonly ctx: AgentContext) {}
+  constructor(private readonly ctx: ExecContext) {}
 
   data(payload: Buffer): void {
     if (this.sink) this.write(payload);
@@ -58,8 +59,8 @@ export class StdinForwarder {
   }
 
   private write(data: Buffer): void {
-    if (!this.sink || this.sink.destroyed) return;
-    this.sink.write(data, () => this.ctx.sendJson({ type: "stdin-ack", bytes: data.length }));
+    if (!this.sink || this.sink.destroyed) return this.ctx.inputTaken();
+    this.sink.write(data, () => this.ctx.inputTaken());
   }
 }
 
@@ -74,7 +75,9 @@ export class OutputFlow {
   private readonly outputs: Readable[] = [];
   lastData = Date.now();
 
-  constructor(private readonly ctx: AgentContext) {}
+  constructor(private readonly ctx: ExecContext) {
+    ctx.onOutputAcked((bytes) => this.acknowledged(bytes));
+  }
 
   /** True while output is held back by flow control (not the workload's silence). */
   get held(): boolean {
@@ -125,14 +128,19 @@ export class OutputFlow {
    * OUTPUT_MAX_MS passed.
    */
   async drainAfterExit(drained: Promise<unknown>, closed: Promise<void>): Promise<void> {
-    const exitAt = Date.now();
+    // Time the wrapper holds output back (a slow reader, or a link being re-established) does not
+    // count against OUTPUT_MAX_MS: the bound is for descendants writing on, not for acks.
+    let exitAt = Date.now();
     this.lastData = Math.max(this.lastData, exitAt);
     await Promise.race([
       drained,
       closed,
       new Promise<void>((resolve) => {
         const tick = setInterval(() => {
-          if (this.held) this.lastData = Date.now();
+          if (this.held) {
+            this.lastData = Date.now();
+            exitAt += 50;
+          }
           const idle = !this.held && Date.now() - this.lastData >= OUTPUT_IDLE_MS;
           if (idle || Date.now() - exitAt >= OUTPUT_MAX_MS) {
             clearInterval(tick);
@@ -173,7 +181,7 @@ function spawnWorkload(sup: ExecSupervisor, launch: Launch, env: Record<string, 
 }
 
 export async function runPipes(
-  ctx: AgentContext,
+  ctx: ExecContext,
   sup: ExecSupervisor,
   launch: Launch | null,
   env: Record<string, string>,
@@ -186,8 +194,7 @@ export async function runPipes(
     else if (f.kind === FrameKind.Eof && f.payload[0] === 0) stdin.end();
     else if (f.kind === FrameKind.Json) {
       const msg = decodeRuntimeMessage(f.payload);
-      if (msg?.type === "ack") flow.acknowledged(msg.bytes);
-      else if (msg?.type === "signal") sup.deliver(msg.signal);
+      if (msg?.type === "signal") sup.deliver(msg.signal);
     }
   });
   const closed = new Promise<ConversationEnd>((resolve) => ctx.onClose(resolve));

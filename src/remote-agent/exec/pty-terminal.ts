@@ -15,7 +15,8 @@
 import { RuntimeError } from "../../shared/errors.js";
 import { FrameKind, type Frame } from "../../shared/frames.js";
 import { decodeRuntimeMessage, type ExecRunRequest } from "../../shared/agent-api.js";
-import type { AgentContext, ConversationEnd } from "../context.js";
+import type { ConversationEnd } from "../context.js";
+import type { ExecContext } from "./exec-session.js";
 import { spawnTerminal, type IdleRelay, type Terminal, type TerminalExit, type UsableTerminalSupport } from "../terminal/index.js";
 import { closeTag, openTag, type Launch } from "./launch.js";
 import type { ExecSupervisor } from "./supervisor.js";
@@ -26,7 +27,7 @@ import { conversationLost } from "./sessions.js";
 type Outcome = { exit: TerminalExit } | { failed: unknown } | { lost: ConversationEnd };
 
 export async function runTerminal(
-  ctx: AgentContext,
+  ctx: ExecContext,
   sup: ExecSupervisor,
   support: UsableTerminalSupport,
   launch: Launch,
@@ -55,8 +56,7 @@ export async function runTerminal(
     if (f.kind === FrameKind.Stdin) stdin.data(f.payload);
     else if (f.kind === FrameKind.Json) {
       const msg = decodeRuntimeMessage(f.payload);
-      if (msg?.type === "ack") flow.acknowledged(msg.bytes);
-      else if (msg?.type === "signal") sup.deliver(msg.signal);
+      if (msg?.type === "signal") sup.deliver(msg.signal);
       else if (msg?.type === "resize") resize(msg.id, msg.rows, msg.cols);
     }
   });

@@ -15,6 +15,7 @@ import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../../shared/errors.js";
 import { FrameKind, encodeData, type Frame } from "../../shared/frames.js";
 import type { AgentContext, ConversationEnd } from "../context.js";
+import type { ExecContext } from "./exec-session.js";
 import { rootLayout } from "../layout.js";
 import type { Launch } from "./launch.js";
 import { decodeRuntimeMessage, type ExecRunRequest } from "../../shared/agent-api.js";
@@ -99,7 +100,7 @@ function prepareIdleRelay(agentDir: string, support: UsableTerminalSupport): voi
 }
 
 export async function runPty(
-  ctx: AgentContext,
+  ctx: ExecContext,
   sup: ExecSupervisor,
   launch: Launch | null,
   req: ExecRunRequest,

@@ -29,11 +29,12 @@ class ExecSessions {
 export const execSessions = new ExecSessions();
 
 /**
- * The exec's conversation ended before its exit was reported. Today every cause is abandonment:
- * after ABANDON_GRACE_MS the exec is recorded abandoned and its tree reaped. This is the place
- * where a lost link ("link-lost") may instead keep the session detached for a reconnect grace,
- * while a client that died ("client-gone") keeps meaning abandonment.
+ * The exec's conversation ended for good before its exit was reported: the exec is recorded
+ * abandoned and its tree reaped. A resumable exec only gets here once nobody can re-attach
+ * (exec-session.ts): its wrapper died ("client-gone", also reported by a broker after an outage),
+ * or the reconnect grace passed ("expired", reaped at once: the grace was the wait). Anything else
+ * (a non-resumable exec's lost link, an orderly end before the exit) waits ABANDON_GRACE_MS first.
  */
 export function conversationLost(sup: ExecSupervisor, how: ConversationEnd): Promise<void> {
-  return sup.abandon(ABANDON_GRACE_MS);
+  return sup.abandon(how === "expired" ? 0 : ABANDON_GRACE_MS);
 }
