@@ -223,12 +223,23 @@ export class BrokerServer {
    * token is handed to the pool, which has the exec abandoned as soon as a channel is back.
    */
   private async bridgeSession(sock: Socket, token: string): Promise<void> {
+    // Read while waiting, or its going away (EOF on a half-open socket) would not be seen; a
+    // client sends nothing before our answer, but whatever it does send is kept for the stream.
     let gone = false;
-    sock.once("close", () => (gone = true));
+    const early: Buffer[] = [];
+    const onData = (d: Buffer) => early.push(d);
+    const onGone = () => (gone = true);
+    sock.on("data", onData).once("end", onGone).once("close", onGone);
+    sock.resume();
     for (;;) {
       try {
         const lease = await this.pool.stream();
-        if (!gone) return this.bridgeStream(sock, lease, token);
+        if (!gone) {
+          sock.pause();
+          sock.off("data", onData).off("end", onGone).off("close", onGone);
+          if (early.length > 0) sock.unshift(Buffer.concat(early));
+          return this.bridgeStream(sock, lease, token);
+        }
         lease.stream.reset("client-gone");
         lease.release();
       } catch (err) {
@@ -238,6 +249,8 @@ export class BrokerServer {
           if (!gone) continue;
         }
       }
+      sock.destroy();
+      this.cfg.log("the wrapper of a resumable exec went away while waiting for the link: its exec is abandoned once a channel is back");
       this.pool.abandonWhenBack(token);
       return;
     }
@@ -268,9 +281,15 @@ export class BrokerServer {
         sock.once("drain", () => stream.resume());
       }
     });
+    let clientLeft = false;
     stream.on("end", () => sock.end());
     stream.once("close", (info) => {
       release();
+      // The wrapper went away and the link went before the daemon could end the exec's stream:
+      // whether its END (or reset) reached the daemon is unknown, so the exec is abandoned by token.
+      if (session !== undefined && clientLeft && info.reason !== null && info.reason !== "client-gone") {
+        this.pool.abandonWhenBack(session, link);
+      }
       if (info.reason === null || sock.destroyed) return;
       if (info.reason !== "client-gone" && boundary.atBoundary && session === undefined) {
         sock.end(encodeJson({ type: "error", ...toWireError(link.lossError(info)) }));
@@ -284,13 +303,13 @@ export class BrokerServer {
         void stream.drained().then(() => sock.resume());
       }
     });
-    let ended = false;
     sock.once("end", () => {
-      ended = true;
+      clientLeft = true;
       stream.end();
     });
     sock.once("close", () => {
-      if (session !== undefined && !ended && !stream.closed) this.pool.abandonWhenBack(session, link);
+      if (session !== undefined && !clientLeft && !stream.closed) this.pool.abandonWhenBack(session, link);
+      clientLeft = true;
       stream.reset("client-gone");
     });
     sock.resume();

@@ -233,7 +233,9 @@ export class ExecLink extends EventEmitter<ExecLinkEvents> {
           answered = true;
           ch.destroy();
           const err = fromWireError(msg);
-          resolve(err.errorClass === "remote" || FATAL.has(err.errorClass) ? err : err.message);
+          if (err.errorClass === "remote")
+            resolve(new RuntimeError("remote", `the execution on ${this.opts.hostName} could not be resumed: ${err.message}`));
+          else resolve(FATAL.has(err.errorClass) ? err : err.message);
         }
       };
       const onClose = () => {

@@ -20,77 +20,17 @@ import { ExecWorkspace, exitOf, type ExecHandle } from "../support/exec.js";
 import { rig, waitFor } from "../rig/rig.js";
 import { extraSshdSkipReason, startExtraSshd, type ExtraSshd } from "../support/extra-sshd.js";
 import { runCli, lifecycleRequest } from "../support/run-cli.js";
-import { startDelayProxy, type DelayProxy } from "../../bench/delay-proxy.mjs";
+import { daemonsOf, finish, runtimeProcesses, throughProxy as throughProxyFor, type HostProc } from "../support/host-daemon.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-interface HostProc {
-  pid: number;
-  rssKiB: number;
-  args: string;
-}
-
-function uidOf(user: string): number {
-  const line = readFileSync("/etc/passwd", "utf8")
-    .split("\n")
-    .find((l) => l.startsWith(`${user}:`));
-  return Number(line?.split(":")[2] ?? -1);
-}
-
-/**
- * The runtime's own processes on the host for `root` (daemon, relay, daemon-up, pty-attach: every
- * process of the login user running the installed agent), read from /proc. Workloads and sshd
- * do not run the agent and are not counted.
- */
-function runtimeProcesses(root: string): HostProc[] {
-  const uid = uidOf(rig().user);
-  const found: HostProc[] = [];
-  for (const name of readdirSync("/proc")) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const status = readFileSync(`/proc/${name}/status`, "utf8");
-      if (Number(/^Uid:\s+(\d+)/m.exec(status)?.[1]) !== uid || /^State:\s+Z/m.test(status)) continue;
-      const args = readFileSync(`/proc/${name}/cmdline`, "utf8").split("\0").join(" ").trim();
-      if (!args.includes(`${root}/agent/`)) continue;
-      found.push({ pid: Number(name), rssKiB: Number(/^VmRSS:\s+(\d+)/m.exec(status)?.[1] ?? 0), args });
-    } catch {
-      // ended during the scan
-    }
-  }
-  return found;
-}
-
-function daemonsOf(root: string): HostProc[] {
-  return runtimeProcesses(root).filter((p) => / daemon( |$)/.test(p.args));
-}
-
-/**
- * Destroys the workspace, stops the broker (asking its daemon to retire), removes the root (any
- * other daemon of it then exits) and checks that nothing of the runtime runs for it any more.
- */
-async function finish(ws: ExecWorkspace): Promise<void> {
-  await ws.lifecycle("destroy").catch(() => undefined);
-  await stopBroker(parseRuntimeOptions(ws.options), { retireDaemon: true });
-  await ws.cleanup();
-  await waitFor(() => runtimeProcesses(ws.configuredRoot).length === 0, 15_000);
-}
-
 const PATH = { PATH: "/usr/bin:/bin" };
 
-/** A proxy in front of the rig's sshd and runtime options reaching the host through it. */
-async function throughProxy(extra: Record<string, unknown> = {}): Promise<{ proxy: DelayProxy; options: Record<string, unknown> }> {
-  const r = rig();
-  const proxy = await startDelayProxy({ targetPort: r.port, delayMs: 0 });
-  cleanups.push(() => proxy.close());
-  const dir = mkdtempSync(join(tmpdir(), "paseo-daemon-kh-"));
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  const knownHostsFile = join(dir, "known_hosts");
-  writeFileSync(knownHostsFile, r.hostPublicKeys.map((k) => `[127.0.0.1]:${proxy.port} ${k.split(" ").slice(0, 2).join(" ")}\n`).join(""));
-  return { proxy, options: { host: "127.0.0.1", port: proxy.port, knownHostsFile, ...extra } };
-}
+/** A proxy in front of the rig's sshd (see test/support/host-daemon.ts). */
+const throughProxy = (extra: Record<string, unknown> = {}) => throughProxyFor(cleanups, extra);
 
 /** Starts `n` execs that stay live; resolves once each printed `ready`, with its workload's identity. */
 async function liveExecs(ws: ExecWorkspace, n: number, tag: string) {
@@ -270,8 +210,8 @@ describe("host daemon", () => {
     }
   }, 60_000);
 
-  it("a daemon killed with SIGKILL: the wrapper names the cause; the next operation's daemon reaps the orphaned workload", async () => {
-    const ws = new ExecWorkspace("daemon-kill");
+  it("reconnectGraceMs 0: a daemon killed with SIGKILL: the wrapper names the cause; the next operation's daemon reaps the orphaned workload", async () => {
+    const ws = new ExecWorkspace("daemon-kill", { reconnectGraceMs: 0 });
     cleanups.push(() => finish(ws));
     await ws.create();
     const h = ws.start({ argv: ["/bin/sh", "-c", "sleep 61 & echo ready; wait"], env: PATH });
@@ -297,8 +237,8 @@ describe("host daemon", () => {
     expect(next?.pid).not.toBe(rec.agentPid);
   }, 120_000);
 
-  it("a reset link ends live execs with a network error naming the connection, reaps their workloads, and the broker reconnects", async () => {
-    const { proxy, options } = await throughProxy();
+  it("reconnectGraceMs 0: a reset link ends live execs with a network error naming the connection, reaps their workloads, and the broker reconnects", async () => {
+    const { proxy, options } = await throughProxy({ reconnectGraceMs: 0 });
     const ws = new ExecWorkspace("daemon-cut", options);
     cleanups.push(() => finish(ws));
     await ws.create();
@@ -317,8 +257,8 @@ describe("host daemon", () => {
     expect((await brokerStats(parseRuntimeOptions(ws.options)))?.handshakes).toBe(2);
   }, 120_000);
 
-  it("a silent link: both sides give up after three keepalive intervals, the workloads are reaped during the outage, the broker reconnects after it", async () => {
-    const { proxy, options } = await throughProxy({ keepaliveIntervalMs: 1000 });
+  it("reconnectGraceMs 0: a silent link: both sides give up after three keepalive intervals, the workloads are reaped during the outage, the broker reconnects after it", async () => {
+    const { proxy, options } = await throughProxy({ keepaliveIntervalMs: 1000, reconnectGraceMs: 0 });
     const ws = new ExecWorkspace("daemon-silent", options);
     cleanups.push(() => finish(ws));
     await ws.create();
