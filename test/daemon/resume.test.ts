@@ -244,6 +244,30 @@ describe("resumable execs", () => {
     expect(await ws.processes()).toEqual([]);
   }, 120_000);
 
+  it("a signal issued during an outage is delivered after it, once", async () => {
+    const { proxy, ws } = await proxiedWorkspace("resume-signal", { keepaliveIntervalMs: 1000 });
+    const script =
+      'n=0; trap \'n=$((n+1)); echo "term $n"\' TERM; echo ready; while [ ! -e stop ]; do sleep 0.1; done; echo "terms $n"; exit 9';
+    const h = ws.start({ argv: ["/bin/sh", "-c", script], env: PATH });
+    await h.waitOutput("ready\n");
+    const rec = recordOf(ws, h)!;
+    const options = parseRuntimeOptions(ws.options);
+    const end = outage(proxy);
+    await waitFor(() => /channel lost: no answer from the peer/.test(daemonLog(ws)), 30_000);
+    for (let i = 0; i < 100 && (await brokerStats(options))?.connections !== 0; i++) await sleep(200);
+    // Paseo forwards SIGTERM to the wrapper while the link is down.
+    h.child.kill("SIGTERM");
+    await sleep(1500);
+    expect(h.output().toString()).toBe("ready\n");
+    end();
+    await h.waitOutput("term 1\n", 30_000);
+    writeFileSync(join(ws.root, "stop"), "");
+    const r = await h.done;
+    expect(exitOf(r)).toEqual({ code: 9, signal: null });
+    expect(r.stdout.toString()).toBe("ready\nterm 1\nterms 1\n");
+    expect(isGone(rec.pid!, rec.startTime!)).toBe(true);
+  }, 120_000);
+
   it("a PTY exec on sshd's own terminal cannot survive a reset: it ends with a clear network error, and its tree is reaped", async () => {
     const { proxy, ws } = await proxiedWorkspace("resume-pty");
     const h = ws.start({ argv: ["/bin/sh", "-c", "echo ready; exec sleep 75"], env: PATH, stdio: { kind: "pty", rows: 24, cols: 80 } });

@@ -20,7 +20,8 @@ describe("agent messages", () => {
 
   it("are refused when a field has the wrong type, the type is unknown or the frame is not JSON", () => {
     expect(decodeAgentMessage(json({ type: "exit", code: "3", signal: null }))).toBeNull();
-    expect(decodeAgentMessage(json({ type: "stdin-ack", bytes: 1.5 }))).toBeNull();
+    expect(decodeAgentMessage(json({ type: "ack", seq: 1.5 }))).toBeNull();
+    expect(decodeAgentMessage(json({ type: "attached", received: "3" }))).toBeNull();
     expect(decodeAgentMessage(json({ type: "error", errorClass: "fatal", message: "x" }))).toBeNull();
     expect(decodeAgentMessage(json({ type: "progress", phase: "elsewhere" }))).toBeNull();
     expect(decodeAgentMessage(json({ type: "hello" }))).toBeNull();
