@@ -30,6 +30,7 @@ function agentRequest(opts: { session?: string } = {}): BrokerRequest {
 
 export class BrokerHost implements RemoteHost {
   readonly root: string;
+  readonly reattachable = true;
   private readonly open = new Set<Socket>();
   /**
    * Dialled by `connect()` so connection problems surface where SshHost's would, with an agent

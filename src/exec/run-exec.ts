@@ -41,9 +41,11 @@ export async function runExec(workspaceId: string, io: ExecStreams, deps: ExecDe
     const host = await deps.openHost(options);
     try {
       const { stdio } = envelope;
-      // Pipes execs survive a lost link. An sshd-owned PTY does not (its channel dies with the
-      // link), so its conversation is not resumable: a loss ends it with a network error.
-      const token = stdio.kind === "pipes" && options.reconnectGraceMs > 0 ? newResumeToken() : null;
+      // Pipes execs survive a lost link (through the broker, which reconnects). An sshd-owned PTY
+      // does not (its channel dies with the link), so its conversation is not resumable: a loss
+      // ends it with a network error, as it does in-process.
+      const resumable = stdio.kind === "pipes" && options.reconnectGraceMs > 0 && host.reattachable;
+      const token = resumable ? newResumeToken() : null;
       const ch = await host.openAgent(token ? { session: token } : {});
       const link = new ExecLink(host, ch, { token, graceMs: options.reconnectGraceMs, hostName: options.host });
       const parts: ConversationParts = {

@@ -28,6 +28,12 @@ export interface RemoteHost {
   /** Root directory as configured (may start with "~/"); sent in every agent request. */
   readonly root: string;
   /**
+   * Whether a conversation lost with the link can be re-attached through this host later: true
+   * through the broker, which reconnects by itself; false in-process (`broker: false`), whose one
+   * SSH connection is gone for good when the link drops.
+   */
+  readonly reattachable: boolean;
+  /**
    * Starts the remote agent on a new channel (installing it first if needed), marker already seen.
    * `session`: the conversation belongs to a resumable exec with this token. Its loss then closes
    * the channel without an error frame (the wrapper re-attaches instead), and a broker that sees

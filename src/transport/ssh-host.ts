@@ -30,6 +30,7 @@ export class SshHost implements RemoteHost, DaemonStarter {
   /** Agent uploads this host object performed (observable by doctor and tests). */
   installs = 0;
   readonly root: string;
+  readonly reattachable = false;
   readonly bundle: AgentBundle;
   /** The mux channel to the host daemon carrying every agent conversation of this connection. */
   readonly link: DaemonLink;

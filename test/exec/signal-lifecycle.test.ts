@@ -224,8 +224,8 @@ describe("signal operation and process set over SSH", () => {
     process.kill(daemonPid, "SIGKILL");
     const r = await h.done;
     expect(r.events.map((e) => e.type)).toEqual(["started", "error"]);
-    expect(r.stderr).toMatch(/^the host daemon on \S+ went away \(.*\); the operation it was running is lost\n$/);
-    // The next operation starts a new daemon; its start-up sweep reaps the orphan before answering.
+    // The wrapper's re-attach reaches a new daemon, whose start-up sweep reaped the orphan first.
+    expect(r.stderr).toMatch(/^the execution on \S+ could not be resumed: the host daemon no longer knows this exec/);
     expect((await ws.processes()).filter((p) => p.command.includes("sleep 41"))).toEqual([]);
     expect(recordOf(h.execId)).toMatchObject({ state: "abandoned", reaped: true });
     expect(recordOf(h.execId)!.agentPid).toBe(daemonPid);

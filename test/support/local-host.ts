@@ -8,6 +8,8 @@ import { RuntimeError } from "../../src/shared/errors.js";
 import type { AgentAnswer, OneShotOp, OpRequest } from "../../src/shared/agent-api.js";
 
 export class LocalHost implements RemoteHost {
+  readonly reattachable = false;
+
   constructor(
     readonly root: string,
     private readonly agentPath = bundledAgentPath(),

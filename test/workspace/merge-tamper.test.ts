@@ -89,6 +89,7 @@ describe("merge-to-base checks the commit ids the host reports", () => {
   /** A host whose merge-info answer is `info`; any further conversation is a test failure. */
   const host = (info: unknown): RemoteHost => ({
     root: "/nowhere",
+    reattachable: false,
     call: async () => info as never,
     openAgent: () => Promise.reject(new Error("no agent conversation expected")),
     openPty: () => Promise.reject(new Error("no PTY expected")),
