@@ -23,9 +23,13 @@ import { AGENT_READY_TIMEOUT_MS, AgentChannel } from "../transport/agent-channel
 import { callAgent, type PtyChannel, type PtyRequest, type RemoteHost } from "../transport/host.js";
 import type { AgentAnswer, OneShotOp, OpRequest } from "../shared/agent-api.js";
 
-/** The header of an agent conversation (`session`: a resumable exec's, see RemoteHost.openAgent). */
-function agentRequest(opts: { session?: string } = {}): BrokerRequest {
-  return { kind: "agent", ...(opts.session !== undefined ? { session: opts.session } : {}) };
+/** The header of an agent conversation (`session`, `reattach`: a resumable exec's, see RemoteHost.openAgent). */
+function agentRequest(opts: { session?: string; reattach?: boolean } = {}): BrokerRequest {
+  return {
+    kind: "agent",
+    ...(opts.session !== undefined ? { session: opts.session } : {}),
+    ...(opts.reattach === true ? { reattach: true } : {}),
+  };
 }
 
 export class BrokerHost implements RemoteHost {
@@ -101,7 +105,7 @@ export class BrokerHost implements RemoteHost {
     }
   }
 
-  async openAgent(opts: { session?: string } = {}): Promise<AgentChannel> {
+  async openAgent(opts: { session?: string; reattach?: boolean } = {}): Promise<AgentChannel> {
     const sock = await this.request(agentRequest(opts));
     const ch = new AgentChannel({ stdin: sock, stdout: sock, destroy: () => sock.destroy() });
     sock.resume();

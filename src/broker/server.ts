@@ -202,8 +202,8 @@ export class BrokerServer {
           await this.stop("asked to shut down");
           return;
         case "agent":
-          if (req.session !== undefined) return await this.bridgeSession(sock, req.session);
-          return this.bridgeStream(sock, await this.pool.stream());
+          if (req.session !== undefined && req.reattach === true) return await this.bridgeSession(sock, req.session);
+          return this.bridgeStream(sock, await this.pool.stream(), req.session);
         case "pty":
           return this.bridgePty(sock, await this.pool.pty(req.args, req.pty));
       }
@@ -218,9 +218,10 @@ export class BrokerServer {
   }
 
   /**
-   * A resumable exec's conversation (its first, or a re-attachment): while the link is down the
-   * client waits here (the pool keeps reconnecting), so a wrapper that dies meanwhile is seen: its
-   * token is handed to the pool, which has the exec abandoned as soon as a channel is back.
+   * A resumable exec's re-attachment: while the link is down the client waits here (the pool keeps
+   * reconnecting), so a wrapper that dies meanwhile is seen: its token is handed to the pool, which
+   * has the exec abandoned as soon as a channel is back. (Its first conversation fails like any
+   * operation when the host cannot be reached: there is no exec to keep yet.)
    */
   private async bridgeSession(sock: Socket, token: string): Promise<void> {
     // Read while waiting, or its going away (EOF on a half-open socket) would not be seen; a

@@ -1,6 +1,6 @@
 // The broker's Unix-socket protocol. One socket connection carries one conversation:
 //   broker -> client  hello line   {"v":<version>,"pid":<n>}            (sent on accept)
-//   client -> broker  header line  {"kind":"agent"[,"session":<token>]} | {"kind":"pty","args":[…],"pty":{rows,cols,term}}
+//   client -> broker  header line  {"kind":"agent"[,"session":<token>[,"reattach":true]]} | {"kind":"pty","args":[…],"pty":{rows,cols,term}}
 //                                  | {"kind":"ping"} | {"kind":"shutdown"[,"retireDaemon":true]}
 //                                  (a client may send it before the hello has arrived: a broker
 //                                  reads it after the hello either way)
@@ -19,8 +19,11 @@ import { RESUME_TOKEN } from "../shared/resume.js";
 const positiveInt = z.int().min(1);
 
 export const BrokerRequestSchema = z.discriminatedUnion("kind", [
-  /** `session`: the resume token of the exec this conversation carries (see RemoteHost.openAgent). */
-  z.object({ kind: z.literal("agent"), session: z.string().regex(RESUME_TOKEN).optional() }),
+  /**
+   * `session`: the resume token of the exec this conversation carries (see RemoteHost.openAgent);
+   * `reattach`: it re-attaches to that exec, and waits here while the link is down.
+   */
+  z.object({ kind: z.literal("agent"), session: z.string().regex(RESUME_TOKEN).optional(), reattach: z.boolean().optional() }),
   z.object({
     kind: z.literal("pty"),
     args: z.array(z.string()),

@@ -172,6 +172,11 @@ export class ExecLink extends EventEmitter<ExecLinkEvents> {
       if (this.finished) return;
       const result = await Promise.race([this.tryAttach(), sleep(Math.max(0, deadline - Date.now())).then(() => "expired" as const)]);
       if (result === "expired") break;
+      if (this.finished) {
+        // Given up meanwhile (the conversation is failing): a late attachment is let go again.
+        if (typeof result === "object" && !(result instanceof RuntimeError)) result.ch.destroy();
+        return;
+      }
       if (result instanceof RuntimeError) {
         this.finished = true;
         this.emit("lost", result);
@@ -207,7 +212,7 @@ export class ExecLink extends EventEmitter<ExecLinkEvents> {
   private async tryAttach(): Promise<{ ch: AgentChannel; received: number; early: Frame[] } | RuntimeError | string> {
     let ch: AgentChannel;
     try {
-      ch = await this.host.openAgent({ session: this.opts.token! });
+      ch = await this.host.openAgent({ session: this.opts.token!, reattach: true });
     } catch (err) {
       if (err instanceof RuntimeError && FATAL.has(err.errorClass)) return err;
       return err instanceof Error ? err.message : String(err);

@@ -38,8 +38,9 @@ export interface RemoteHost {
    * `session`: the conversation belongs to a resumable exec with this token. Its loss then closes
    * the channel without an error frame (the wrapper re-attaches instead), and a broker that sees
    * the client go away while the link is down has the exec abandoned once it is back.
+   * `reattach`: the conversation re-attaches to that exec (a broker waits for the link meanwhile).
    */
-  openAgent(opts?: { session?: string }): Promise<AgentChannel>;
+  openAgent(opts?: { session?: string; reattach?: boolean }): Promise<AgentChannel>;
   /**
    * Starts the agent's PTY entry point on a channel with a server-side pseudo-terminal of the
    * given size: `node agent.cjs <args…>`. `args` must carry no user data (tokens only).
