@@ -86,8 +86,9 @@ describe("resumable execs", () => {
     expect(exitOf(r)).toEqual({ code: 7, signal: null });
     expect(r.stdout.toString()).toBe(lines(N));
     expect(r.stderr).toBe("");
-    // The link was really replaced: a second SSH handshake.
+    // The link was really replaced (a second SSH handshake) and the exec re-attached, not restarted.
     expect((await brokerStats(parseRuntimeOptions(ws.options)))?.handshakes).toBe(2);
+    expect(daemonLog(ws)).toMatch(/a detached exec was re-attached/);
   }, 120_000);
 
   it("a 40 s blackhole at keepaliveIntervalMs 5000: both sides declare the link dead, the exec finishes meanwhile, its output and exit arrive after", async () => {
@@ -239,6 +240,7 @@ describe("resumable execs", () => {
     expect(r.code).toBe(1);
     // The daemon gave up at the same bound, still during the outage.
     await waitFor(() => isGone(rec.pid!, rec.startTime!), 20_000);
+    expect(daemonLog(ws)).toMatch(/reconnect grace \(5000 ms\) ran out: reaping it/);
     await waitFor(() => recordOf(ws, h)?.state === "abandoned" && recordOf(ws, h)?.reaped === true, 5000);
     end();
     expect(await ws.processes()).toEqual([]);
@@ -266,6 +268,17 @@ describe("resumable execs", () => {
     expect(exitOf(r)).toEqual({ code: 9, signal: null });
     expect(r.stdout.toString()).toBe("ready\nterm 1\nterms 1\n");
     expect(isGone(rec.pid!, rec.startTime!)).toBe(true);
+  }, 120_000);
+
+  it("an exec started while the host cannot be reached is refused at once with the broker's reconnect error (only a re-attachment waits)", async () => {
+    // connectTimeoutMs 1000: a 5 s reconnect window.
+    const { proxy, ws } = await proxiedWorkspace("resume-unreachable", { connectTimeoutMs: 1000 });
+    expect(exitOf(await ws.run({ argv: ["/bin/true"] }))).toEqual({ code: 0, signal: null });
+    await proxy.close();
+    const r = await ws.run({ argv: ["/bin/echo", "never"], env: PATH });
+    expect(r.fd4).toBe("");
+    expect(r.stderr).toMatch(/^SSH connection to 127\.0\.0\.1:\d+ dropped and was not re-established within 5000 ms/);
+    expect(r.code).toBe(5);
   }, 120_000);
 
   it("a PTY exec on sshd's own terminal cannot survive a reset: it ends with a clear network error, and its tree is reaped", async () => {

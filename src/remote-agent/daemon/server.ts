@@ -28,6 +28,7 @@ import { Mux, type MuxStream } from "../../shared/mux.js";
 import type { ConversationPort } from "../conversation.js";
 import { serveConversation } from "../conversation.js";
 import { execSessions } from "../exec/sessions.js";
+import { setSessionLog } from "../exec/exec-session.js";
 import { readProcStat } from "../../shared/proc-stat.js";
 import { expandRoot } from "../root.js";
 import { DAEMON_SOCKET, daemonPaths, idleArg, type DaemonPaths } from "./paths.js";
@@ -333,6 +334,7 @@ export function daemonMain(agentFile: string, args: string[]): void {
   process.on("uncaughtException", (err) => log(`uncaught: ${oneLine(err.stack ?? err.message)}`));
   process.on("unhandledRejection", (err) => log(`unhandled rejection: ${oneLine(String(err))}`));
   prepareRunDir(paths);
+  setSessionLog(log);
   claimSocket(paths).then(
     (server) => {
       if (!server) {

@@ -23,6 +23,12 @@ export interface ExecContext extends AgentContext {
 
 /** Resumable sessions of this daemon by token (a one-shot agent has none that outlive it). */
 const byToken = new Map<string, ExecSession>();
+/** Where detach/attach/expiry are noted (the host daemon's log; nowhere in a one-shot agent). Never the token. */
+let note: (line: string) => void = () => undefined;
+
+export function setSessionLog(log: (line: string) => void): void {
+  note = log;
+}
 
 export function findSession(token: string): ExecSession | undefined {
   return byToken.get(token);
@@ -109,6 +115,7 @@ export class ExecSession {
     clearTimeout(this.graceTimer);
     this.graceTimer = undefined;
     const released = this.bind(ctx);
+    note(`a detached exec was re-attached: replaying ${replay.length} frame(s) to the wrapper`);
     ctx.sendJson({ type: "attached", received: this.up.received });
     ctx.sendJson({ type: "ack", seq: this.up.processed });
     // What it already holds counts as acknowledged (it wrote it out before asking).
@@ -119,6 +126,7 @@ export class ExecSession {
 
   /** The wrapper died while the link was down (the broker tells us once it is back). */
   abandon(): void {
+    note("the wrapper of a detached exec went away during the outage: reaping it");
     this.lose("client-gone");
   }
 
@@ -180,7 +188,11 @@ export class ExecSession {
     // The wrapper ends its side only after it wrote the exit out; a dead wrapper needs nothing more.
     if (this.finalSent && (how === "end" || how === "client-gone")) return this.finish();
     if ((how === "link-lost" || how === "error") && this.resumable) {
-      this.graceTimer = setTimeout(() => this.lose("expired"), this.resume!.graceMs);
+      note(`an exec's stream was lost (${how}): detached, waiting up to ${this.resume!.graceMs} ms for its wrapper`);
+      this.graceTimer = setTimeout(() => {
+        note(`a detached exec's reconnect grace (${this.resume!.graceMs} ms) ran out: reaping it`);
+        this.lose("expired");
+      }, this.resume!.graceMs);
       this.graceTimer.unref?.();
       return;
     }
