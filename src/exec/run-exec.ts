@@ -27,7 +27,8 @@ import { ExecLink, newResumeToken } from "./exec-link.js";
 export type { ExecStreams };
 
 export interface ExecDeps {
-  openHost(options: RuntimeOptions): Promise<RemoteHost>;
+  /** `first`: the first agent conversation's broker header (written with the connect). */
+  openHost(options: RuntimeOptions, first?: { session?: string }): Promise<RemoteHost>;
   fds?: { control: Readable; events: Writable };
 }
 
@@ -38,14 +39,14 @@ export async function runExec(workspaceId: string, io: ExecStreams, deps: ExecDe
   try {
     const envelope = await controls.envelope;
     const options = parseRuntimeOptions(envelope.options);
-    const host = await deps.openHost(options);
+    const { stdio } = envelope;
+    // Pipes execs survive a lost link (through the broker, which reconnects). An sshd-owned PTY
+    // does not (its channel dies with the link), so its conversation is not resumable: a loss
+    // ends it with a network error, as it does in-process. The token goes with the connect.
+    const candidate = stdio.kind === "pipes" && options.reconnectGraceMs > 0 ? newResumeToken() : null;
+    const host = await deps.openHost(options, candidate ? { session: candidate } : {});
     try {
-      const { stdio } = envelope;
-      // Pipes execs survive a lost link (through the broker, which reconnects). An sshd-owned PTY
-      // does not (its channel dies with the link), so its conversation is not resumable: a loss
-      // ends it with a network error, as it does in-process.
-      const resumable = stdio.kind === "pipes" && options.reconnectGraceMs > 0 && host.reattachable;
-      const token = resumable ? newResumeToken() : null;
+      const token = candidate !== null && host.reattachable ? candidate : null;
       const ch = await host.openAgent(token ? { session: token } : {});
       const link = new ExecLink(host, ch, { token, graceMs: options.reconnectGraceMs, hostName: options.host });
       const parts: ConversationParts = {
