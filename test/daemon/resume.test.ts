@@ -281,7 +281,7 @@ describe("resumable execs", () => {
     expect(r.code).toBe(5);
   }, 120_000);
 
-  it("a PTY exec on sshd's own terminal cannot survive a reset: it ends with a clear network error, and its tree is reaped", async () => {
+  it("a PTY exec (not resumable yet) ends with a clear network error on a reset, and its tree is reaped", async () => {
     const { proxy, ws } = await proxiedWorkspace("resume-pty");
     const h = ws.start({ argv: ["/bin/sh", "-c", "echo ready; exec sleep 75"], env: PATH, stdio: { kind: "pty", rows: 24, cols: 80 } });
     await h.waitOutput("ready");
