@@ -34,6 +34,8 @@ export interface ExecLinkEvents {
   stdinTaken: [number];
   /** The conversation cannot continue: its stream was lost for good. */
   lost: [RuntimeError];
+  /** A lost stream was replaced: frames sent from now on go out at once again. */
+  reattached: [];
 }
 
 export interface ExecLinkOptions {
@@ -51,6 +53,7 @@ export class ExecLink extends EventEmitter<ExecLinkEvents> {
   private ackScheduled = false;
   private finished = false;
   private ending = false;
+  private resumeDropped = false;
   /** Set while re-attaching (the frames sent meanwhile wait in the replay log). */
   reattaching = false;
   /** Re-attachments that succeeded (diagnostics). */
@@ -67,7 +70,12 @@ export class ExecLink extends EventEmitter<ExecLinkEvents> {
   }
 
   get resumable(): boolean {
-    return this.opts.token !== null && this.opts.graceMs > 0;
+    return this.opts.token !== null && !this.resumeDropped && this.opts.graceMs > 0;
+  }
+
+  /** The exec runs on sshd's pty, whose channel cannot outlive the link: a loss now ends it. */
+  dropResume(): void {
+    this.resumeDropped = true;
   }
 
   /** Bytes of stdin sent and not yet taken by the workload. */
@@ -151,7 +159,12 @@ export class ExecLink extends EventEmitter<ExecLinkEvents> {
     if (this.finished || this.ending) return;
     if (!this.resumable) {
       this.finished = true;
-      this.emit("lost", new RuntimeError("network", "connection to the remote agent was lost"));
+      // The broker closes a stream that carries a token without naming the loss (it expects a
+      // re-attachment), so an exec that dropped its token names the host and why it cannot resume.
+      const message = this.resumeDropped
+        ? `connection to ${this.opts.hostName} was lost; a terminal on sshd's pty cannot outlive its SSH connection`
+        : "connection to the remote agent was lost";
+      this.emit("lost", new RuntimeError("network", message));
       return;
     }
     void this.reattach();
@@ -190,6 +203,7 @@ export class ExecLink extends EventEmitter<ExecLinkEvents> {
         for (const f of this.up.after(result.received) ?? []) result.ch.send(f);
         this.flushAck();
         for (const f of result.early) this.onFrame(f);
+        this.emit("reattached");
         return;
       }
       last = result;

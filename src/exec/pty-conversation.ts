@@ -9,7 +9,11 @@
 //     output is that channel's output, fd0 its input, and a resize is an SSH window-change that
 //     the agent confirms on the remote terminal.
 // Either way resizes are processed one at a time and acknowledged on fd4 only once confirmed, and
-// fd0 is held (bounded) until the terminal is known.
+// fd0 is held (bounded) until the terminal is known. Resizes that queue up meanwhile (behind one in
+// flight, or while the exec's stream is being re-attached after a lost link) are coalesced: only
+// the latest size is sent, and once it is applied every id it covers is acknowledged, in order.
+// A terminal the agent owns survives a lost link like a pipes exec; sshd's pty cannot (its
+// channel dies with the link), so `pty-token` makes the conversation non-resumable.
 import { RuntimeError } from "../shared/errors.js";
 import { sleep } from "../shared/async.js";
 import type { ExecAgentMessage } from "../shared/agent-api.js";
@@ -38,7 +42,8 @@ export class PtyConversation extends Conversation {
   /** fd0 as terminal input, bounded before and after the pty channel opens. */
   private readonly input: PtyStdin;
   private readonly resizes: ResizeControl[] = [];
-  private resizeInFlight: number | null = null;
+  /** The id sent and awaiting `resized`, and every id its size answers (older queued ones too). */
+  private resizeInFlight: { id: number; covers: number[] } | null = null;
 
   constructor(
     parts: ConversationParts,
@@ -46,6 +51,7 @@ export class PtyConversation extends Conversation {
   ) {
     super(parts);
     this.input = new PtyStdin(this.io.stdin);
+    this.ch.on("reattached", () => this.nextResize());
   }
 
   /** A terminal has no end of input: fd0 EOF in PTY mode only means Paseo is done writing. */
@@ -58,6 +64,7 @@ export class PtyConversation extends Conversation {
   protected onModeMessage(msg: ExecAgentMessage): void {
     if (msg.type === "pty-token") {
       this.sshdPty = true;
+      this.ch.dropResume();
       void this.attach(msg.token);
     } else if (msg.type === "resized") this.onResized(msg.id, msg.ok);
   }
@@ -120,16 +127,18 @@ export class PtyConversation extends Conversation {
   }
 
   private nextResize(): void {
-    if (this.resizeInFlight !== null || !(this.pty || this.terminalInput)) return;
-    const r = this.resizes.shift();
+    if (this.resizeInFlight !== null || !(this.pty || this.terminalInput) || this.ch.reattaching) return;
+    const queued = this.resizes.splice(0);
+    const r = queued[queued.length - 1];
     if (!r) return;
-    this.resizeInFlight = r.id;
+    this.resizeInFlight = { id: r.id, covers: queued.map((q) => q.id) };
     this.pty?.setWindow(r.rows, r.cols);
     this.ch.sendJson({ type: "resize", id: r.id, rows: r.rows, cols: r.cols });
   }
 
   private onResized(id: number, ok: boolean): void {
-    if (id !== this.resizeInFlight) return;
+    const inFlight = this.resizeInFlight;
+    if (id !== inFlight?.id) return;
     this.resizeInFlight = null;
     if (this.events.done || this.failing) return;
     if (!ok) {
@@ -137,7 +146,7 @@ export class PtyConversation extends Conversation {
       return;
     }
     // The exit may already be known; `resized` after `eof` would be fatal, so it cannot follow.
-    this.events.resized(id);
+    for (const covered of inFlight.covers) this.events.resized(covered);
     this.nextResize();
   }
 }

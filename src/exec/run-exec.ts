@@ -40,10 +40,11 @@ export async function runExec(workspaceId: string, io: ExecStreams, deps: ExecDe
     const envelope = await controls.envelope;
     const options = parseRuntimeOptions(envelope.options);
     const { stdio } = envelope;
-    // Pipes execs survive a lost link (through the broker, which reconnects). An sshd-owned PTY
-    // does not (its channel dies with the link), so its conversation is not resumable: a loss
-    // ends it with a network error, as it does in-process. The token goes with the connect.
-    const candidate = stdio.kind === "pipes" && options.reconnectGraceMs > 0 ? newResumeToken() : null;
+    // Execs survive a lost link (through the broker, which reconnects), pipes and terminals the
+    // host daemon owns alike. An sshd-owned PTY does not (its channel dies with the link): on
+    // `pty-token` both sides drop the token and a loss ends it with a network error, as it does
+    // in-process. The token goes with the connect.
+    const candidate = options.reconnectGraceMs > 0 ? newResumeToken() : null;
     const host = await deps.openHost(options, candidate ? { session: candidate } : {});
     try {
       const token = candidate !== null && host.reattachable ? candidate : null;

@@ -1,8 +1,9 @@
 // Resumable execs against the real sshd rig, through a fault proxy that resets every connection or
 // blackholes all traffic for a time: a lost link (reset, silent outage, a sleeping laptop, a
-// crashed broker) is not the end of a pipes exec — output arrives exactly once and in order, stdin
-// written during the outage arrives once, the exit status is kept — while a wrapper that dies
-// during an outage, or an outage longer than reconnectGraceMs, still leaves nothing on the host.
+// crashed broker) is not the end of an exec, pipes or a terminal the host daemon owns — output
+// arrives exactly once and in order, stdin written during the outage arrives once, resizes issued
+// during it are acknowledged once after it, the exit status is kept (sshd's own pty cannot survive
+// and says so) — while a wrapper that dies during an outage, or an outage longer than reconnectGraceMs, still leaves nothing on the host.
 // (reconnectGraceMs 0, today's loss rule, is covered in daemon.test.ts.)
 import { createHash, randomBytes } from "node:crypto";
 import { execFileSync, execSync } from "node:child_process";
@@ -281,8 +282,32 @@ describe("resumable execs", () => {
     expect(r.code).toBe(5);
   }, 120_000);
 
-  it("a PTY exec (not resumable yet) ends with a clear network error on a reset, and its tree is reaped", async () => {
+  it("a PTY exec on a terminal the daemon owns: a reset after line 20 keeps the exit code and output 1..N once and in order; resizes issued during the outage are coalesced and each acknowledged once after it", async () => {
     const { proxy, ws } = await proxiedWorkspace("resume-pty");
+    const N = 80;
+    // After the count the workload waits until the terminal has the last size sent during the
+    // outage (no timing assumption), then prints it.
+    const script = `i=1; while [ $i -le ${N} ]; do echo $i; sleep 0.05; i=$((i+1)); done; while [ "$(stty size)" != "33 111" ]; do sleep 0.05; done; echo "size $(stty size)"; exit 6`;
+    const h = ws.start({ argv: ["/bin/sh", "-c", script], env: PATH, stdio: { kind: "pty", rows: 24, cols: 80 } });
+    await h.waitOutput("\n20\r\n", 30_000);
+    proxy.cutAll({ reset: true });
+    h.sendControl({ type: "resize", protocolVersion: 1, id: 1, rows: 31, cols: 101 });
+    h.sendControl({ type: "resize", protocolVersion: 1, id: 2, rows: 33, cols: 111 });
+    const r = await h.done;
+    expect(exitOf(r)).toEqual({ code: 6, signal: null });
+    expect(r.stdout.toString().replace(/\r\n/g, "\n")).toBe(`${lines(N)}size 33 111\n`);
+    expect(r.events.filter((e) => e.type === "resized")).toEqual([
+      { type: "resized", protocolVersion: 1, id: 1 },
+      { type: "resized", protocolVersion: 1, id: 2 },
+    ]);
+    // The link was really replaced and the exec re-attached, not restarted.
+    expect((await brokerStats(parseRuntimeOptions(ws.options)))?.handshakes).toBe(2);
+    expect(daemonLog(ws)).toMatch(/a detached exec was re-attached/);
+  }, 120_000);
+
+  it("a PTY exec on sshd's pty (the host has no way to own one) ends with a clear network error on a reset, and its tree is reaped", async () => {
+    const { proxy, ws } = await proxiedWorkspace("resume-sshd-pty");
+    ws.terminalSearchPath = "";
     const h = ws.start({ argv: ["/bin/sh", "-c", "echo ready; exec sleep 75"], env: PATH, stdio: { kind: "pty", rows: 24, cols: 80 } });
     await h.waitOutput("ready");
     const rec = recordOf(ws, h)!;

@@ -19,6 +19,8 @@ export interface ExecContext extends AgentContext {
   inputTaken(): void;
   /** Output bytes (Stdout/Stderr payloads) the wrapper has handed to Paseo. */
   onOutputAcked(listener: (bytes: number) => void): void;
+  /** The exec cannot outlive its stream (sshd's pty): a lost link ends it, as without a token. */
+  dropResume(): void;
 }
 
 /** Resumable sessions of this daemon by token (a one-shot agent has none that outlive it). */
@@ -67,7 +69,7 @@ export class ExecSession {
   constructor(
     first: AgentContext,
     /** Present: the session may be detached and re-attached for `graceMs`. */
-    private readonly resume: { token: string; graceMs: number } | null,
+    private resume: { token: string; graceMs: number } | null,
   ) {
     this.context = {
       ...first,
@@ -86,6 +88,7 @@ export class ExecSession {
         if (seq !== undefined && this.up.complete(seq)) this.scheduleAck();
       },
       onOutputAcked: (l) => this.ackListeners.push(l),
+      dropResume: () => this.dropResume(),
     };
     this.bind(first);
   }
@@ -122,6 +125,14 @@ export class ExecSession {
     this.onAck(received);
     for (const f of replay) ctx.sendRaw(f);
     return released;
+  }
+
+  private dropResume(): void {
+    if (!this.resume) return;
+    if (byToken.get(this.resume.token) === this) byToken.delete(this.resume.token);
+    this.resume = null;
+    // Already detached (the stream was lost while the exec was starting): nobody will re-attach.
+    if (this.graceTimer !== undefined && this.current === null) this.lose("link-lost");
   }
 
   /** The wrapper died while the link was down (the broker tells us once it is back). */

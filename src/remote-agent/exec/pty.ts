@@ -117,7 +117,7 @@ export async function runPty(
   return runSshdPty(ctx, sup, launch, req);
 }
 
-async function runSshdPty(ctx: AgentContext, sup: ExecSupervisor, launch: Launch, req: ExecRunRequest): Promise<void> {
+async function runSshdPty(ctx: ExecContext, sup: ExecSupervisor, launch: Launch, req: ExecRunRequest): Promise<void> {
   const runBase = rootLayout(ctx.root).runBase;
   mkdirSync(runBase, { recursive: true, mode: 0o700 });
   chmodSync(runBase, 0o700);
@@ -157,6 +157,9 @@ async function runSshdPty(ctx: AgentContext, sup: ExecSupervisor, launch: Launch
     }),
   );
 
+  // sshd's pty ends with its SSH channel, so this exec cannot survive a lost link: the wrapper
+  // drops its token on `pty-token` too, and a loss is the exec's loss (reaped after 1 s).
+  ctx.dropResume();
   ctx.sendJson({ type: "pty-token", token });
   const sock = await Promise.race([
     new Promise<Socket>((resolve) => server.once("connection", resolve)),
