@@ -39,7 +39,7 @@ export interface ExecLinkEvents {
 }
 
 export interface ExecLinkOptions {
-  /** Null: not resumable (the stream's loss is the exec's loss, as for an sshd PTY). */
+  /** Null: not resumable (the stream's loss is the exec's loss, as in-process or with a grace of 0). */
   token: string | null;
   graceMs: number;
   /** The host as configured, for messages. */
