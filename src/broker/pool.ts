@@ -294,11 +294,24 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     void this.flushAbandons();
   }
 
-  /** Abandons still to be delivered (they keep the broker alive and reconnecting). */
+  /**
+   * Abandons still to be delivered (they keep the broker alive and reconnecting). One whose
+   * client left while its channel is still the live one does not count: the stream's reset went
+   * out on that channel, which keepalive would have dropped were it silent (then it counts again).
+   * Otherwise a wrapper killed with the link up would keep its broker from ever going idle.
+   */
   get abandonsPending(): number {
     const now = Date.now();
-    for (const [t, a] of this.abandons) if (a.until <= now) this.abandons.delete(t);
-    return this.abandons.size;
+    let pending = 0;
+    for (const [t, a] of this.abandons) {
+      if (a.until <= now) this.abandons.delete(t);
+      else if (!(a.after && this.stillOnChannel(a.after))) pending++;
+    }
+    return pending;
+  }
+
+  private stillOnChannel(after: { link: DaemonLink; opened: number }): boolean {
+    return after.link.connected && after.link.channelsOpened === after.opened && this.conns.some((c) => c.host.link === after.link);
   }
 
   private async flushAbandons(): Promise<void> {
