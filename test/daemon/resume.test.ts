@@ -17,7 +17,7 @@ import { execRecordPath, readRecordFile } from "../../src/remote-agent/exec/reco
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { isGone } from "../../src/shared/proc-stat.js";
 import { alive, brokerStats } from "../support/broker.js";
-import { ExecWorkspace, exitOf, sleep, type ExecHandle } from "../support/exec.js";
+import { ExecWorkspace, exitOf, sleep, type ExecHandle, type ExecResult } from "../support/exec.js";
 import { daemonsOf, finish, runtimeProcesses, throughProxy } from "../support/host-daemon.js";
 import { waitFor } from "../rig/rig.js";
 
@@ -34,6 +34,14 @@ function counter(n: number, sleepS: number, code: number): string[] {
 }
 
 const lines = (n: number) => Array.from({ length: n }, (_, i) => `${i + 1}\n`).join("");
+
+/** The exec ended with `code`, its stdout exactly 1..n once and in order, nothing on stderr. */
+async function expectOneToN(h: { done: Promise<ExecResult> }, n: number, code: number): Promise<void> {
+  const r = await h.done;
+  expect(exitOf(r)).toEqual({ code, signal: null });
+  expect(r.stdout.toString()).toBe(lines(n));
+  expect(r.stderr).toBe("");
+}
 
 /** A workspace reached through a fresh fault proxy; torn down (nothing left on the host) after the test. */
 async function proxiedWorkspace(label: string, extra: Record<string, unknown> = {}) {
@@ -83,10 +91,7 @@ describe("resumable execs", () => {
     const h = ws.start({ argv: counter(N, 0.05, 7), env: PATH });
     await h.waitOutput("\n20\n", 30_000);
     proxy.cutAll({ reset: true });
-    const r = await h.done;
-    expect(exitOf(r)).toEqual({ code: 7, signal: null });
-    expect(r.stdout.toString()).toBe(lines(N));
-    expect(r.stderr).toBe("");
+    await expectOneToN(h, N, 7);
     // The link was really replaced (a second SSH handshake) and the exec re-attached, not restarted.
     expect((await brokerStats(parseRuntimeOptions(ws.options)))?.handshakes).toBe(2);
     expect(daemonLog(ws)).toMatch(/a detached exec was re-attached/);
@@ -107,10 +112,7 @@ describe("resumable execs", () => {
     expect(h.output().toString().split("\n").length).toBeLessThan(N);
     await sleep(40_000 - 15_000 - 1000);
     end();
-    const r = await h.done;
-    expect(exitOf(r)).toEqual({ code: 3, signal: null });
-    expect(r.stdout.toString()).toBe(lines(N));
-    expect(r.stderr).toBe("");
+    await expectOneToN(h, N, 3);
   }, 180_000);
 
   it("50 MB of deterministic output across three resets at random points: sha256 identical", async () => {
@@ -182,10 +184,7 @@ describe("resumable execs", () => {
     process.kill(broker, "SIGCONT");
     process.kill(wrapper, "SIGCONT");
     stopped = false;
-    const r = await h.done;
-    expect(exitOf(r)).toEqual({ code: 0, signal: null });
-    expect(r.stdout.toString()).toBe(lines(N));
-    expect(r.stderr).toBe("");
+    await expectOneToN(h, N, 0);
   }, 240_000);
 
   it("a broker killed with SIGKILL mid-exec: the wrapper re-attaches through the replacement broker, nothing lost", async () => {
