@@ -14,6 +14,7 @@ import { tmpdir, userInfo } from "node:os";
 import { dirname, join } from "node:path";
 import { RuntimeError } from "../shared/errors.js";
 import { sleep } from "../shared/async.js";
+import { generateKeyPair } from "./key-pair.js";
 
 // ssh2 is CommonJS: named imports do not survive the ESM bundle, the default export does.
 const { Server: SshServer, utils } = ssh2;
@@ -99,8 +100,8 @@ function parsedKey(text: string): ParsedKey {
 async function listen(dir: string, ptySupported: boolean, opts: EmbeddedServerOptions): Promise<EmbeddedServer> {
   const login = opts.login ?? currentLogin();
   const user = login.user;
-  const hostKeys = opts.hostKeys ?? [utils.generateKeyPairSync("ed25519").private];
-  const clientKey = utils.generateKeyPairSync("ed25519");
+  const hostKeys = opts.hostKeys ?? [generateKeyPair({ type: "ed25519" }).private];
+  const clientKey = generateKeyPair({ type: "ed25519" });
   const identityFile = join(dir, "id_ed25519");
   writeFileSync(identityFile, clientKey.private, { mode: 0o600 });
   const allowed = [clientKey.public, ...(opts.authorizedKeys ?? [])].map(parsedKey);

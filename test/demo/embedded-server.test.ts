@@ -9,8 +9,9 @@ import { promisify } from "node:util";
 import { userInfo } from "node:os";
 import { startEmbeddedServer, type EmbeddedServer } from "../../src/demo/embedded-server.js";
 import { rig } from "../rig/rig.js";
+import { generateKeyPair } from "../../src/demo/key-pair.js";
 
-const { Client, utils } = ssh2;
+const { Client } = ssh2;
 const execFileAsync = promisify(execFile);
 const utilLinuxScript = /util-linux/.test(spawnSync("script", ["--version"], { encoding: "utf8" }).stdout ?? "");
 
@@ -113,7 +114,7 @@ describe("embedded SSH server", () => {
   });
 
   it("rejects other keys and other users", async () => {
-    const stranger = utils.generateKeyPairSync("ed25519").private;
+    const stranger = generateKeyPair({ type: "ed25519" }).private;
     await expect(connect({ privateKey: stranger })).rejects.toThrow(/authentication methods failed/);
     await expect(connect({ username: `${server.user}-nobody` })).rejects.toThrow(/authentication methods failed/);
   });
@@ -196,8 +197,8 @@ describe("embedded SSH server", () => {
   });
 
   it("serves given host keys to given authorized keys, running commands (and PTYs) as the given login user", async () => {
-    const hostKey = utils.generateKeyPairSync("ecdsa", { bits: 256 });
-    const clientKey = utils.generateKeyPairSync("ed25519");
+    const hostKey = generateKeyPair({ type: "ecdsa", bits: 256 });
+    const clientKey = generateKeyPair({ type: "ed25519" });
     // As root, the rig's non-root login user (the test rig as root runs it this way); else ourselves.
     const r = rig();
     const name = process.getuid?.() === 0 && !r.external ? r.user : userInfo().username;

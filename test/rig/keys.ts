@@ -2,13 +2,10 @@
 // an unencrypted and a passphrase-protected client key, their authorized_keys, and known_hosts for
 // the server's address, plain and hashed (the `ssh-keygen -H` form). Made with ssh2, so the rig
 // needs none of OpenSSH's tools where it runs the embedded server.
-import ssh2 from "ssh2";
 import { writeFileSync } from "node:fs";
 import { createHmac, randomBytes } from "node:crypto";
 import { join } from "node:path";
-
-// ssh2 is CommonJS: named imports do not survive every loader, the default export does.
-const { utils } = ssh2;
+import { generateKeyPair } from "../../src/demo/key-pair.js";
 
 export const ENCRYPTED_KEY_PASSPHRASE = "rig-passphrase";
 /** Host key files in the rig directory, in the order sshd_config lists them. */
@@ -35,16 +32,16 @@ export function writeRigKeys(dir: string): RigKeys {
   const comment = "paseo-rig";
   const hostKeyFiles = HOST_KEY_NAMES.map((name) => join(dir, name));
   const hostPublicKeys = [
-    writeKeyPair(hostKeyFiles[0]!, utils.generateKeyPairSync("ed25519", { comment })),
-    writeKeyPair(hostKeyFiles[1]!, utils.generateKeyPairSync("ecdsa", { bits: 256, comment })),
+    writeKeyPair(hostKeyFiles[0]!, generateKeyPair({ type: "ed25519", comment })),
+    writeKeyPair(hostKeyFiles[1]!, generateKeyPair({ type: "ecdsa", bits: 256, comment })),
   ];
   const identityFile = join(dir, "id_ed25519");
   const encryptedIdentityFile = join(dir, "id_encrypted");
   const authorizedKeys = [
-    writeKeyPair(identityFile, utils.generateKeyPairSync("ed25519", { comment })),
+    writeKeyPair(identityFile, generateKeyPair({ type: "ed25519", comment })),
     writeKeyPair(
       encryptedIdentityFile,
-      utils.generateKeyPairSync("ed25519", { comment, passphrase: ENCRYPTED_KEY_PASSPHRASE, cipher: "aes256-ctr" }),
+      generateKeyPair({ type: "ed25519", comment, passphrase: ENCRYPTED_KEY_PASSPHRASE, cipher: "aes256-ctr" }),
     ),
   ];
   const authorizedKeysFile = join(dir, "authorized_keys");
