@@ -93,6 +93,7 @@ export function markdown(results) {
         ["archive", "`git archive HEAD | ssh host tar -x`"],
         ["first", "create, first workspace"],
         ["second", "create, second workspace, same commit"],
+        ["spaced", "create, another workspace once the host's spare is ready"],
         ["noop", "create again, same workspace (no-op)"],
         ["oneFile", "create after a one-file commit"],
       ]) {
@@ -203,7 +204,7 @@ export function markdown(results) {
   const timelines = [];
   for (const n of nets) {
     for (const [id, c] of Object.entries(n.creates ?? {})) {
-      for (const k of ["first", "second"]) {
+      for (const k of ["first", "second", "spaced"]) {
         const row = c[k];
         if (!row || row.unavailable || !row.timeline) continue;
         const marks = Object.entries(row.marks ?? {})
@@ -211,7 +212,7 @@ export function markdown(results) {
           .join(", ");
         timelines.push(
           "",
-          `**${id}, ${k === "first" ? "first create" : "second workspace"}, ${n.name}: p50 ${r0(row.p50)} ms; the round shown took ${r0(row.shownMs ?? row.p50)} ms.** Progress marks (ms): ${marks || "none"}.`,
+          `**${id}, ${{ first: "first create", second: "second workspace", spaced: "workspace once the spare is ready" }[k]}, ${n.name}: p50 ${r0(row.p50)} ms; the round shown took ${r0(row.shownMs ?? row.p50)} ms.** Progress marks (ms): ${marks || "none"}.`,
           "",
           table(
             ["process", "n", "from–to (ms)", "CPU (ms)"],
