@@ -11,27 +11,27 @@
 // output; client -> broker uses frames.ts framing (Stdin data, Json {"type":"window",rows,cols},
 // Eof) so a window change never mixes with keystrokes.
 import type { Socket } from "node:net";
-import * as z from "zod";
+import * as z from "../contract/zod-mini.js";
 import { EXIT_CODES, RuntimeError, type ErrorClass } from "../shared/errors.js";
 import { parseJson } from "../shared/guards.js";
 import { RESUME_TOKEN } from "../shared/resume.js";
 
-const positiveInt = z.int().min(1);
+const positiveInt = z.int().check(z.gte(1));
 
 export const BrokerRequestSchema = z.discriminatedUnion("kind", [
   /**
    * `session`: the resume token of the exec this conversation carries (see RemoteHost.openAgent);
    * `reattach`: it re-attaches to that exec, and waits here while the link is down.
    */
-  z.object({ kind: z.literal("agent"), session: z.string().regex(RESUME_TOKEN).optional(), reattach: z.boolean().optional() }),
+  z.object({ kind: z.literal("agent"), session: z.optional(z.string().check(z.regex(RESUME_TOKEN))), reattach: z.optional(z.boolean()) }),
   z.object({
     kind: z.literal("pty"),
     args: z.array(z.string()),
-    pty: z.object({ rows: positiveInt, cols: positiveInt, term: z.string().optional() }),
+    pty: z.object({ rows: positiveInt, cols: positiveInt, term: z.optional(z.string()) }),
   }),
   z.object({ kind: z.literal("ping") }),
   /** `retireDaemon`: the host daemon is asked to exit as soon as nothing runs on it (the demo leaves nothing behind). */
-  z.object({ kind: z.literal("shutdown"), retireDaemon: z.boolean().optional() }),
+  z.object({ kind: z.literal("shutdown"), retireDaemon: z.optional(z.boolean()) }),
 ]);
 export type BrokerRequest = z.output<typeof BrokerRequestSchema>;
 
@@ -54,14 +54,14 @@ export const BrokerStatsSchema = z.object({
   /** Open SSH session channels (PTYs, a relay, daemon-up or an install in progress). */
   sessionChannels: z.int(),
   /** How the daemon is reached: "stream-local", "relay", or null before the first operation. */
-  daemonTransport: z.string().nullable(),
+  daemonTransport: z.nullable(z.string()),
 });
 export type BrokerStats = z.output<typeof BrokerStatsSchema>;
 
 const errorClasses = Object.keys(EXIT_CODES) as [ErrorClass, ...ErrorClass[]];
 
 export const BrokerResultSchema = z.discriminatedUnion("ok", [
-  z.object({ ok: z.literal(true), stats: BrokerStatsSchema.optional() }),
+  z.object({ ok: z.literal(true), stats: z.optional(BrokerStatsSchema) }),
   z.object({ ok: z.literal(false), errorClass: z.enum(errorClasses), message: z.string() }),
 ]);
 export type BrokerResult = z.output<typeof BrokerResultSchema>;
@@ -104,7 +104,7 @@ export function writeLine(sock: Socket, value: unknown): void {
  * Reads one JSON line from `sock` within `timeoutMs` and checks it against `schema`; bytes after
  * the newline are unshifted back so the raw stream that follows starts exactly after it.
  */
-export function readLine<T>(sock: Socket, schema: z.ZodType<T>, timeoutMs: number, what: string): Promise<T> {
+export function readLine<T>(sock: Socket, schema: z.core.$ZodType<T>, timeoutMs: number, what: string): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let buf = Buffer.alloc(0);
     const timer = setTimeout(() => fail("timeout", `broker did not send its ${what} within ${timeoutMs} ms`), timeoutMs);
@@ -130,7 +130,7 @@ export function readLine<T>(sock: Socket, schema: z.ZodType<T>, timeoutMs: numbe
       if (rest.length > 0) sock.unshift(rest);
       const value = parseJson(buf.subarray(0, nl));
       if (value === undefined) return fail("not-json", `broker ${what} is not JSON`);
-      const parsed = schema.safeParse(value);
+      const parsed = z.safeParse(schema, value);
       if (!parsed.success) return fail("malformed", `broker ${what} is malformed`);
       stop();
       resolve(parsed.data);

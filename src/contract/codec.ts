@@ -1,7 +1,7 @@
 // Canonical encoding (docs/contract.md#encoding) and strict validation with one-line messages. Every message we
 // write goes through `encodeCanonical`; every message we read goes through `parseJsonText` and
 // `validateMessage`, so the byte rules and the error texts live in one place.
-import type * as z from "zod";
+import * as z from "./zod-mini.js";
 import { RuntimeError, type ErrorClass } from "../shared/errors.js";
 
 /** `input.placement: Unrecognized key: "root"`; several issues are joined with `; `. */
@@ -18,13 +18,13 @@ export function formatIssues(issues: readonly z.core.$ZodIssue[]): string {
  * Strictly validates `value`; on failure throws RuntimeError(errorClass, `<prefix><issues>`).
  * The parsed output is rebuilt in schema field order with defaults filled in.
  */
-export function validateMessage<S extends z.ZodType>(
+export function validateMessage<S extends z.core.$ZodType>(
   schema: S,
   value: unknown,
   prefix = "",
   errorClass: ErrorClass = "input",
 ): z.output<S> {
-  const result = schema.safeParse(value);
+  const result = z.safeParse(schema, value);
   if (!result.success) throw new RuntimeError(errorClass, `${prefix}${formatIssues(result.error.issues)}`);
   return result.data;
 }
@@ -34,7 +34,7 @@ export function validateMessage<S extends z.ZodType>(
  * defaults materialised, `JSON.stringify` spacing and escaping, exactly one trailing `\n`.
  * An invalid outgoing message is our bug, so it fails as a `remote` (internal) error.
  */
-export function encodeCanonical<S extends z.ZodType>(schema: S, value: z.input<S>): string {
+export function encodeCanonical<S extends z.core.$ZodType>(schema: S, value: z.input<S>): string {
   const canonical = validateMessage(schema, value, "Refusing to write an invalid message: ", "remote");
   return `${JSON.stringify(canonical)}\n`;
 }

@@ -1,7 +1,7 @@
 // The exec wire shapes (docs/contract.md#schemas): the fd3 spawn envelope and controls, the fd4
 // events. Field order is the canonical encoding order (see schemas.ts). Kept apart so the exec
 // wrapper constructs no lifecycle schema.
-import * as z from "zod";
+import * as z from "./zod-mini.js";
 import {
   EnvironmentSchema,
   OptionsSchema,
@@ -44,7 +44,7 @@ export const StdioSchema = discriminated(
   "kind",
   [
     z.strictObject({ kind: z.literal("pipes") }),
-    z.strictObject({ kind: z.literal("pty"), rows: positiveInt, cols: positiveInt, term: z.string().optional() }),
+    z.strictObject({ kind: z.literal("pty"), rows: positiveInt, cols: positiveInt, term: z.optional(z.string()) }),
   ],
   ["pipes", "pty"],
 );
@@ -54,9 +54,9 @@ export const SpawnControlSchema = z.strictObject({
   protocolVersion: ProtocolVersionSchema,
   runtimeInstanceId: nonEmpty,
   // Our choice (docs/contract.md#choices): tolerated here exactly as in lifecycle requests.
-  runtimeGeneration: nonEmpty.optional(),
-  argv: z.array(z.string()).min(1),
-  cwd: z.string().optional(),
+  runtimeGeneration: z.optional(nonEmpty),
+  argv: z.array(z.string()).check(z.minLength(1)),
+  cwd: z.optional(z.string()),
   env: EnvironmentSchema,
   purpose: ProcessPurposeSchema,
   options: OptionsSchema,
@@ -97,8 +97,8 @@ export const ResizedEventSchema = z.strictObject({
 export const ExitEventSchema = z.strictObject({
   type: z.literal("exit"),
   protocolVersion: ProtocolVersionSchema,
-  code: z.int().nullable(),
-  signal: z.string().nullable(),
+  code: z.nullable(z.int()),
+  signal: z.nullable(z.string()),
 });
 export const ErrorEventSchema = z.strictObject({
   type: z.literal("error"),

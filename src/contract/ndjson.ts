@@ -1,14 +1,14 @@
 // Newline-delimited frame decoding exactly as Paseo decodes our fd4 (docs/contract.md#framing); we use the same
 // rules for the fd3 controls we read. Chunks may split frames (and UTF-8 sequences) anywhere.
 import type { Readable } from "node:stream";
-import type * as z from "zod";
+import type * as z from "./zod-mini.js";
 import { RuntimeError } from "../shared/errors.js";
 import { parseJsonText, validateMessage } from "./codec.js";
 
 export const EMPTY_FRAME = "Command runtime message frame is empty";
 export const UNTERMINATED_FRAME = "Command runtime message ended before newline";
 
-export class FrameDecoder<S extends z.ZodType> {
+export class FrameDecoder<S extends z.core.$ZodType> {
   // Non-fatal: invalid bytes become U+FFFD instead of failing the stream, as in Paseo.
   private readonly utf8 = new TextDecoder("utf-8", { fatal: false });
   // Text of the line in progress, in pieces: searching and joining only new text keeps a long
@@ -47,7 +47,7 @@ export class FrameDecoder<S extends z.ZodType> {
 }
 
 /** Decodes a whole stream frame by frame; throws the decoder's error at the first bad frame. */
-export async function* readFrames<S extends z.ZodType>(stream: Readable, schema: S): AsyncGenerator<z.output<S>> {
+export async function* readFrames<S extends z.core.$ZodType>(stream: Readable, schema: S): AsyncGenerator<z.output<S>> {
   const decoder = new FrameDecoder(schema);
   for await (const chunk of stream) {
     yield* decoder.push(chunk as Uint8Array | string);
@@ -56,7 +56,7 @@ export async function* readFrames<S extends z.ZodType>(stream: Readable, schema:
 }
 
 /** Decodes a complete buffer (tests, recorded conversations). */
-export function decodeFrames<S extends z.ZodType>(bytes: Uint8Array | string, schema: S): z.output<S>[] {
+export function decodeFrames<S extends z.core.$ZodType>(bytes: Uint8Array | string, schema: S): z.output<S>[] {
   const decoder = new FrameDecoder(schema);
   const frames = decoder.push(bytes);
   decoder.end();

@@ -3,7 +3,7 @@
 // match. The schemas are split by who needs them (exec-schemas.ts, lifecycle-schemas.ts,
 // schemas.ts) so a process constructs only the zod schemas of its own operation: each one costs
 // start-up time.
-import * as z from "zod";
+import * as z from "./zod-mini.js";
 
 /** zod's discriminated unions name the valid tags in this exact text, which Paseo's tests match. */
 export function discriminated<
@@ -24,6 +24,6 @@ export function discriminated<
 export const ProtocolVersionSchema = z.literal(1);
 export const EnvironmentSchema = z.record(z.string(), z.string());
 export const OptionsSchema = z.record(z.string(), z.json());
-export const nonEmpty = z.string().min(1);
-export const positiveInt = z.int().positive();
-export const nonNegativeInt = z.int().nonnegative();
+export const nonEmpty = z.string().check(z.minLength(1));
+export const positiveInt = z.int().check(z.positive());
+export const nonNegativeInt = z.int().check(z.nonnegative());

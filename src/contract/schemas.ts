@@ -5,7 +5,7 @@
 // This module holds the responses and re-exports every other schema; the exec wrapper and the
 // request-reading operations import exec-schemas.ts and lifecycle-schemas.ts directly, so they
 // construct only the zod schemas they use.
-import * as z from "zod";
+import * as z from "./zod-mini.js";
 import { EnvironmentSchema, ProtocolVersionSchema, discriminated, type OptionsSchema } from "./schema-base.js";
 import type {
   CreateInputSchema,
@@ -38,7 +38,7 @@ export * from "./exec-schemas.js";
 export const CommandRuntimeStateSchema = z.strictObject({
   workspaceId: z.string(),
   lifecycle: z.enum(["ready", "paused"]),
-  lifecycleEnvironment: EnvironmentSchema.optional(),
+  lifecycleEnvironment: z.optional(EnvironmentSchema),
 });
 
 export const PlacementSchema = z.strictObject({ cwd: z.string() });
@@ -61,7 +61,7 @@ export const StateResponseSchema = z.strictObject({
   protocolVersion: ProtocolVersionSchema,
   state: CommandRuntimeStateSchema,
   placement: PlacementSchema,
-  materializedFreshContent: z.boolean().optional(),
+  materializedFreshContent: z.optional(z.boolean()),
 });
 export const InspectionResponseSchema = z.strictObject({
   type: z.literal("inspection"),
@@ -95,7 +95,7 @@ export const OperationResponseSchema = discriminated(
 export const DescribeResponseSchema = z.strictObject({
   protocolVersion: ProtocolVersionSchema,
   modes: z.array(z.enum(["pipes", "pty"])),
-  reconcile: z.boolean().default(false),
+  reconcile: z._default(z.boolean(), false),
 });
 
 // ---- TypeScript types ------------------------------------------------------------------------

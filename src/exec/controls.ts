@@ -3,7 +3,7 @@
 // signal controls. A resize with a non-positive or non-integer size is named `Invalid PTY size`
 // before any other validation message (docs/contract.md#exec-fd3).
 import type { Readable } from "node:stream";
-import * as z from "zod";
+import * as z from "../contract/zod-mini.js";
 import { RuntimeError } from "../shared/errors.js";
 import { isPositiveInt, isRecord } from "../shared/guards.js";
 // The exec schemas' own module and the codecs, not contract/index.js: the wrapper constructs no

@@ -3,7 +3,7 @@
 // instead of silently connecting somewhere else.
 import { homedir, userInfo } from "node:os";
 import { resolve } from "node:path";
-import * as z from "zod";
+import * as z from "../contract/zod-mini.js";
 import { RuntimeError } from "../shared/errors.js";
 
 /** Expands a leading `~` / `~/` against the local home directory. */
@@ -18,12 +18,15 @@ export function expandLocalPath(p: string): string {
 // them along with newline and NUL.
 const remotePathUnsafe = /[\n\r\0\\!]/;
 
-const remoteRoot = z.string().refine((s) => (s.startsWith("/") || s.startsWith("~/")) && s.length > 2 && !remotePathUnsafe.test(s));
-const absoluteRemotePath = z.string().refine((s) => s.startsWith("/") && !remotePathUnsafe.test(s));
-const localPath = z
+const remoteRoot = z
   .string()
-  .min(1)
-  .refine((s) => !s.includes("\0"));
+  .check(z.refine((s) => (s.startsWith("/") || s.startsWith("~/")) && s.length > 2 && !remotePathUnsafe.test(s)));
+const absoluteRemotePath = z.string().check(z.refine((s) => s.startsWith("/") && !remotePathUnsafe.test(s)));
+const localPath = z.string().check(
+  z.minLength(1),
+  z.refine((s) => !s.includes("\0")),
+);
+const expandedPath = z.pipe(localPath, z.transform(expandLocalPath));
 
 /**
  * Field schemas: every key, its default and its normal form are declared here once (RuntimeOptions
@@ -31,48 +34,51 @@ const localPath = z
  */
 export const runtimeOptionFields = {
   /** A host name, address or ssh_config Host alias. */
-  host: z
-    .string()
-    .trim()
-    .min(1)
-    .refine((s) => !/[\s\0]/.test(s)),
-  port: z.int().min(1).max(65535).default(22),
+  host: z.string().check(
+    z.trim(),
+    z.minLength(1),
+    z.refine((s) => !/[\s\0]/.test(s)),
+  ),
+  port: z._default(z.int().check(z.gte(1), z.lte(65535)), 22),
   /** Default: the local user name. */
-  user: z
-    .string()
-    .min(1)
-    .refine((s) => !/[\s\0]/.test(s))
-    .optional()
-    .transform((u) => u ?? userInfo().username),
+  user: z.pipe(
+    z.optional(
+      z.string().check(
+        z.minLength(1),
+        z.refine((s) => !/[\s\0]/.test(s)),
+      ),
+    ),
+    z.transform((u) => u ?? userInfo().username),
+  ),
   /** Absolute local path (`~` expanded). */
-  identityFile: localPath.transform(expandLocalPath).optional(),
+  identityFile: z.optional(expandedPath),
   /** Absolute local path (`~` expanded). */
-  knownHostsFile: localPath.default("~/.ssh/known_hosts").transform(expandLocalPath),
+  knownHostsFile: z.pipe(z._default(localPath, "~/.ssh/known_hosts"), z.transform(expandLocalPath)),
   /** Remote base directory as configured: absolute, or `~/…` expanded on the host. */
-  root: remoteRoot.default("~/.paseo-ssh"),
-  remoteNode: absoluteRemotePath.optional(),
-  connectTimeoutMs: z.int().min(100).max(600_000).default(10_000),
-  keepaliveIntervalMs: z.int().min(0).max(3_600_000).default(15_000),
+  root: z._default(remoteRoot, "~/.paseo-ssh"),
+  remoteNode: z.optional(absoluteRemotePath),
+  connectTimeoutMs: z._default(z.int().check(z.gte(100), z.lte(600_000)), 10_000),
+  keepaliveIntervalMs: z._default(z.int().check(z.gte(0), z.lte(3_600_000)), 15_000),
   /** Share one SSH connection per host through the broker (false or PASEO_SSH_NO_BROKER=1: in-process). */
-  broker: z.boolean().default(true),
+  broker: z._default(z.boolean(), true),
   /** The broker exits after this long without clients or channels. */
-  brokerIdleMs: z.int().min(1000).max(86_400_000).default(60_000),
+  brokerIdleMs: z._default(z.int().check(z.gte(1000), z.lte(86_400_000)), 60_000),
   /** Session channels one SSH connection may carry at once (OpenSSH MaxSessions). */
-  maxSessions: z.int().min(1).max(1000).default(10),
+  maxSessions: z._default(z.int().check(z.gte(1), z.lte(1000)), 10),
   /** Absolute local path (`~` expanded); absent: ~/.ssh/config and the system file, as ssh reads them. */
-  sshConfig: z.union([localPath.transform(expandLocalPath), z.literal(false)]).optional(),
+  sshConfig: z.optional(z.union([expandedPath, z.literal(false)])),
   /** Lets `StrictHostKeyChecking accept-new` in ssh_config record an unknown host key. */
-  acceptNewHostKeys: z.boolean().default(false),
+  acceptNewHostKeys: z._default(z.boolean(), false),
   /**
    * The host daemon exits after this long with no live exec and no conversation. It is shared by
    * every configuration of the same user and root: the one that starts it decides.
    */
-  daemonIdleMs: z.int().min(1000).max(86_400_000).default(300_000),
+  daemonIdleMs: z._default(z.int().check(z.gte(1000), z.lte(86_400_000)), 300_000),
   /**
    * How long a pipes exec whose link was lost stays alive on the host waiting for its wrapper to
    * re-attach. 0: a lost link ends the exec at once (its tree reaped after the 1 s abandonment grace).
    */
-  reconnectGraceMs: z.int().min(0).max(86_400_000).default(600_000),
+  reconnectGraceMs: z._default(z.int().check(z.gte(0), z.lte(86_400_000)), 600_000),
 };
 
 /** What each key must look like, phrased for the one-line error message. */
@@ -107,7 +113,7 @@ export function parseRuntimeOptions(raw: unknown): RuntimeOptions {
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
     throw new RuntimeError("input", "Runtime options must be a JSON object");
   }
-  const parsed = schema.safeParse(raw);
+  const parsed = z.safeParse(schema, raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     if (issue.code === "unrecognized_keys") {

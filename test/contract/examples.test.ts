@@ -1,7 +1,7 @@
 // Every example of the contract's examples/v1.json re-encodes to its `bytes` entry exactly, whatever the
 // key order of the input object, and the canonical encoder's byte rules (docs/contract.md#encoding).
 import { describe, expect, it } from "vitest";
-import type * as z from "zod";
+import type * as z from "zod/mini";
 import {
   ControlFrameSchema,
   DescribeResponseSchema,
@@ -14,7 +14,7 @@ import {
 import { RAW, V1_PATH, V1_TEXT, v1Examples } from "./vectors.js";
 import { statSync } from "node:fs";
 
-const SCHEMA_OF: Record<string, z.ZodType> = {
+const SCHEMA_OF: Record<string, z.ZodMiniType> = {
   describeResponse: DescribeResponseSchema,
   lifecycleRequest: LifecycleRequestSchema,
   lifecycleResponse: LifecycleResponseSchema,

@@ -1,7 +1,7 @@
 // docs/contract.md#schemas: every object is strict (injected `root` / `unknownV1Field` fail), the three open maps
 // stay open, protocolVersion 2 fails everywhere, and public state never carries `root`.
 import { describe, expect, expectTypeOf, it } from "vitest";
-import type * as z from "zod";
+import type * as z from "zod/mini";
 import {
   CommandRuntimeStateSchema,
   ControlFrameSchema,
@@ -23,7 +23,7 @@ import { v1Examples } from "./vectors.js";
 type Json = Record<string, unknown>;
 const clone = <T>(v: T): T => structuredClone(v);
 /** These tests feed loosely typed JSON on purpose; the schema is the judge. */
-const encode = (schema: z.ZodType, value: unknown) => encodeCanonical(schema, value);
+const encode = (schema: z.ZodMiniType, value: unknown) => encodeCanonical(schema, value);
 const ex = v1Examples();
 const RID = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
@@ -63,7 +63,7 @@ const spawn = clone(ex.ptySpawnControl) as Json;
 
 interface Case {
   name: string;
-  schema: z.ZodType;
+  schema: z.ZodMiniType;
   message: unknown;
   /** Where to inject, inside `message`. */
   at: (string | number)[];
