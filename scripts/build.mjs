@@ -105,7 +105,19 @@ for (const [file, meta] of Object.entries(opsBuild.metafile.outputs)) {
   const op = meta.entryPoint.replace(/^op-entry:/, "");
   opBundle[op] = `ops/${file.replace(/^.*\//, "")}`;
   // vm.Script offers no module loader: a surviving import() would fail when reached.
-  if (/\bimport\(/.test(readFileSync(join(root, file), "utf8"))) throw new Error(`${file} contains a dynamic import()`);
+  const text = readFileSync(join(root, file), "utf8");
+  if (/\bimport\(/.test(text)) throw new Error(`${file} contains a dynamic import()`);
+  // esbuild escapes every non-ASCII character but those of the comments it keeps; escaped there
+  // too, the bundle is ASCII, which op-bundle.ts reads without UTF-8 decoding.
+  const nonAscii = /[^\x00-\x7f]/g;
+  if (nonAscii.test(text)) {
+    const line = text.split("\n").find((l) => /[^\x00-\x7f]/.test(l) && !/^\s*(\/\/|\/\*|\*)/.test(l));
+    if (line !== undefined) throw new Error(`${file}: non-ASCII outside a comment: ${line.trim().slice(0, 80)}`);
+    writeFileSync(
+      join(root, file),
+      text.replace(nonAscii, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`),
+    );
+  }
 }
 
 // The dispatcher: each registry entry of a bundled operation becomes a lazily run module that

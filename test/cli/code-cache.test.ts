@@ -93,4 +93,14 @@ describe("code cache of the operation bundles", () => {
     expect(existsSync(other)).toBe(true);
     expect(caches()).toHaveLength(1);
   });
+
+  it("loads bundles that are ASCII throughout (read without UTF-8 decoding)", () => {
+    const dist = join(import.meta.dirname, "../../dist");
+    const bundles = [...readFileSync(join(dist, "cli.js"), "latin1").matchAll(/loadOperationBundle\("(ops\/[^"]+)"\)/g)].map((m) => m[1]!);
+    expect(bundles.length).toBeGreaterThan(10);
+    for (const file of bundles) {
+      const bytes = readFileSync(join(dist, file));
+      expect({ file, ascii: bytes.every((b) => b < 0x80) }).toEqual({ file, ascii: true });
+    }
+  });
 });
