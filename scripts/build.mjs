@@ -40,6 +40,37 @@ const agentHash = createHash("sha256").update(agentSource).digest("hex").slice(0
 const dependencies = Object.keys(JSON.parse(readFileSync(join(root, "package.json"), "utf8")).dependencies);
 const define = { __AGENT_HASH__: JSON.stringify(agentHash) };
 
+// The broker, started once per host configuration, stays ES modules: its code is a content-hashed
+// entry chunk that dist/broker.js only imports. The hash of dist/broker.js is the broker version
+// (src/broker/paths.ts): a one-line file that still changes with every change of the broker or
+// anything it bundles. Built first, so the operations are built with that hash in them instead of
+// each process reading and hashing the file. Chunks are .mjs (dist/ is CommonJS); old ones are
+// left in place: a process started by a concurrent build still finds the ones it names.
+const brokerBuild = await build({
+  platform: "node",
+  target: "node20",
+  format: "esm",
+  bundle: true,
+  external: dependencies.filter((d) => d !== "zod"),
+  splitting: true,
+  entryPoints: { broker: join(root, "src/broker/main.ts") },
+  outdir: out(""),
+  entryNames: "cli-chunks/[name]-[hash]",
+  chunkNames: "cli-chunks/[name]-[hash]",
+  outExtension: { ".js": ".mjs" },
+  define,
+  legalComments: "none",
+  metafile: true,
+});
+const brokerChunk = Object.keys(brokerBuild.metafile.outputs).find((f) => brokerBuild.metafile.outputs[f].entryPoint);
+writeFileSync(out("broker.js"), `import("./cli-chunks/${brokerChunk.replace(/^.*\//, "")}");\n`);
+define.__BROKER_SCRIPT_HASH__ = JSON.stringify(
+  createHash("sha256")
+    .update(readFileSync(out("broker.js")))
+    .digest("hex")
+    .slice(0, 16),
+);
+
 // Operations as CommonJS bundles, everything but their CommonJS-loadable dependencies inside: zod
 // as one parsed file instead of its many small modules, and p-retry, which is ESM only. Their
 // import.meta.url is the bundle's own file URL. src/shared/errors.ts stays the dispatcher's
@@ -148,27 +179,3 @@ await build({
   plugins: [opLoaders],
 });
 chmodSync(out("cli.js"), 0o755);
-
-// The broker, started once per host configuration, stays ES modules: its code is a content-hashed
-// entry chunk that dist/broker.js only imports. Every operation hashes dist/broker.js for the
-// broker version: a one-line file costs nothing to hash and still changes with every change of the
-// broker or anything it bundles. Chunks are .mjs (dist/ is CommonJS); old ones are left in place:
-// a process started by a concurrent build still finds the ones it names.
-const brokerBuild = await build({
-  platform: "node",
-  target: "node20",
-  format: "esm",
-  bundle: true,
-  external: dependencies.filter((d) => d !== "zod"),
-  splitting: true,
-  entryPoints: { broker: join(root, "src/broker/main.ts") },
-  outdir: out(""),
-  entryNames: "cli-chunks/[name]-[hash]",
-  chunkNames: "cli-chunks/[name]-[hash]",
-  outExtension: { ".js": ".mjs" },
-  define,
-  legalComments: "none",
-  metafile: true,
-});
-const brokerChunk = Object.keys(brokerBuild.metafile.outputs).find((f) => brokerBuild.metafile.outputs[f].entryPoint);
-writeFileSync(out("broker.js"), `import("./cli-chunks/${brokerChunk.replace(/^.*\//, "")}");\n`);

@@ -10,7 +10,16 @@ import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
 import { dial } from "./dial.js";
 import { brokerEnvironment, proxyEnvironment } from "./environment.js";
 import { withLock } from "./lock.js";
-import { brokerDir, brokerKey, brokerPaths, brokerScriptPath, brokerVersion, socketTrustworthy, type BrokerPaths } from "./paths.js";
+import {
+  brokerDir,
+  brokerKey,
+  brokerPaths,
+  brokerScriptPath,
+  brokerVersion,
+  builtBrokerVersion,
+  socketTrustworthy,
+  type BrokerPaths,
+} from "./paths.js";
 import type { BrokerLaunch } from "./main.js";
 import { sleep } from "../shared/async.js";
 
@@ -32,13 +41,14 @@ const MAX_SOCKET_PATH = 100;
 
 /**
  * Null when no private directory is usable or its socket path would be too long to bind (the
- * caller then connects in-process).
+ * caller then connects in-process). `fromScript`: the version of the broker script on disk now
+ * rather than the one built with this code (they differ once dist/ was rebuilt under us).
  */
-export function brokerTarget(options: RuntimeOptions, plan?: ConnectionPlan): BrokerTarget | null {
+export function brokerTarget(options: RuntimeOptions, plan?: ConnectionPlan, fromScript = false): BrokerTarget | null {
   const dir = brokerDir();
   if (!dir) return null;
   const script = brokerScriptPath();
-  const version = brokerVersion(script);
+  const version = (!fromScript && builtBrokerVersion()) || brokerVersion(script);
   const paths = brokerPaths(dir, brokerKey(options, version, plan));
   if (Buffer.byteLength(paths.socket) > MAX_SOCKET_PATH) return null;
   return { paths, version, script, ...(plan ? { plan } : {}) };
@@ -118,7 +128,7 @@ export async function connectBroker(options: RuntimeOptions, initial: BrokerTarg
     if (r.state === "mismatch") {
       // dist/ was rebuilt since we computed our version (the broker we started loaded the new
       // build): follow the new build's socket instead of waiting on the old one.
-      const now = brokerTarget(options, target.plan);
+      const now = brokerTarget(options, target.plan, true);
       if (now && now.version !== target.version) {
         target = now;
         started = false;

@@ -6,9 +6,9 @@
 // replaced it by its own fresh lock by the time the other acts: so removal happens only inside a
 // second, tiny lock (`<lock>.break`), after re-reading that the lock there is still the stale one.
 import { linkSync, readFileSync, statSync, unlinkSync, writeFileSync } from "node:fs";
-import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../shared/errors.js";
 import { sleep } from "../shared/async.js";
+import { randomHex } from "../shared/random.js";
 
 const STALE_LOCK_MS = 10_000;
 const LOCK_WAIT_MS = 15_000;
@@ -85,8 +85,8 @@ function breakStale(path: string, staleToken: string, mine: string, myToken: str
 }
 
 export async function withLock<T>(path: string, fn: () => Promise<T>, hooks: LockHooks = {}): Promise<T> {
-  const token = `${process.pid} ${randomBytes(8).toString("hex")}\n`;
-  const mine = `${path}.${randomBytes(6).toString("hex")}.tmp`;
+  const token = `${process.pid} ${randomHex(8)}\n`;
+  const mine = `${path}.${randomHex(6)}.tmp`;
   writeFileSync(mine, token, { mode: 0o600, flag: "wx" });
   try {
     const until = Date.now() + LOCK_WAIT_MS;

@@ -1,13 +1,13 @@
 // Where a host configuration's broker lives and how it is recognised: one private directory per
 // user (0700, ours, or it is not used), one socket per configuration key, and a version that
 // changes with every build so an old broker is never trusted by a new client.
-import { createHash } from "node:crypto";
 import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { RuntimeOptions } from "../transport/options.js";
 import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
+import { sha256Hex } from "../shared/sha256.js";
 
 /** Bumped when the wire protocol (wire.ts) changes shape. */
 export const BROKER_PROTOCOL = 1;
@@ -25,12 +25,23 @@ export function brokerScriptPath(): string {
   return found;
 }
 
+/** The hash of dist/broker.js that a build embeds in the operations it builds beside it (scripts/build.mjs). */
+declare const __BROKER_SCRIPT_HASH__: string | undefined;
+
 /**
  * Version = protocol + hash of dist/broker.js. Its imports name content-hashed chunks, so any code
  * change in the broker or what it bundles changes it; client and broker compute it the same way.
  */
 export function brokerVersion(script = brokerScriptPath()): string {
-  return `${BROKER_PROTOCOL}-${createHash("sha256").update(readFileSync(script)).digest("hex").slice(0, 16)}`;
+  return `${BROKER_PROTOCOL}-${sha256Hex(readFileSync(script)).slice(0, 16)}`;
+}
+
+/**
+ * The version of the broker built with this code, without reading and hashing the script on every
+ * start; null outside a build (tests run the sources), where brokerVersion reads the file.
+ */
+export function builtBrokerVersion(): string | null {
+  return typeof __BROKER_SCRIPT_HASH__ === "string" ? `${BROKER_PROTOCOL}-${__BROKER_SCRIPT_HASH__}` : null;
 }
 
 /**
@@ -59,7 +70,7 @@ export function brokerKey(options: RuntimeOptions, version: string, plan?: Conne
     daemonIdleMs: options.daemonIdleMs,
     agentSocket: process.env.SSH_AUTH_SOCK ?? null,
   };
-  return createHash("sha256").update(JSON.stringify(material)).digest("hex").slice(0, 24);
+  return sha256Hex(JSON.stringify(material)).slice(0, 24);
 }
 
 /** A directory is usable only if it is a real directory, ours, and closed to everyone else. */

@@ -5,11 +5,11 @@
 // jitter) through the broker, or a replacement broker, until the reconnect grace runs out. The
 // conversation above sees one gapless, duplicate-free stream of frames.
 import { EventEmitter } from "node:events";
-import { randomBytes } from "node:crypto";
 import { RuntimeError, fromWireError } from "../shared/errors.js";
 import { FrameKind, encodeJson, type Frame } from "../shared/frames.js";
 import { ReceiveCounter, ReplayLog, isUnnumbered } from "../shared/resume.js";
 import { sleep } from "../shared/async.js";
+import { randomHex } from "../shared/random.js";
 import type { AgentRequest, RuntimeMessage } from "../shared/agent-api.js";
 import { agentMessage, type AgentChannel } from "../transport/agent-channel.js";
 import { requestFor, type RemoteHost } from "../transport/host.js";
@@ -24,7 +24,7 @@ export function reconnectDelay(attempt: number): number {
 }
 
 export function newResumeToken(): string {
-  return randomBytes(16).toString("hex");
+  return randomHex(16);
 }
 
 export interface ExecLinkEvents {

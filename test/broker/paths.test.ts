@@ -1,10 +1,10 @@
 // The broker directory is trusted only when it is ours and closed to others: a squatted name is
 // skipped (the same fixed alternative for every process of ours), a too-open one is tightened.
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { brokerDir } from "../../src/broker/paths.js";
+import { brokerDir, brokerVersion } from "../../src/broker/paths.js";
 import { brokerTarget } from "../../src/broker/client.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 
@@ -52,5 +52,20 @@ describe("broker socket path", () => {
     expect(brokerTarget(options)).toBeNull();
     process.env.XDG_RUNTIME_DIR = base;
     expect(brokerTarget(options)?.paths.socket.startsWith(join(base, "paseo-ssh"))).toBe(true);
+  });
+});
+
+describe("broker version built into the operations", () => {
+  it("is the hash of the dist/broker.js built with them, in every bundle that asks for it", () => {
+    const dist = join(import.meta.dirname, "../../dist");
+    const expected = brokerVersion(join(dist, "broker.js")).split("-")[1]!;
+    const bundles = [...readFileSync(join(dist, "cli.js"), "latin1").matchAll(/loadOperationBundle\("(ops\/[^"]+)"\)/g)].map((m) => m[1]!);
+    const asking = bundles.filter((file) => readFileSync(join(dist, file), "latin1").includes("function builtBrokerVersion()"));
+    expect(asking.length).toBeGreaterThan(5);
+    for (const file of asking) {
+      const source = readFileSync(join(dist, file), "latin1");
+      const embedded = /function builtBrokerVersion\(\) \{\s*return [^\n]*"([0-9a-f]{16})"/.exec(source)?.[1];
+      expect({ file, embedded }).toEqual({ file, embedded: expected });
+    }
   });
 });

@@ -75,7 +75,7 @@ Host web-* !web-internal
   IdentityFile %d/keys/%n-%p
   IdentityFile ${dir}/k_%u_%i
   IdentitiesOnly yes
-  UserKnownHostsFile ${dir}/kh_%h %d/kh2_%k
+  UserKnownHostsFile ${dir}/kh_%h %d/kh2_%k %d/kh3_%C
   ServerAliveInterval 5
 
 Host web-internal

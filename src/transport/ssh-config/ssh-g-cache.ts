@@ -6,13 +6,13 @@
 // so an edit to ~/.ssh/config applies to the very next operation. Configs whose answer can change
 // without any of that changing (Match exec, Match localnetwork, DNS canonicalisation, tokens in an
 // Include path) are never remembered. Entries live in a private directory the caller vouches for.
-import { createHash } from "node:crypto";
 import { lstatSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync, type BigIntStats } from "node:fs";
 import { dirname, basename, isAbsolute, join } from "node:path";
 import type { Dump } from "./dump.js";
 import { matchPattern } from "./pattern.js";
 import { SYSTEM_CONFIG, runSshG, type EvalRequest } from "./ssh-g.js";
 import type { LocalIdentity } from "./tokens.js";
+import { sha256Hex } from "../../shared/sha256.js";
 
 /** OpenSSH's own limit on nested Include levels. */
 const MAX_DEPTH = 16;
@@ -140,7 +140,7 @@ function cacheKey(ssh: string, req: EvalRequest, local: LocalIdentity): string {
 }
 
 function entryPath(dir: string, key: string): string {
-  return join(dir, `ssh-g-${createHash("sha256").update(key).digest("hex").slice(0, 24)}.json`);
+  return join(dir, `ssh-g-${sha256Hex(key).slice(0, 24)}.json`);
 }
 
 function readEntry(path: string, key: string): Dump | null {

@@ -2,7 +2,6 @@
 // CertificateFile, GlobalKnownHostsFile and ProxyCommand unexpanded (ssh expands them only when it
 // connects), and the fallback evaluator expands nothing, so both paths finish the job here with
 // the token sets OpenSSH uses for each keyword.
-import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { hostname, userInfo } from "node:os";
 import { RuntimeError } from "../../shared/errors.js";
@@ -39,15 +38,23 @@ export function localIdentity(): LocalIdentity {
   return { name: info.username, home: info.homedir, uid: info.uid, thisHost: hostname() };
 }
 
-/** %C: sha1(%l%h%p%r) in hex, as OpenSSH computes its connection hash. */
+/**
+ * %C: sha1(%l%h%p%r) in hex, as OpenSSH computes its connection hash. node:crypto is loaded only
+ * here: few configurations use %C, and loading it is a measurable part of every process's start.
+ * (The built bundles are CommonJS and have require; the sources run where getBuiltinModule exists.)
+ */
 function connectionHash(local: LocalIdentity, t: TokenContext): string {
+  const { createHash } = process.getBuiltinModule?.("node:crypto") ?? (require("node:crypto") as typeof import("node:crypto"));
   return createHash("sha1").update(`${local.thisHost}${t.host}${t.port}${t.user}`).digest("hex");
 }
 
 /** The tokens most keywords accept (OpenSSH's DEFAULT_CLIENT_PERCENT_EXPAND_ARGS). */
 export function defaultTokens(t: TokenContext, local: LocalIdentity): Record<string, string> {
   return {
-    C: connectionHash(local, t),
+    // Computed when a value names %C.
+    get C() {
+      return connectionHash(local, t);
+    },
     L: local.thisHost.split(".")[0]!,
     i: String(local.uid),
     k: t.keyAlias,
