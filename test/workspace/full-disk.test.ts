@@ -87,11 +87,27 @@ describe.skipIf(!canMount)("a full disk and a killed git child during create (tm
     const size = Math.ceil((usedBytes() + bytes) / 4096) * 4;
     execFileSync("mount", ["-o", `remount,size=${size}k`, mnt]);
   };
-  const filler = () => join(mnt, "filler");
-  /** Takes every free byte with a root-owned file. */
+  const fillers = () =>
+    readdirSync(mnt)
+      .filter((n) => n.startsWith("filler-"))
+      .map((n) => join(mnt, n));
+  /**
+   * Takes every free byte with root-owned files. A create may be writing meanwhile, so what statfs
+   * called free may be gone by the time fallocate asks for it (then nothing is allocated): measure
+   * again and take what is left, until less than 64 KiB is.
+   */
   const fillDisk = () => {
-    const st = statfsSync(mnt);
-    execFileSync("fallocate", ["-l", String(st.bavail * st.bsize), filler()]);
+    for (let i = 0; i < 100; i++) {
+      const st = statfsSync(mnt);
+      const free = st.bavail * st.bsize;
+      if (free < 64 * 1024) return;
+      try {
+        execFileSync("fallocate", ["-l", String(free), join(mnt, `filler-${i}`)], { stdio: "ignore" });
+      } catch {
+        rmSync(join(mnt, `filler-${i}`), { force: true });
+      }
+    }
+    throw new Error(`the disk at ${mnt} could not be filled`);
   };
   const cacheOf = (projectId: string, repo: string) => cachePath(d.root, projectKey(projectId, repo));
   /** What a failed create must not leave: any workspace dir but `keep`, tmp entries, half packs, temp files. */
@@ -187,7 +203,7 @@ describe.skipIf(!canMount)("a full disk and a killed git child during create (tm
     expect(r.code).toBe(1);
     expect(leftovers()).toEqual([]);
     expect(hostProcesses().filter((p) => p.cwd?.startsWith(mnt) && !isHostDaemon(p))).toEqual([]);
-    rmSync(filler());
+    for (const f of fillers()) rmSync(f);
     await retrySucceeds("disk-fill");
   });
 
@@ -242,7 +258,7 @@ describe.skipIf(!canMount)("a full disk and a killed git child during create (tm
     );
     expect(leftovers()).toEqual([]);
 
-    rmSync(filler());
+    for (const f of fillers()) rmSync(f);
     const ok = await create("disk-claim", crlfRepo, "disk-crlf");
     expect(ok.message).toBe("");
     expect(readFileSync(join(workspaceLayout(d.root, "disk-claim").checkout, "small-1.txt"), "utf8")).toBe("small 1\r\n");
