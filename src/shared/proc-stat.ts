@@ -38,6 +38,35 @@ export function readProcStat(pid: number): ProcStat | null {
   return psRows(["-p", String(pid)])[0] ?? null;
 }
 
+/**
+ * Whether `signo` waits to be delivered to `pid` (pending for the process or its main thread, and
+ * not blocked). Linux only: false elsewhere or when the process is gone.
+ */
+export function signalPending(pid: number, signo: number): boolean {
+  if (!IS_LINUX) return false;
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/status`, "utf8");
+  } catch {
+    return false;
+  }
+  const bit = 1n << BigInt(signo - 1);
+  const mask = (key: string) => BigInt("0x" + (new RegExp(`^${key}:\\s*([0-9a-f]+)`, "m").exec(text)?.[1] ?? "0"));
+  return ((mask("SigPnd") | mask("ShdPnd")) & bit) !== 0n && (mask("SigBlk") & bit) === 0n;
+}
+
+/** The foreground process group of the terminal `pid` is attached to (stat field 8); null without one. */
+export function terminalForegroundGroup(pid: number): number | null {
+  if (!IS_LINUX) return null;
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const tpgid = Number(text.slice(text.lastIndexOf(")") + 2).split(" ")[5]);
+    return tpgid > 0 ? tpgid : null;
+  } catch {
+    return null;
+  }
+}
+
 /** Every pid on the host (Linux: /proc entries; macOS: ps). */
 export function listPids(): number[] {
   if (!IS_LINUX) return psRows(["-A"]).map((r) => r.pid);

@@ -6,18 +6,21 @@
 //   * exactly the envelope env (no TERM added; sshd's session env is never passed on);
 //   * the exec's tag on TAG_FD so its whole tree stays findable.
 // It never reads the terminal itself, ignores terminal-generated signals (they are meant for the
-// workload), confirms window sizes for resize acknowledgements and reports the real exit status.
+// workload), confirms window sizes (and that the workload took their SIGWINCH) for resize
+// acknowledgements and reports the real exit status.
 import { spawn } from "node:child_process";
+import { constants } from "node:os";
 import { connect } from "node:net";
 import { dirname, join } from "node:path";
 import { AGENT_READY_MARKER } from "../../shared/frames.js";
 import { closeTag, openTag, taggedStdio } from "./launch.js";
 import { isControlLine, onLines, sendLine } from "./attach-lines.js";
-import { readProcStat } from "../../shared/proc-stat.js";
+import { listPids, readProcStat, signalPending, terminalForegroundGroup } from "../../shared/proc-stat.js";
 import { killMembers, membersByTag } from "../proc/process-set.js";
 
 /** How long a resize may take to show on the terminal before it is reported as not applied. */
 const SIZE_CONFIRM_MS = 800;
+const WINCH = constants.signals.SIGWINCH;
 
 declare const __filename: string;
 
@@ -29,14 +32,29 @@ function windowSize(): [number, number] | null {
   }
 }
 
+/** Whether a process of the terminal's foreground group (not this one) has yet to take its SIGWINCH. */
+function winchPending(): boolean {
+  const group = terminalForegroundGroup(process.pid);
+  if (group === null) return false;
+  return listPids().some((pid) => pid !== process.pid && readProcStat(pid)?.pgid === group && signalPending(pid, WINCH));
+}
+
+/**
+ * True once the terminal shows the size and the foreground group took the SIGWINCH that came with
+ * it (the kernel queues the signal before the new size becomes readable): input sent after the
+ * answer then never reaches a program that has not been told. A program that never takes the
+ * signal only delays the answer to the deadline; the size itself is what decides.
+ */
 function confirmSize(rows: number, cols: number): Promise<boolean> {
   const deadline = Date.now() + SIZE_CONFIRM_MS;
   return new Promise((resolve) => {
+    let shown = false;
     const check = () => {
       const size = windowSize();
-      if (size && size[0] === cols && size[1] === rows) return resolve(true);
-      if (Date.now() >= deadline) return resolve(false);
-      setTimeout(check, 5);
+      shown ||= size !== null && size[0] === cols && size[1] === rows;
+      if (shown && !winchPending()) return resolve(true);
+      if (Date.now() >= deadline) return resolve(shown);
+      setTimeout(check, shown ? 2 : 5);
     };
     check();
   });

@@ -142,8 +142,14 @@ function main() {
   const onMessage = (msg) => {
     if (msg.type === "launch" && !child) launch(msg);
     else if (msg.type === "resize" && child) {
-      const ok = !exited() && stty(sttyPath, msg.rows, msg.cols, []) && sizeIs(sttyPath, msg.rows, msg.cols);
-      send({ type: "resized", id: msg.id, ok });
+      const { id, rows, cols } = msg;
+      // In order, each answered only once the workload took its SIGWINCH: input sent after the
+      // answer must not reach a program that has not yet seen the new size.
+      resizing = resizing.then(async () => {
+        const ok = !exited() && stty(sttyPath, rows, cols, []) && sizeIs(sttyPath, rows, cols);
+        if (ok) await winchDelivered();
+        send({ type: "resized", id, ok });
+      });
     } else if (msg.type === "signal" && child && !exited() && typeof msg.signal === "string") {
       signalGroup(child.pid, msg.signal);
     }
