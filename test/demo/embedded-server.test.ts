@@ -3,13 +3,14 @@
 // pipes, pty-req with the initial size in place and window-change applied, and a clean close.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import ssh2, { type Client as SshClient, type ClientChannel, type PseudoTtyOptions } from "ssh2";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { execFile, spawnSync } from "node:child_process";
 import { promisify } from "node:util";
 import { userInfo } from "node:os";
 import { startEmbeddedServer, type EmbeddedServer } from "../../src/demo/embedded-server.js";
 import { rig } from "../rig/rig.js";
 import { generateKeyPair } from "../../src/demo/key-pair.js";
+import { isGone, readArgv, readProcStat } from "../../src/shared/proc-stat.js";
 
 const { Client } = ssh2;
 const execFileAsync = promisify(execFile);
@@ -248,31 +249,38 @@ describe("embedded SSH server", () => {
       c.connect({ host: own.host, port: own.port, username: own.user, privateKey: readFileSync(own.identityFile, "utf8") });
     });
     client.on("error", () => undefined);
-    const marker = `sleep 31.${process.pid}`;
-    client.exec(`exec ${marker}`, () => undefined);
-    await waitUntil(() => pgrep(marker), 5_000);
+    // The command names itself: the shell prints its pid, then becomes `sleep` in place. The
+    // process is then known by pid and start time, never by a command-line pattern that another
+    // run's process (another worker's pid with more digits, a reused pid) could also match.
+    const pidLine = new Promise<number>((resolve, reject) => {
+      client.exec("echo $$; exec sleep 31", (err, ch) => {
+        if (err) return reject(err);
+        let text = "";
+        ch.on("data", (d: Buffer) => {
+          text += d.toString("utf8");
+          const m = /^(\d+)\n/.exec(text);
+          if (m) resolve(Number(m[1]));
+        });
+        ch.on("close", () => reject(new Error(`the command ended before printing its pid: ${JSON.stringify(text)}`)));
+      });
+    });
+    const pid = await pidLine;
+    const started = await until(() => {
+      const st = readProcStat(pid);
+      return st && readArgv(pid).join(" ") === "sleep 31" ? st : null;
+    });
     await own.close();
-    expect(pgrep(marker)).toBe(false);
+    expect(isGone(pid, started.startTime)).toBe(true);
     expect(existsSync(own.dir)).toBe(false);
   });
 });
 
-/** Whether a live process's command line contains `pattern` (a /proc scan: procps may be missing). */
-function pgrep(pattern: string): boolean {
-  for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
-    try {
-      if (/^\d+ \(.*\) Z /.test(readFileSync(`/proc/${pid}/stat`, "utf8"))) continue;
-      if (readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ").includes(pattern)) return true;
-    } catch {
-      // Exited meanwhile.
-    }
-  }
-  return false;
-}
-
-async function waitUntil(check: () => boolean, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
+/** Polls until `value()` is non-null; the bound only keeps a broken run from hanging. */
+async function until<T>(value: () => T | null, ms = 30_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = value();
+    if (v !== null) return v;
     if (Date.now() > deadline) throw new Error("condition not reached in time");
     await new Promise((r) => setTimeout(r, 25));
   }
