@@ -15,46 +15,57 @@ import { dirname, join } from "node:path";
 import { AGENT_READY_MARKER } from "../../shared/frames.js";
 import { closeTag, openTag, taggedStdio } from "./launch.js";
 import { isControlLine, onLines, sendLine } from "./attach-lines.js";
-import { listPids, readProcStat, signalPending, terminalForegroundGroup } from "../../shared/proc-stat.js";
+import { listPids, readProcStat, signalPending, terminalForegroundGroup, type ProcStat } from "../../shared/proc-stat.js";
 import { killMembers, membersByTag } from "../proc/process-set.js";
 
 /** How long a resize may take to show on the terminal before it is reported as not applied. */
 const SIZE_CONFIRM_MS = 800;
+/** After the workload took its SIGWINCH: how long it may take to be back to waiting. */
+const SETTLE_MS = 100;
 const WINCH = constants.signals.SIGWINCH;
 
 declare const __filename: string;
 
-function windowSize(): [number, number] | null {
+function windowSizeIs(rows: number, cols: number): boolean {
   try {
-    return process.stdout.isTTY ? process.stdout.getWindowSize() : null;
+    if (!process.stdout.isTTY) return false;
+    const [c, r] = process.stdout.getWindowSize();
+    return c === cols && r === rows;
   } catch {
-    return null;
+    return false;
   }
 }
 
-/** Whether a process of the terminal's foreground group (not this one) has yet to take its SIGWINCH. */
-function winchPending(): boolean {
+/** Processes of the terminal's foreground group other than this one. */
+function foregroundOthers(): ProcStat[] {
   const group = terminalForegroundGroup(process.pid);
-  if (group === null) return false;
-  return listPids().some((pid) => pid !== process.pid && readProcStat(pid)?.pgid === group && signalPending(pid, WINCH));
+  if (group === null) return [];
+  return listPids().flatMap((pid) => {
+    const st = pid === process.pid ? null : readProcStat(pid);
+    return st?.pgid === group ? [st] : [];
+  });
 }
 
 /**
  * True once the terminal shows the size and the foreground group took the SIGWINCH that came with
- * it (the kernel queues the signal before the new size becomes readable): input sent after the
- * answer then never reaches a program that has not been told. A program that never takes the
- * signal only delays the answer to the deadline; the size itself is what decides.
+ * it (the kernel queues the signal before the new size becomes readable) and is back to waiting:
+ * a program that took the signal but has not run yet (a busy machine) may otherwise find input
+ * sent after the answer in the same wake-up and read first (node does: its event loop handles
+ * signals after I/O). A program that never takes the signal only delays the answer to the
+ * deadline, one that keeps running by SETTLE_MS at most; the size itself is what decides.
  */
 function confirmSize(rows: number, cols: number): Promise<boolean> {
   const deadline = Date.now() + SIZE_CONFIRM_MS;
   return new Promise((resolve) => {
-    let shown = false;
+    let settleBy = 0; // once the signal was taken
     const check = () => {
-      const size = windowSize();
-      shown ||= size !== null && size[0] === cols && size[1] === rows;
-      if (shown && !winchPending()) return resolve(true);
-      if (Date.now() >= deadline) return resolve(shown);
-      setTimeout(check, shown ? 2 : 5);
+      const now = Date.now();
+      if (!settleBy && windowSizeIs(rows, cols) && !foregroundOthers().some((st) => signalPending(st.pid, WINCH))) {
+        settleBy = Math.min(deadline, now + SETTLE_MS);
+      }
+      if (settleBy && (now >= settleBy || !foregroundOthers().some((st) => st.state === "R"))) return resolve(true);
+      if (now >= deadline) return resolve(windowSizeIs(rows, cols));
+      setTimeout(check, 2);
     };
     check();
   });

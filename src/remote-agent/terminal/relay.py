@@ -38,8 +38,10 @@ DRAIN_IDLE = 1.0
 DRAIN_MAX = 10.0
 # On hang-up the session gets SIGHUP; whatever still runs after this many seconds is SIGKILLed.
 HANGUP_GRACE = 1.0
-# A resize is acknowledged once the foreground group took its SIGWINCH, waiting at most this long.
+# A resize is acknowledged once the foreground group took its SIGWINCH, waiting at most this long,
+# and once it is back to waiting (it has run its handler), waiting at most SETTLE_WAIT for that.
 WINCH_WAIT = 0.8
+SETTLE_WAIT = 0.1
 IUTF8 = getattr(termios, "IUTF8", 0o40000 if sys.platform.startswith("linux") else 0)
 
 
@@ -111,6 +113,15 @@ def winch_pending(pgrp):
         except (OSError, ValueError):
             continue
         if (masks.get("SigPnd", 0) | masks.get("ShdPnd", 0)) & bit and not masks.get("SigBlk", 0) & bit:
+            return True
+    return False
+
+
+def group_running(pgrp):
+    """Whether a process of group `pgrp` is running or waiting for a CPU (state R)."""
+    for name in proc_pids():
+        fields = proc_fields(name)
+        if fields and len(fields) > 2 and fields[2] == str(pgrp) and fields[0] == "R":
             return True
     return False
 
@@ -349,9 +360,15 @@ class Relay:
             return False
         if slave_size(self.slave_name) != (rows, cols):
             return False
-        # Input sent after the answer must not overtake the signal: wait until it is delivered.
+        # Input sent after the answer must not overtake the signal: wait until it is delivered, then
+        # until the group is back to waiting. A program that took the signal but has not run yet
+        # (a busy machine) may otherwise find the input and its SIGWINCH in the same wake-up and
+        # read first (node does: its event loop handles signals after I/O).
         deadline = time.monotonic() + WINCH_WAIT
         while winch_pending(pgrp) and time.monotonic() < deadline:
+            time.sleep(0.002)
+        settle = min(deadline, time.monotonic() + SETTLE_WAIT)
+        while group_running(pgrp) and time.monotonic() < settle:
             time.sleep(0.002)
         return True
 

@@ -14,8 +14,12 @@ const { Socket } = require("node:net");
 const TAG_FD = 47;
 const TAG_SRC = 5;
 const HANGUP_GRACE_MS = 1000;
-/** A resize is acknowledged once the foreground group took its SIGWINCH, waiting at most this long. */
+/**
+ * A resize is acknowledged once the foreground group took its SIGWINCH, waiting at most this long,
+ * and once it is back to waiting (it has run its handler), waiting at most SETTLE_WAIT_MS for that.
+ */
 const WINCH_WAIT_MS = 800;
+const SETTLE_WAIT_MS = 100;
 const WINCH_BIT = 1n << 27n;
 const ERRNO_TEXT = { ENOENT: "No such file or directory", EACCES: "Permission denied", ENOTDIR: "Not a directory" };
 
@@ -67,9 +71,22 @@ function winchPending() {
   return false;
 }
 
+/** Whether a process of the terminal's foreground group is running or waiting for a CPU (state R). */
+function foregroundRunning() {
+  const self = stat(process.pid);
+  return self !== null && members((s) => s.pgid === self.tpgid && s.state === "R").length > 0;
+}
+
+/**
+ * A program that took the signal but has not run yet (a busy machine) may find input sent after
+ * the answer in the same wake-up as its SIGWINCH and read first (node does: its event loop handles
+ * signals after I/O), so the answer also waits until the group is back to waiting.
+ */
 async function winchDelivered() {
   const deadline = Date.now() + WINCH_WAIT_MS;
   while (winchPending() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 2));
+  const settle = Math.min(deadline, Date.now() + SETTLE_WAIT_MS);
+  while (foregroundRunning() && Date.now() < settle) await new Promise((r) => setTimeout(r, 2));
 }
 
 /** Live processes matching `pred` on their stat, never this one. */
