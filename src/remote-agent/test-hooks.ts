@@ -1,5 +1,7 @@
 // Test-only delays that widen race windows so the suites can act inside them: before and after a
-// create claims its directory, and before an exec's identity is published. They are read from
+// create claims its directory, and before an exec's identity is published. A create's delays end
+// early once the test withdraws them (it acts inside the window, then releases it), so no test
+// depends on a window being long enough on a busy machine. They are read from
 // `<root>/test-hooks.json`, which only a test (or the host account itself) can write: nothing
 // Paseo sends and no runtime option can turn them on. Without the file every delay is 0.
 //   {"workspaces": {"<workspaceId>": {"beforeClaimMs": n, "afterClaimMs": n}},
@@ -9,6 +11,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { isRecord, parseJson } from "../shared/guards.js";
+import { sleep } from "../shared/async.js";
 
 export const TEST_HOOKS_FILE = "test-hooks.json";
 
@@ -32,6 +35,20 @@ function ms(v: unknown, max: number): number {
 export function workspaceHooks(root: string, workspaceId: string): { beforeClaimMs: number; afterClaimMs: number } {
   const h = hooksFor(root, "workspaces", workspaceId);
   return { beforeClaimMs: ms(h.beforeClaimMs, 60_000), afterClaimMs: ms(h.afterClaimMs, 60_000) };
+}
+
+/** How often a held create looks whether its hook was withdrawn. */
+const HOOK_POLL_MS = 50;
+
+/** Waits the `key` delay of `workspaceId` (at most `ms`), ending early once it is withdrawn. */
+export async function holdWorkspaceHook(
+  root: string,
+  workspaceId: string,
+  key: "beforeClaimMs" | "afterClaimMs",
+  ms: number,
+): Promise<void> {
+  const until = Date.now() + ms;
+  while (Date.now() < until && workspaceHooks(root, workspaceId)[key] > 0) await sleep(Math.min(HOOK_POLL_MS, until - Date.now()));
 }
 
 export function execHooks(root: string, execId: string): { delayIdentityMs: number; terminalSearchPath?: string } {

@@ -32,9 +32,17 @@ function write(root: string, section: "workspaces" | "execs", id: string, hooks:
   renameSync(`${path}.tmp`, path);
 }
 
-/** Delays around the claim of `workspaceId`'s directory during create. */
+/**
+ * Delays around the claim of `workspaceId`'s directory during create. A create waiting in one
+ * goes on as soon as it is withdrawn (releaseWorkspaceHooks): hold long, act, then release.
+ */
 export function setWorkspaceHooks(root: string, workspaceId: string, hooks: WorkspaceHooks): void {
   write(root, "workspaces", workspaceId, hooks);
+}
+
+/** Withdraws `workspaceId`'s delays: a create waiting in one goes on now. */
+export function releaseWorkspaceHooks(root: string, workspaceId: string): void {
+  write(root, "workspaces", workspaceId, {});
 }
 
 /** Delays publishing the identity (`started`) of exec `execId`; how its terminal is owned. */

@@ -9,7 +9,7 @@ import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { commitAll, gitIn, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { lifecycleRequest } from "../support/run-cli.js";
 import { cliDriver, dirInput, gitAsRemoteUser, startCli, type Driver } from "../support/workspace.js";
-import { setWorkspaceHooks } from "../support/test-hooks.js";
+import { releaseWorkspaceHooks, setWorkspaceHooks } from "../support/test-hooks.js";
 
 const OK_LINE = '{"type":"ok","protocolVersion":1}\n';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -110,7 +110,7 @@ describe("pause, resume and the extras over SSH", () => {
 
   it("a runtime killed mid-create: inspect says incomplete, destroy cleans; unattended, the agent rolls back", async () => {
     const killDuringClaim = async (id: string) => {
-      setWorkspaceHooks(d.root, id, { afterClaimMs: 2500 });
+      setWorkspaceHooks(d.root, id, { afterClaimMs: 60_000 });
       const run = startCli(["create", "--workspace-id", id], lifecycleRequest(d.options, { input: dirInput(id, fixture.path) }));
       const lock = join(workspaceLayout(d.root, id).dir, "create.lock");
       for (let i = 0; i < 500 && !existsSync(lock); i++) await sleep(20);
@@ -123,10 +123,14 @@ describe("pause, resume and the extras over SSH", () => {
     expect((await d.inspect("kill-a")).value?.inspection).toEqual({ status: "error", message: "SSH workspace is incomplete: kill-a" });
     expect((await d.op("destroy", "kill-a")).stdout).toBe(OK_LINE);
     expect(existsSync(workspaceLayout(d.root, "kill-a").dir)).toBe(false);
+    releaseWorkspaceHooks(d.root, "kill-a");
 
+    // Released, kill-b's agent finds nobody listening and rolls its claim back by itself.
     await killDuringClaim("kill-b");
-    await sleep(3500);
-    expect(existsSync(workspaceLayout(d.root, "kill-b").dir)).toBe(false);
+    releaseWorkspaceHooks(d.root, "kill-b");
+    const killB = workspaceLayout(d.root, "kill-b").dir;
+    for (let i = 0; i < 1500 && existsSync(killB); i++) await sleep(20);
+    expect(existsSync(killB)).toBe(false);
     expect((await d.inspect("kill-b")).value?.inspection).toEqual({ status: "missing" });
     // kill-a's agent finished its hook meanwhile and must not have resurrected anything.
     expect(existsSync(workspaceLayout(d.root, "kill-a").dir)).toBe(false);

@@ -12,7 +12,7 @@ import { MANIFEST_MARKER } from "../../src/remote-agent/workspace/manifest.js";
 import { seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { dirInput, OTHER_OWNER, OWNER, cliDriver, startCli, type Driver } from "../support/workspace.js";
 import { lifecycleRequest, runCli } from "../support/run-cli.js";
-import { setWorkspaceHooks } from "../support/test-hooks.js";
+import { releaseWorkspaceHooks, setWorkspaceHooks } from "../support/test-hooks.js";
 import { TEST_HOOKS_FILE } from "../../src/remote-agent/test-hooks.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -146,7 +146,7 @@ describe("ownership, partial state and reconciliation over SSH", () => {
 
   it("M1: a foreign directory appearing before the claim is refused and left intact", async () => {
     const { dir } = workspaceLayout(d.root, "own-m1");
-    setWorkspaceHooks(d.root, "own-m1", { beforeClaimMs: 2500 });
+    setWorkspaceHooks(d.root, "own-m1", { beforeClaimMs: 60_000 });
     const run = startCli(["create", "--workspace-id", "own-m1"], lifecycleRequest(d.options, { input: dirInput("own-m1", fixture.path) }), {
       PASEO_SSH_PROGRESS: "1",
     });
@@ -155,6 +155,7 @@ describe("ownership, partial state and reconciliation over SSH", () => {
     await sleep(400);
     expect(existsSync(dir)).toBe(false);
     plant(d.root, "own-m1", null);
+    releaseWorkspaceHooks(d.root, "own-m1");
     const r = await run.done;
     expect(r.code).toBe(7);
     expect(r.stderr.trim().split("\n").pop()).toBe(`SSH workspace ownership mismatch: ${dir}`);
@@ -163,13 +164,14 @@ describe("ownership, partial state and reconciliation over SSH", () => {
 
   it("N1: a foreign manifest appearing after the claim is refused and left untouched", async () => {
     const { dir } = workspaceLayout(d.root, "own-n1");
-    setWorkspaceHooks(d.root, "own-n1", { afterClaimMs: 3000 });
+    setWorkspaceHooks(d.root, "own-n1", { afterClaimMs: 60_000 });
     const pending = d.create(dirInput("own-n1", fixture.path));
     const foreign = manifestFor("own-n1", OTHER_OWNER);
     // The create lock is written right after our manifest: from then on the agent sits in the hook.
     for (let i = 0; i < 500 && !existsSync(join(dir, "create.lock")); i++) await sleep(20);
     expect(existsSync(join(dir, "manifest.json"))).toBe(true);
     writeFileSync(join(dir, "manifest.json"), foreign);
+    releaseWorkspaceHooks(d.root, "own-n1");
     const r = await pending;
     expect(r.message).toBe(`SSH workspace runtime owner mismatch: ${dir}`);
     expect(readFileSync(join(dir, "manifest.json"), "utf8")).toBe(foreign);
@@ -196,11 +198,12 @@ describe("ownership, partial state and reconciliation over SSH", () => {
 
   it("an interrupted create leaves a materializing workspace that destroy cleans", async () => {
     const { dir } = workspaceLayout(d.root, "own-int");
-    setWorkspaceHooks(d.root, "own-int", { afterClaimMs: 3000 });
+    setWorkspaceHooks(d.root, "own-int", { afterClaimMs: 60_000 });
     const pending = d.create(dirInput("own-int", fixture.path));
     for (let i = 0; i < 500 && !existsSync(join(dir, "create.lock")); i++) await sleep(20);
     expect((await d.inspect("own-int")).value?.inspection).toEqual({ status: "error", message: "SSH workspace is incomplete: own-int" });
     expect((await d.op("destroy", "own-int")).ok).toBe(true);
+    releaseWorkspaceHooks(d.root, "own-int");
     const r = await pending;
     // The create notices it lost its workspace and fails without resurrecting anything.
     expect(r.ok).toBe(false);
@@ -210,13 +213,14 @@ describe("ownership, partial state and reconciliation over SSH", () => {
 
   it("a retried create while the first is still materializing is refused; reconcile leaves it alone; the first completes", async () => {
     const { dir } = workspaceLayout(d.root, "own-twice");
-    setWorkspaceHooks(d.root, "own-twice", { afterClaimMs: 2500 });
+    setWorkspaceHooks(d.root, "own-twice", { afterClaimMs: 60_000 });
     const first = d.create(dirInput("own-twice", fixture.path));
     for (let i = 0; i < 500 && !existsSync(join(dir, "create.lock")); i++) await sleep(20);
     const second = await d.create(dirInput("own-twice", fixture.path));
     expect(second.message).toBe("SSH workspace is being created concurrently: own-twice");
     expect((await d.reconcile(["own-real"])).ok).toBe(true);
     expect(existsSync(dir)).toBe(true);
+    releaseWorkspaceHooks(d.root, "own-twice");
     const r = await first;
     expect(r.value?.materializedFreshContent).toBe(true);
     expect(existsSync(join(dir, "create.lock"))).toBe(false);

@@ -9,8 +9,7 @@ import { RuntimeError } from "../../shared/errors.js";
 import type { AgentContext } from "../context.js";
 import type { CreateResult, IntegrationTarget, SourceSpec } from "../../shared/agent-api.js";
 import { isRecord } from "../../shared/guards.js";
-import { sleep } from "../../shared/async.js";
-import { workspaceHooks } from "../test-hooks.js";
+import { holdWorkspaceHook, workspaceHooks } from "../test-hooks.js";
 import { normaliseRelativePath } from "../../shared/relative-path.js";
 import { SHA_RE } from "../../shared/git-exec.js";
 import { hashName, rootLayout, type WorkspaceLayout } from "../layout.js";
@@ -121,7 +120,7 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
       // An owned leftover of an interrupted create (unless another agent is still on it): start over.
       release = acquireCreateLock(layout, workspaceId);
     } else {
-      await sleep(hooks.beforeClaimMs);
+      await holdWorkspaceHook(ctx.root, workspaceId, "beforeClaimMs", hooks.beforeClaimMs);
       claimWorkspace(ctx.root, layout, newManifest(workspaceId, owner, projectKey));
       try {
         release = acquireCreateLock(layout, workspaceId);
@@ -140,7 +139,7 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
       rmSync(layout.checkout, { recursive: true, force: true });
       replaceManifest(layout, { ...newManifest(workspaceId, owner, projectKey), createdAt: loaded.manifest.createdAt });
     }
-    await sleep(hooks.afterClaimMs);
+    await holdWorkspaceHook(ctx.root, workspaceId, "afterClaimMs", hooks.afterClaimMs);
     inbox.assertAttended();
     verifyOwned(ctx.root, workspaceId, owner);
     const cache = await ensureCache(ctx.root, projectKey);
