@@ -60,7 +60,9 @@ function confirmSize(rows: number, cols: number): Promise<boolean> {
     let settleBy = 0; // once the signal was taken
     const check = () => {
       const now = Date.now();
-      if (!settleBy && windowSizeIs(rows, cols) && !foregroundOthers().some((st) => signalPending(st.pid, WINCH))) {
+      // A stopped process (a paused workspace) takes the signal only when continued: not waited for.
+      const waiting = (st: ProcStat) => st.state !== "T" && st.state !== "t" && signalPending(st.pid, WINCH);
+      if (!settleBy && windowSizeIs(rows, cols) && !foregroundOthers().some(waiting)) {
         settleBy = Math.min(deadline, now + SETTLE_MS);
       }
       if (settleBy && (now >= settleBy || !foregroundOthers().some((st) => st.state === "R"))) return resolve(true);

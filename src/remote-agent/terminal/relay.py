@@ -97,11 +97,13 @@ def proc_pids():
 
 
 def winch_pending(pgrp):
-    """Whether a process of group `pgrp` still has SIGWINCH pending (not blocked)."""
+    """Whether a process of group `pgrp` still has SIGWINCH pending (not blocked, not stopped: a
+    stopped one, e.g. in a paused workspace, takes it only when continued; waiting for it would only
+    bring the answer nearer Paseo's 1000 ms limit)."""
     bit = 1 << (signal.SIGWINCH - 1)
     for name in proc_pids():
         fields = proc_fields(name)
-        if not fields or len(fields) < 3 or fields[2] != str(pgrp):
+        if not fields or len(fields) < 3 or fields[2] != str(pgrp) or fields[0] in ("T", "t"):
             continue
         masks = {}
         try:

@@ -58,7 +58,8 @@ function sizeIs(path, rows, cols) {
 function winchPending() {
   const self = stat(process.pid);
   if (!self) return false;
-  for (const pid of members((s) => s.pgid === self.tpgid)) {
+  // A stopped member (a paused workspace) takes the signal only when continued: not waited for.
+  for (const pid of members((s) => s.pgid === self.tpgid && s.state !== "T" && s.state !== "t")) {
     let text;
     try {
       text = readFileSync(`/proc/${pid}/status`, "utf8");
