@@ -5,8 +5,8 @@
 //                                    `describe`, one CommonJS file
 //   dist/ops/<op>-<hash>.cjs         every other operation as one CommonJS bundle, which
 //                                    src/cli/op-bundle.ts runs with V8's code cache
-//   dist/broker.js                   the per-host broker: a stub importing its ES module chunks
-//                                    (dist/cli-chunks/*.mjs)
+//   dist/broker.js                   the per-host broker: a stub requiring its content-hashed
+//                                    CommonJS bundle (dist/cli-chunks/broker-<hash>.cjs)
 //   dist/package.json                `"type": "commonjs"` for dist/ (the package is ESM)
 // Start-up cost matters: Paseo spawns a process per operation and `signal` has a 750 ms budget
 // that includes node start-up. An ES module entry costs node its ESM loader on every start, so
@@ -40,30 +40,32 @@ const agentHash = createHash("sha256").update(agentSource).digest("hex").slice(0
 const dependencies = Object.keys(JSON.parse(readFileSync(join(root, "package.json"), "utf8")).dependencies);
 const define = { __AGENT_HASH__: JSON.stringify(agentHash) };
 
-// The broker, started once per host configuration, stays ES modules: its code is a content-hashed
-// entry chunk that dist/broker.js only imports. The hash of dist/broker.js is the broker version
-// (src/broker/paths.ts): a one-line file that still changes with every change of the broker or
-// anything it bundles. Built first, so the operations are built with that hash in them instead of
-// each process reading and hashing the file. Chunks are .mjs (dist/ is CommonJS); old ones are
-// left in place: a process started by a concurrent build still finds the ones it names.
+// The broker, started once per host configuration, is one CommonJS bundle (an ES module entry
+// costs its ESM loader in memory for the broker's whole life): a content-hashed file under
+// dist/cli-chunks/ that dist/broker.js only requires. The hash of dist/broker.js is the broker
+// version (src/broker/paths.ts): a one-line file that still changes with every change of the
+// broker or anything it bundles. Built first, so the operations are built with that hash in them
+// instead of each process reading and hashing the file. Old bundles are left in place: a process
+// started by a concurrent build still finds the one it names.
 const brokerBuild = await build({
   platform: "node",
   target: "node20",
-  format: "esm",
+  format: "cjs",
   bundle: true,
-  external: dependencies.filter((d) => d !== "zod"),
-  splitting: true,
-  entryPoints: { broker: join(root, "src/broker/main.ts") },
-  outdir: out(""),
-  entryNames: "cli-chunks/[name]-[hash]",
-  chunkNames: "cli-chunks/[name]-[hash]",
-  outExtension: { ".js": ".mjs" },
-  define,
+  // zod inside, and p-retry, which is ESM only; import.meta.url is the bundle's own file URL.
+  external: dependencies.filter((d) => d !== "zod" && d !== "p-retry"),
+  entryPoints: { broker: join(root, "src/broker/entry.ts") },
+  outdir: out("cli-chunks"),
+  entryNames: "[name]-[hash]",
+  outExtension: { ".js": ".cjs" },
+  supported: { "dynamic-import": false },
+  define: { ...define, "import.meta.url": "__bundleUrl" },
+  banner: { js: '"use strict";\nvar __bundleUrl = require("node:url").pathToFileURL(__filename).href;' },
   legalComments: "none",
   metafile: true,
 });
-const brokerChunk = Object.keys(brokerBuild.metafile.outputs).find((f) => brokerBuild.metafile.outputs[f].entryPoint);
-writeFileSync(out("broker.js"), `import("./cli-chunks/${brokerChunk.replace(/^.*\//, "")}");\n`);
+const brokerBundle = Object.keys(brokerBuild.metafile.outputs).find((f) => brokerBuild.metafile.outputs[f].entryPoint);
+writeFileSync(out("broker.js"), `require("./cli-chunks/${brokerBundle.replace(/^.*\//, "")}");\n`);
 define.__BROKER_SCRIPT_HASH__ = JSON.stringify(
   createHash("sha256")
     .update(readFileSync(out("broker.js")))

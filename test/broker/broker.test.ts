@@ -2,20 +2,22 @@
 // handshake in the sshd log), conversations are streams of one daemon channel whatever their
 // number, broken or stale brokers are replaced rather than trusted, a dropped link is
 // re-established, and an idle broker exits.
-import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { startDelayProxy, type DelayProxy } from "../../bench/delay-proxy.mjs";
-import type { RuntimeOptions } from "../../src/transport/options.js";
+import { parseRuntimeOptions, type RuntimeOptions } from "../../src/transport/options.js";
 import { BrokerHost } from "../../src/broker/broker-host.js";
 import { openHost } from "../../src/broker/open-host.js";
 import { SshHost } from "../../src/transport/ssh-host.js";
 import type { AgentChannel } from "../../src/transport/agent-channel.js";
 import { needsOpenSsh } from "../rig/needs-openssh.js";
-import { rig, sshdLogOffset, sshdLogSince, waitFor } from "../rig/rig.js";
+import { rig, sshdLogOffset, sshdLogSince, uniqueTestRoot, waitFor } from "../rig/rig.js";
 import { alive, brokerOptions, brokerStats, stopBroker, targetOf } from "../support/broker.js";
+import { extraSshdSkipReason, startExtraSshd } from "../support/extra-sshd.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -224,6 +226,25 @@ describe("broker", () => {
     expect(await held.request({ op: "ping", root: options.root })).toEqual({ pong: true });
     held.end();
     await waitFor(() => !alive(pid), 10_000);
+  });
+
+  it("speaks chacha20-poly1305 to a server offering only that, with ssh2's WebAssembly Poly1305 skipped when its binding is there", async (ctx) => {
+    const skip = extraSshdSkipReason();
+    if (skip) return ctx.skip(skip);
+    const sshd = await startExtraSshd(["Ciphers chacha20-poly1305@openssh.com"]);
+    cleanups.push(() => sshd.stop());
+    const options = track(parseRuntimeOptions(sshd.options({ root: uniqueTestRoot("broker"), brokerIdleMs: 3000 })));
+    expect(await ping(options)).toEqual({ pong: true });
+    let binding = true;
+    try {
+      createRequire(import.meta.url)("ssh2/lib/protocol/crypto/build/Release/sshcrypto.node");
+    } catch {
+      binding = false;
+    }
+    const log = readFileSync((await targetOf(options)).paths.log, "utf8");
+    expect(log).toContain(
+      binding ? "WebAssembly Poly1305 skipped (its native binding is loaded)" : "WebAssembly Poly1305 loaded (no native binding)",
+    );
   });
 
   it("connects in-process with broker: false or PASEO_SSH_NO_BROKER=1", async () => {
