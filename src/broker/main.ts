@@ -2,7 +2,7 @@
 // runtime process of a host configuration; its command line is just `node dist/broker.js`: the
 // configuration (options, the resolved hop chain, paths; no workspace id, no secret) arrives as one JSON document on
 // stdin. Diagnostics go to stderr, which the starter points at a 0600 log file next to the socket.
-import * as z from "zod";
+import * as z from "../contract/zod-mini.js";
 import { RuntimeError, oneLine } from "../shared/errors.js";
 import { parseRuntimeOptions, type RuntimeOptions } from "../transport/options.js";
 import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
@@ -27,22 +27,22 @@ const HopSchema = z.object({
   identityFiles: z.array(z.string()),
   identityFromOption: z.boolean(),
   identitiesOnly: z.boolean(),
-  agentSocket: z.string().nullable(),
+  agentSocket: z.nullable(z.string()),
   userKnownHostsFiles: z.array(z.string()),
   globalKnownHostsFiles: z.array(z.string()),
-  hostKeyAlias: z.string().optional(),
+  hostKeyAlias: z.optional(z.string()),
   acceptNew: z.enum(["off", "configured", "on"]),
   connectTimeoutMs: z.int(),
   keepaliveIntervalMs: z.int(),
   keepaliveCountMax: z.int(),
-  proxyCommand: z.string().optional(),
-  sources: z.record(z.string(), z.array(z.string())).optional(),
-}) satisfies z.ZodType<ConnectionPlan["hops"][number]>;
+  proxyCommand: z.optional(z.string()),
+  sources: z.optional(z.record(z.string(), z.array(z.string()))),
+}) satisfies z.ZodMiniType<ConnectionPlan["hops"][number]>;
 
 const LaunchSchema = z.strictObject({
   options: z.record(z.string(), z.unknown()),
-  plan: z.object({ hops: z.array(HopSchema).min(1), via: z.enum(["ssh -G", "parser", "options"]) }).optional(),
-  proxyEnv: z.record(z.string(), z.string()).optional(),
+  plan: z.optional(z.object({ hops: z.array(HopSchema).check(z.minLength(1)), via: z.enum(["ssh -G", "parser", "options"]) })),
+  proxyEnv: z.optional(z.record(z.string(), z.string())),
   paths: z.strictObject({ dir: z.string(), socket: z.string(), lock: z.string(), log: z.string() }),
 });
 
@@ -60,7 +60,7 @@ export function parseLaunch(text: string): BrokerLaunch {
   const launch = LaunchSchema.safeParse(value);
   if (!launch.success) throw new RuntimeError("input", "broker configuration on stdin is malformed");
   const { explicit, ...fields } = launch.data.options;
-  const named = z.array(z.string()).optional().safeParse(explicit);
+  const named = z.optional(z.array(z.string())).safeParse(explicit);
   if (!named.success) throw new RuntimeError("input", "broker configuration on stdin is malformed");
   const options = { ...parseRuntimeOptions(fields), explicit: named.data };
   const { plan, proxyEnv, paths } = launch.data;

@@ -15,7 +15,7 @@ import type { BrokerPaths } from "./paths.js";
 import { ChannelPool, type Lease, type StreamLease } from "./pool.js";
 import { BrokerRequestSchema, WindowMessageSchema, readLine, writeLine, type BrokerResult } from "./wire.js";
 import { parseJson } from "../shared/guards.js";
-import * as z from "zod";
+import * as z from "../contract/zod-mini.js";
 import { listenUnix } from "../shared/listen-unix.js";
 
 /** A client must name its channel this soon after connecting. */
