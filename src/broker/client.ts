@@ -25,6 +25,13 @@ import { sleep } from "../shared/async.js";
 
 /** How long a started broker may take to listen (node start-up plus module loading). */
 export const BROKER_START_MS = 10_000;
+/**
+ * V8 flags of the broker process: no optimising compiler (interpreter and baseline code only).
+ * Measured with 100 live execs attached: ~4.5 MB less RSS (the compiler's code pages of the node
+ * binary are never touched), and no more broker CPU per exec or per MB a create sends (its hot
+ * paths are ssh2's native crypto and socket writes; what it saves is compiling).
+ */
+export const BROKER_NODE_FLAGS = ["--max-opt=1"];
 /** The log is for diagnosis, not history: restart it beyond this size. */
 const MAX_LOG_BYTES = 1024 * 1024;
 
@@ -81,7 +88,7 @@ async function startBroker(options: RuntimeOptions, target: BrokerTarget, onFail
   try {
     // Only stdio 0-2 are passed: the broker must never hold Paseo's fd3/fd4 (or anything else) open,
     // nor (for its whole life) Paseo's environment.
-    const child = spawn(process.execPath, [target.script], {
+    const child = spawn(process.execPath, [...BROKER_NODE_FLAGS, target.script], {
       detached: true,
       stdio: ["pipe", "ignore", logFd],
       env: brokerEnvironment(),

@@ -1,7 +1,8 @@
-// Entry point of the per-host broker (bundled to dist/broker.js). Started detached by the first
-// runtime process of a host configuration; its command line is just `node dist/broker.js`: the
-// configuration (options, the resolved hop chain, paths; no workspace id, no secret) arrives as one JSON document on
-// stdin. Diagnostics go to stderr, which the starter points at a 0600 log file next to the socket.
+// The per-host broker (bundled to dist/broker.js, run after entry.ts). Started detached by the first
+// runtime process of a host configuration; its command line is just `node <V8 flags>
+// dist/broker.js`: the configuration (options, the resolved hop chain, paths; no workspace id, no
+// secret) arrives as one JSON document on stdin. Diagnostics go to stderr, which the starter points
+// at a 0600 log file next to the socket.
 import * as z from "../contract/zod-mini.js";
 import { RuntimeError, oneLine } from "../shared/errors.js";
 import { parseRuntimeOptions, type RuntimeOptions } from "../transport/options.js";

@@ -10,6 +10,7 @@ import { lifecycleRequest, runCli } from "../support/run-cli.js";
 import { needsOpenSsh } from "../rig/needs-openssh.js";
 import { rig, rigOptions, sshdLogOffset, sshdLogSince, uniqueTestRoot } from "../rig/rig.js";
 import { brokerStats, stopBroker, targetOf } from "../support/broker.js";
+import { BROKER_NODE_FLAGS } from "../../src/broker/client.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 
 const cleanups: Array<() => Promise<void>> = [];
@@ -79,9 +80,9 @@ describe("broker across runtime processes", () => {
     expect(statSync(socket).mode & 0o777).toBe(0o600);
     expect(statSync(dirname(socket)).mode & 0o777).toBe(0o700);
     if (process.platform === "linux") {
-      // The broker renames itself (process.title); before that its argv is `node …/broker.js`.
+      // The broker renames itself (process.title); before that its argv is `node <V8 flags> …/broker.js`.
       const cmdline = readFileSync(`/proc/${stats!.pid}/cmdline`, "utf8").replace(/\0+/g, " ").trim();
-      expect(cmdline).toMatch(/^paseo-ssh-broker$|^\S+ \S+broker\.js$/);
+      expect(cmdline).toMatch(new RegExp(`^paseo-ssh-broker$|^\\S+ ${BROKER_NODE_FLAGS.join(" ")} \\S+broker\\.js$`));
       expect(cmdline).not.toContain("broker-nothing");
       expect(cmdline).not.toContain(String(raw.root));
     }
