@@ -40,6 +40,26 @@ const agentHash = createHash("sha256").update(agentSource).digest("hex").slice(0
 const dependencies = Object.keys(JSON.parse(readFileSync(join(root, "package.json"), "utf8")).dependencies);
 const define = { __AGENT_HASH__: JSON.stringify(agentHash) };
 
+/**
+ * The broker's ssh2 is the parts it uses (client, agent, key parser), not ssh2's index, which also
+ * loads its server, its HTTP agents (node's http, https and tls) and key generation: ~0.8 MB of
+ * RSS for as long as the broker lives. A part the broker starts using must be added here.
+ */
+const ssh2Parts = {
+  name: "ssh2-parts",
+  setup(b) {
+    b.onResolve({ filter: /^ssh2$/ }, () => ({ path: "ssh2", namespace: "ssh2-parts" }));
+    b.onLoad({ filter: /.*/, namespace: "ssh2-parts" }, () => ({
+      contents: [
+        'const { OpenSSHAgent } = require("ssh2/lib/agent.js");',
+        'const { parseKey } = require("ssh2/lib/protocol/keyParser.js");',
+        'module.exports = { Client: require("ssh2/lib/client.js"), OpenSSHAgent, utils: { parseKey } };',
+      ].join("\n"),
+      resolveDir: root,
+      loader: "js",
+    }));
+  },
+};
 // The broker, started once per host configuration, is one CommonJS bundle (an ES module entry
 // costs its ESM loader in memory for the broker's whole life): a content-hashed file under
 // dist/cli-chunks/ that dist/broker.js only requires. The hash of dist/broker.js is the broker
@@ -55,6 +75,7 @@ const brokerBuild = await build({
   // zod inside, and p-retry, which is ESM only; import.meta.url is the bundle's own file URL.
   external: dependencies.filter((d) => d !== "zod" && d !== "p-retry"),
   entryPoints: { broker: join(root, "src/broker/entry.ts") },
+  plugins: [ssh2Parts],
   outdir: out("cli-chunks"),
   entryNames: "[name]-[hash]",
   outExtension: { ".js": ".cjs" },
