@@ -31,7 +31,16 @@ export const BROKER_START_MS = 10_000;
  * binary are never touched), and no more broker CPU per exec or per MB a create sends (its hot
  * paths are ssh2's native crypto and socket writes; what it saves is compiling).
  */
-export const BROKER_NODE_FLAGS = ["--max-opt=1"];
+export const BROKER_NODE_FLAGS = maxOptKnown(process.version) ? ["--max-opt=1"] : [];
+
+/**
+ * Whether this node's V8 takes `--max-opt` (V8 10.x onwards: Node 20-24 here). An unknown V8 flag
+ * makes node refuse to start ("bad option"), so a node we do not know runs the broker without it.
+ */
+export function maxOptKnown(version: string): boolean {
+  const major = Number(/^v(\d+)\./.exec(version)?.[1] ?? 0);
+  return major >= 20 && major <= 24;
+}
 /** The log is for diagnosis, not history: restart it beyond this size. */
 const MAX_LOG_BYTES = 1024 * 1024;
 
