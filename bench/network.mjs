@@ -5,6 +5,7 @@
 // execs (where the time goes), and the process counts along the way. Ends by stopping what it
 // started on the host and locally, and says what it had to kill.
 import { appendFileSync, mkdtempSync, rmSync } from "node:fs";
+import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { brokers, hostProcesses, rssKb, sshdSessions, startTimeline, summariseTimeline, terminate } from "./procs.mjs";
 import { shutdownBrokers } from "./broker-shutdown.mjs";
@@ -92,9 +93,14 @@ export async function benchNetwork(ctx, net) {
    * Waits (at most 60 s) until the host keeps a finished spare checkout of the repository's HEAD
    * and no spare is being written; resolves with the ms waited, or null when none came.
    */
-  const spareReady = async (repo) => {
+  const spareReady = async (repo, projectId) => {
     const commit = (await git(["rev-parse", "HEAD"], { cwd: repo.path })).trim();
-    const probe = `cd ${rootName} && b=$(find . -path '*/paseo-spares/.building-*' -prune -print | head -1) && s=$(find . -path '*/paseo-spares/${commit}' -prune -print | head -1) && test -z "$b" && test -n "$s"`;
+    // This project's object cache only (as src/workspace/create-workspace.ts keys it): an earlier
+    // round's project has a spare of the same commit in a cache of its own.
+    const top = (await git(["rev-parse", "--show-toplevel"], { cwd: repo.path })).trim();
+    const key = createHash("sha256").update(`directory\0${projectId}\0${top}`, "utf8").digest("hex").slice(0, 32);
+    const spares = `*/${key}.git/paseo-spares`;
+    const probe = `cd ${rootName} && b=$(find . -path '${spares}/.building-*' -prune -print | head -1) && s=$(find . -path '${spares}/${commit}' -prune -print | head -1) && test -z "$b" && test -n "$s"`;
     const t0 = performance.now();
     while (performance.now() - t0 < 60_000) {
       if ((await runCommand("ssh", ssh(probe))).code === 0) return Math.round(performance.now() - t0);
@@ -134,7 +140,7 @@ export async function benchNetwork(ctx, net) {
         seconds.push(await create(ws(i, 2), repo, { projectId, timeline: true }));
         // The second workspace took the spare the first left (or waited for it); the daemon writes
         // a new one once creates pause. A workspace made after that shows what a spare saves.
-        const waited = await spareReady(repo);
+        const waited = await spareReady(repo, projectId);
         if (waited !== null) spaced.push({ ...(await create(ws(i, 4), repo, { projectId, timeline: true })), waitedMs: waited });
         if (i > 0) for (const n of [1, 2]) await destroy(ws(i, n));
         await destroy(ws(i, 4));
