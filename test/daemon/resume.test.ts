@@ -72,6 +72,12 @@ function daemonLog(ws: ExecWorkspace): string {
   return readFileSync(join(ws.configuredRoot, "run", `daemon-${agentBundle().hash}.log`), "utf8");
 }
 
+/** Waits until the daemon saw the link go silent and the broker dropped its SSH connection. */
+async function linkDeclaredDead(ws: ExecWorkspace, options: ReturnType<typeof parseRuntimeOptions>): Promise<void> {
+  await waitFor(() => /channel lost: no answer from the peer/.test(daemonLog(ws)), 30_000);
+  for (let i = 0; i < 100 && (await brokerStats(options))?.connections !== 0; i++) await sleep(200);
+}
+
 /** Counts fd1 bytes as they arrive (the handle's own buffer is only read at the end). */
 function byteCounter(h: ExecHandle): { bytes: number; reached(n: number, ms: number): Promise<void> } {
   const state = { bytes: 0 };
@@ -210,8 +216,7 @@ describe("resumable execs", () => {
     const options = parseRuntimeOptions(ws.options);
     const end = outage(proxy);
     // The broker declares the link dead and drops it; the wrapper then waits in the broker.
-    await waitFor(() => /channel lost: no answer from the peer/.test(daemonLog(ws)), 30_000);
-    for (let i = 0; i < 100 && (await brokerStats(options))?.connections !== 0; i++) await sleep(200);
+    await linkDeclaredDead(ws, options);
     expect((await brokerStats(options))?.connections).toBe(0);
     await sleep(2000);
     h.child.kill("SIGKILL");
@@ -255,8 +260,7 @@ describe("resumable execs", () => {
     const rec = recordOf(ws, h)!;
     const options = parseRuntimeOptions(ws.options);
     const end = outage(proxy);
-    await waitFor(() => /channel lost: no answer from the peer/.test(daemonLog(ws)), 30_000);
-    for (let i = 0; i < 100 && (await brokerStats(options))?.connections !== 0; i++) await sleep(200);
+    await linkDeclaredDead(ws, options);
     // Paseo forwards SIGTERM to the wrapper while the link is down.
     h.child.kill("SIGTERM");
     await sleep(1500);
