@@ -4,10 +4,10 @@
 // hook-free preload (its own runs: the hooks bring node built-ins of their own) logs the node
 // built-ins the process loaded. `describe` must load no operation bundle, no zod, commander or
 // ssh2, and not node's net or stream modules (making process.stdout on a pipe would); `exec` and
-// `signal` through the broker must load neither commander, ssh2 nor node:child_process, and their
+// `signal` through the broker must load neither commander, ssh2, node:child_process nor node:crypto, and their
 // bundles hold only the contract schemas they use. Each detector is shown to fire on a process
 // that does load the thing (an argv refusal loads commander, `--help` writes through
-// process.stdout, an in-process connection loads ssh2 and node:child_process, any other operation
+// process.stdout, an in-process connection loads ssh2, node:child_process and node:crypto, any other operation
 // its bundle and every contract schema).
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -189,6 +189,7 @@ describe("modules each operation loads", () => {
       const execBuiltins = tracedBuiltins();
       expect(exitOf(await ws.run({ argv: ["/bin/true"] }, { env: execBuiltins.env }))).toEqual({ code: 0, signal: null });
       expect(execBuiltins.loaded().builtin("child_process")).toBe(false);
+      expect(execBuiltins.loaded().builtin("crypto")).toBe(false);
 
       const sleeper = ws.start({ argv: ["/bin/sleep", "30"] });
       await sleeper.waitEvent("started");
@@ -216,6 +217,7 @@ describe("modules each operation loads", () => {
       expect(sig2.code).toBe(0);
       await sleeper2.done;
       expect(sb.loaded().builtin("child_process")).toBe(false);
+      expect(sb.loaded().builtin("crypto")).toBe(false);
     });
 
     it("the ssh2 detector fires on an operation that connects in-process", async () => {
@@ -235,6 +237,7 @@ describe("modules each operation loads", () => {
       });
       expect(again.code).toBe(0);
       expect(b.loaded().builtin("child_process")).toBe(true);
+      expect(b.loaded().builtin("crypto")).toBe(true);
     });
   });
 });

@@ -12,7 +12,7 @@ import type { Dump } from "./dump.js";
 import { matchPattern } from "./pattern.js";
 import { SYSTEM_CONFIG, runSshG, type EvalRequest } from "./ssh-g.js";
 import type { LocalIdentity } from "./tokens.js";
-import { sha256Hex } from "../sha256.js";
+import { sha256Hex } from "../../shared/sha256.js";
 
 /** OpenSSH's own limit on nested Include levels. */
 const MAX_DEPTH = 16;

@@ -1,8 +1,8 @@
-// src/transport/sha256.ts (@noble/hashes) against node:crypto: every message length across the padding boundaries
+// src/shared/sha256.ts against node:crypto: every message length across the padding boundaries
 // (55, 56, 63, 64 bytes and their neighbours), random bytes, multi-byte UTF-8 text, long inputs.
 import { createHash, randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { sha256Hex } from "../../src/transport/sha256.js";
+import { sha256Hex } from "../../src/shared/sha256.js";
 
 const reference = (data: string | Uint8Array) => createHash("sha256").update(data).digest("hex");
 
