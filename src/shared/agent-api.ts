@@ -65,6 +65,27 @@ export interface DirectorySourceSpec {
   branch: string;
   /** Workspace root inside the checkout ("" = the checkout itself). */
   subdirectory: string;
+  /** The source repository's shallow boundary (its `shallow` file; absent or empty = complete history). */
+  shallow?: string[];
+  /** Submodules to materialize (the Paseo side has their commits), parents before their children. */
+  submodules?: SubmoduleSpec[];
+}
+
+/** One submodule of a directory source, recorded by the commit (src/workspace/submodules.ts). */
+export interface SubmoduleSpec {
+  /** Names the submodule's object cache inside the project cache on the host. */
+  key: string;
+  /** git's name for it in its parent's .gitmodules; its git dir is `<parent git dir>/modules/<name>`. */
+  name: string;
+  /** Path from the checkout's top level. */
+  path: string;
+  /** Index of the submodule it is nested in (earlier in the list), -1 = the superproject. */
+  parent: number;
+  commit: string;
+  /** Its `origin`: the URL from .gitmodules, a relative one resolved as git resolves it. */
+  url: string;
+  /** Its local repository's shallow boundary. */
+  shallow: string[];
 }
 
 /** Fetched by the agent on the remote host into a cache keyed by the URL. */
@@ -223,6 +244,10 @@ export interface ErrorMessage {
 export interface NeedObjectsMessage {
   type: "need-objects";
   haves: string[];
+  /** The submodule (SubmoduleSpec.key) these objects are for; absent = the superproject. */
+  module?: string;
+  /** The cache's shallow boundary: commits whose parents it lacks (the runtime sends those it has). */
+  shallow?: string[];
   /** Free space under the remote root, so a transfer that cannot fit is refused before it starts. */
   disk?: DiskInfo;
   /** Milliseconds the agent spent on the request before this message: the rest is the link's. */
@@ -317,6 +342,8 @@ const AGENT_MESSAGES: { [T in AgentMessage["type"]]: Guard<Extract<AgentMessage,
   "need-objects": object({
     type: literal("need-objects"),
     haves: arrayOf(isString),
+    module: optional(isString),
+    shallow: optional(arrayOf(isString)),
     disk: optional(object({ mount: isString, freeBytes: isNumber, freeFiles: nullable(isNumber), blockSize: isNumber })),
     agentMs: optional(isNumber),
   }),

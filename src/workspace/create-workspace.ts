@@ -13,6 +13,8 @@ import { sealIntegration } from "./integration-seal.js";
 import { resolveLocalSource } from "./local-source.js";
 import { localHaves, requireRemoteSpace, sendObjects, startPack } from "./object-transfer.js";
 import type { Progress } from "./progress.js";
+import { localShallow, deepeningRevs } from "./shallow.js";
+import { planSubmodules, type LocalSubmodule } from "./submodules.js";
 
 /** Whole-create bound: large first transfers over slow links need minutes, never forever. */
 const CREATE_TIMEOUT_MS = 30 * 60_000;
@@ -23,6 +25,20 @@ export interface PreparedCreate {
   request: CreateRequest;
   /** Local repository objects are packed from (directory sources only). */
   repo: string | null;
+  /** Submodules shipped too, each from its own local git dir. */
+  modules: LocalSubmodule[];
+  /** Submodules left uninitialised (the Paseo side lacks their commit), by path. */
+  missingModules: string[];
+}
+
+/** What one need-objects message asks for: the superproject's objects or a submodule's. */
+function transferTarget(prepared: PreparedCreate, module: string | undefined) {
+  const source = prepared.request.source;
+  if (source.kind !== "directory" || !prepared.repo) throw new RuntimeError("input", "objects requested for a git source");
+  if (module === undefined) return { repo: prepared.repo, commit: source.commit, shallow: source.shallow ?? [], path: null };
+  const m = prepared.modules.find((x) => x.spec.key === module);
+  if (!m) throw new RuntimeError("remote", `the remote host asked for objects of an unknown submodule ${module}`);
+  return { repo: m.gitDir, commit: m.spec.commit, shallow: m.spec.shallow, path: m.spec.path };
 }
 
 /** Cache key of a directory project: its id plus canonical repository path, hashed. */
@@ -55,18 +71,25 @@ export async function prepareCreate(input: CreateInput, owner: string): Promise<
   let source: SourceSpec;
   let repo: string | null = null;
   let integration: IntegrationTarget | null = null;
+  let modules: LocalSubmodule[] = [];
+  let missingModules: string[] = [];
   if (src.kind === "directory") {
     const local = await resolveLocalSource(src.path, input.placement);
     repo = local.topLevel;
     if (local.baseBranch) {
       integration = sealIntegration(local.topLevel, local.baseBranch, { owner, workspaceId: input.workspaceId, commit: local.commit });
     }
+    const key = projectKey(input.project.projectId, local.topLevel);
+    const [shallow, plan] = await Promise.all([localShallow(local.topLevel), planSubmodules(local.topLevel, local.commit, key)]);
+    ({ modules, missing: missingModules } = plan);
     source = {
       kind: "directory",
-      projectKey: projectKey(input.project.projectId, local.topLevel),
+      projectKey: key,
       commit: local.commit,
       branch: local.branch,
       subdirectory: local.prefix,
+      ...(shallow.length > 0 ? { shallow } : {}),
+      ...(modules.length > 0 ? { submodules: modules.map((m) => m.spec) } : {}),
     };
   } else {
     const subdirectory = normaliseRelativePath(src.subdirectory);
@@ -76,10 +99,13 @@ export async function prepareCreate(input: CreateInput, owner: string): Promise<
   return {
     request: { workspaceId: input.workspaceId, owner, source, relativeCwd, purpose: input.purpose ?? null, integration },
     repo,
+    modules,
+    missingModules,
   };
 }
 
 export async function runCreate(host: RemoteHost, prepared: PreparedCreate, progress: Progress): Promise<CreateResult> {
+  for (const path of prepared.missingModules) progress.mark("submodule-not-initialised", { path });
   const channel = await host.openAgent();
   progress.mark("connect");
   let transfer: Promise<void> | null = null;
@@ -95,17 +121,21 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
     const msg = agentMessage(f);
     if (msg?.type === "progress") {
       // Checkout starts only after objects are in place: none were needed if no transfer began.
-      if (msg.phase === "checkout" && !transfer) noObjects();
+      if (msg.phase === "checkout" && !reported) noObjects();
       progress.mark(msg.phase);
     }
-    if (msg?.type !== "need-objects" || transfer || !prepared.repo || prepared.request.source.kind !== "directory") return;
-    const { repo } = prepared;
-    const { commit } = prepared.request.source;
+    if (msg?.type !== "need-objects" || !prepared.repo || prepared.request.source.kind !== "directory") return;
     // The request's round trip minus the agent's own time on it: the link's round trip.
     const rttMs = msg.agentMs === undefined ? Infinity : performance.now() - requestedAt - msg.agentMs;
+    // The superproject's objects, then each submodule's: one stream after the other.
+    const previous = transfer;
     transfer = (async () => {
+      await previous;
+      if (transferError) return;
+      const { repo, commit, shallow, path } = transferTarget(prepared, msg.module);
       const haves = await localHaves(repo, msg.haves);
-      const pack = startPack(repo, commit, haves, rttMs < FAST_LINK_RTT_MS);
+      const extra = await deepeningRevs(repo, commit, msg.shallow ?? [], shallow);
+      const pack = startPack(repo, commit, haves, rttMs < FAST_LINK_RTT_MS, extra);
       try {
         if (msg.disk) await requireRemoteSpace(repo, commit, haves, msg.disk);
       } catch (err) {
@@ -113,6 +143,7 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
         throw err;
       }
       const bytes = await sendObjects(channel, pack, stop.signal);
+      if (path !== null) return progress.mark("submodule-objects-sent", { path, bytes });
       reported = true;
       progress.mark("objects-sent", { bytes });
     })().catch((err: unknown) => {
@@ -126,7 +157,7 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
   const requestedAt = performance.now();
   try {
     const result = await channel.request(requestFor(host, "workspace.create", prepared.request), CREATE_TIMEOUT_MS);
-    if (!transfer) noObjects();
+    noObjects();
     progress.mark("done");
     return result;
   } catch (err) {

@@ -58,8 +58,9 @@ export async function requireRemoteSpace(repo: string, commit: string, haves: st
  * which costs a third of the CPU for a few percent more bytes; deltas and objects already
  * compressed in the repository's packs are reused as they are either way.
  */
-export function startPack(repo: string, commit: string, haves: string[], fastLink: boolean): GitStream {
-  const revs = [commit, ...haves.map((h) => `^${h}`)].join("\n") + "\n";
+export function startPack(repo: string, commit: string, haves: string[], fastLink: boolean, extra: string[] = []): GitStream {
+  // `extra`: lines read before the revisions (a shallow cache's boundary, shallow.ts).
+  const revs = [...extra, commit, ...haves.map((h) => `^${h}`)].join("\n") + "\n";
   // A first transfer (nothing on the host yet) skips the delta search among loose objects: it
   // dominated create time (5,000 fresh files: 4.2 s of pack-objects vs 1.6 s) while deltas already
   // in the repository's packs are still reused. Later, small transfers keep the search, where a

@@ -16,7 +16,8 @@ import { adoptSpare, scheduleSpare, takeSpare } from "./spare-checkout.js";
  * Git recreates missing parent directories while writing, so building in place could resurrect a
  * workspace directory that a concurrent destroy just removed; a final rename cannot (it fails).
  * With `spares` (directory sources), a spare checkout of the commit is taken when there is one,
- * and another is built in the background for the next workspace (spare-checkout.ts).
+ * and another is built in the background for the next workspace (spare-checkout.ts). `finish`
+ * completes either before the rename.
  */
 export async function materializeCheckout(
   staging: string,
@@ -26,6 +27,7 @@ export async function materializeCheckout(
   branch: string,
   beforeRename: () => void,
   spares = false,
+  finish?: (staging: string) => Promise<void>,
 ): Promise<void> {
   mkdirSync(dirname(staging), { recursive: true, mode: 0o700 });
   try {
@@ -39,6 +41,8 @@ export async function materializeCheckout(
       // take far longer than one after the other), for the next workspace of the commit.
       if (spares) scheduleSpare(cache, commit, footprint, "now");
     }
+    // What the commit's tree alone does not give (submodules, the shallow boundary): submodule-checkout.ts.
+    await finish?.(staging);
     beforeRename();
     renameSync(staging, checkout);
   } finally {

@@ -15,10 +15,11 @@ import { SHA_RE } from "../../shared/git-exec.js";
 import { hashName, rootLayout, type WorkspaceLayout } from "../layout.js";
 import { loadWorkspace, replaceManifest } from "./store.js";
 import { acquireCreateLock, claimWorkspace, newManifest, removeWorkspaceDir, verifyOwned } from "./claim.js";
-import { cacheTips, ensureCache, fetchGitSource, hasCommit, pinCommit, unpinCommit } from "./git-cache.js";
-import { receivePack } from "./pack-intake.js";
+import { ensureCache, fetchGitSource, pinCommit, unpinCommit } from "./git-cache.js";
+import { fillObjects } from "./object-fill.js";
+import { fillSubmodules, finishCheckout, parseShallow, parseSubmodules } from "./submodule-checkout.js";
 import { gitSourceAccess } from "./git-credentials.js";
-import { diskInfo, explainNoSpace } from "./disk.js";
+import { explainNoSpace } from "./disk.js";
 import { materializeCheckout, resolveWorkspaceRoot } from "./checkout.js";
 import { createUnderWay } from "./spare-checkout.js";
 import { FrameInbox } from "./frame-inbox.js";
@@ -36,7 +37,8 @@ function parseSource(v: unknown): SourceSpec {
     const projectKey = str(s, "projectKey");
     const commit = str(s, "commit");
     if (!HEX_KEY.test(projectKey) || !SHA_RE.test(commit)) throw new RuntimeError("input", "malformed directory source in agent request");
-    return { kind: "directory", projectKey, commit, branch: str(s, "branch", false), subdirectory };
+    const [shallow, submodules] = [parseShallow(s.shallow), parseSubmodules(s.submodules)];
+    return { kind: "directory", projectKey, commit, branch: str(s, "branch", false), subdirectory, shallow, submodules };
   }
   if (s.kind === "git")
     return { kind: "git", url: str(s, "url"), revision: str(s, "revision", false), newBranch: str(s, "newBranch", false), subdirectory };
@@ -79,13 +81,7 @@ async function fillCache(
     const resolved = await fetchGitSource(cache, source.url, source.revision);
     return source.newBranch ? { commit: resolved.commit, branch: source.newBranch } : resolved;
   }
-  if (!(await hasCommit(cache, source.commit))) {
-    // The free space lets the runtime refuse a transfer that cannot fit before sending anything.
-    const haves = await cacheTips(cache);
-    ctx.sendJson({ type: "need-objects", haves, disk: diskInfo(ctx.root), agentMs: Date.now() - startedAt });
-    await receivePack(ctx.root, cache, inbox);
-    if (!(await hasCommit(cache, source.commit))) throw new RuntimeError("remote", `objects for commit ${source.commit} did not arrive`);
-  }
+  await fillObjects(ctx, inbox, cache, { commit: source.commit, shallow: source.shallow ?? [] }, startedAt);
   return { commit: source.commit, branch: source.branch };
 }
 
@@ -145,13 +141,16 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
     const cache = await ensureCache(ctx.root, projectKey);
     ctx.sendJson({ type: "progress", phase: "negotiate" });
     const { commit, branch } = await fillCache(ctx, inbox, cache, source, startedAt);
+    const modules =
+      source.kind === "directory" ? await fillSubmodules(ctx, inbox, cache, source.submodules ?? [], layout.key, startedAt) : [];
     inbox.assertAttended();
     verifyOwned(ctx.root, workspaceId, owner);
     await pinCommit(cache, layout.key, commit);
     ctx.sendJson({ type: "progress", phase: "checkout" });
     const staging = join(rootLayout(ctx.root).tmpBase, `${STAGING_PREFIX}${layout.key}-${randomBytes(4).toString("hex")}`);
     const owned = () => void verifyOwned(ctx.root, workspaceId, owner);
-    await materializeCheckout(staging, layout.checkout, cache, commit, branch, owned, source.kind === "directory");
+    const finish = (dir: string) => finishCheckout(dir, source.kind === "directory" ? (source.shallow ?? []) : [], modules);
+    await materializeCheckout(staging, layout.checkout, cache, commit, branch, owned, source.kind === "directory", finish);
     const workspaceRoot = resolveWorkspaceRoot(layout.checkout, source.subdirectory, relativeCwd);
     const current = verifyOwned(ctx.root, workspaceId, owner);
     const done = replaceManifest(layout, {

@@ -2,8 +2,8 @@
 // sources receive only the objects the cache lacks (a thin pack fixed by index-pack); git sources
 // are fetched here from their URL. Each workspace pins its commit with refs/paseo/ws/<key>, and
 // checkouts borrow the cache's objects through alternates instead of copying them.
-import { existsSync, mkdirSync, renameSync, rmSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../../shared/errors.js";
 import { git, gitResult, SHA_RE } from "../../shared/git-exec.js";
@@ -18,6 +18,11 @@ const MAX_HAVES = 64;
 
 export function cachePath(root: string, projectKey: string): string {
   return join(rootLayout(root).cacheBase, `${projectKey}.git`);
+}
+
+/** Submodules' caches live inside their project's cache: they go (and stay) with it. */
+export function moduleCachePath(cache: string, moduleKey: string): string {
+  return join(cache, "paseo-modules", `${moduleKey}.git`);
 }
 
 export function workspaceRef(key: string): string {
@@ -52,9 +57,14 @@ async function waitForPrune(root: string, projectKey: string): Promise<void> {
 export async function ensureCache(root: string, projectKey: string): Promise<string> {
   const path = cachePath(root, projectKey);
   await waitForPrune(root, projectKey);
+  return initCacheAt(root, path);
+}
+
+/** Creates the bare cache at `path` unless it exists (made aside in `<root>/tmp`, then renamed). */
+export async function initCacheAt(root: string, path: string): Promise<string> {
   if (existsSync(join(path, "objects"))) return path;
   const l = rootLayout(root);
-  mkdirSync(l.cacheBase, { recursive: true, mode: 0o700 });
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   mkdirSync(l.tmpBase, { recursive: true, mode: 0o700 });
   const tmp = join(l.tmpBase, `cache-${randomBytes(6).toString("hex")}.git`);
   try {
@@ -92,6 +102,10 @@ export async function unpinCommit(root: string, projectKey: string | null, key: 
   const cache = cachePath(root, projectKey);
   if (!existsSync(join(cache, "objects"))) return;
   await git(["update-ref", "-d", workspaceRef(key)], { cwd: cache });
+  const modules = dirname(moduleCachePath(cache, key));
+  for (const name of existsSync(modules) ? readdirSync(modules) : []) {
+    await git(["update-ref", "-d", workspaceRef(key)], { cwd: join(modules, name) });
+  }
 }
 
 export interface ResolvedRevision {

@@ -1,0 +1,47 @@
+// Brings one commit's objects from the runtime into one cache on the host (a project's, or one of
+// its submodules'): asks only when the cache lacks the commit, or holds it with less history than
+// the source (a shallow boundary the source is no longer cut at), and receives a thin pack of what
+// the cache lacks. The source's own boundary is then recorded, so the checkout can keep it.
+import { RuntimeError } from "../../shared/errors.js";
+import type { AgentContext } from "../context.js";
+import { rootLayout } from "../layout.js";
+import { cacheTips, hasCommit } from "./git-cache.js";
+import { receivePack } from "./pack-intake.js";
+import { diskInfo } from "./disk.js";
+import { cacheBoundary, reachedBoundary, recordShallow } from "./shallow.js";
+import type { FrameInbox } from "./frame-inbox.js";
+
+export interface ObjectsWanted {
+  commit: string;
+  /** The source repository's shallow boundary. */
+  shallow: string[];
+  /** The submodule (SubmoduleSpec.key) the cache is for; undefined = the superproject. */
+  module?: string;
+}
+
+export async function fillObjects(
+  ctx: AgentContext,
+  inbox: FrameInbox,
+  cache: string,
+  wanted: ObjectsWanted,
+  startedAt: number,
+): Promise<void> {
+  const { commit, shallow, module } = wanted;
+  const held = await hasCommit(cache, commit);
+  const cut = held ? await reachedBoundary(cache, commit, rootLayout(ctx.root).tmpBase) : await cacheBoundary(cache);
+  if (!held || cut.some((c) => !shallow.includes(c))) {
+    // The free space lets the runtime refuse a transfer that cannot fit before sending anything.
+    const haves = await cacheTips(cache);
+    ctx.sendJson({
+      type: "need-objects",
+      haves,
+      ...(module === undefined ? {} : { module }),
+      ...(cut.length > 0 ? { shallow: cut } : {}),
+      disk: diskInfo(ctx.root),
+      agentMs: Date.now() - startedAt,
+    });
+    await receivePack(ctx.root, cache, inbox);
+    if (!(await hasCommit(cache, commit))) throw new RuntimeError("remote", `objects for commit ${commit} did not arrive`);
+  }
+  recordShallow(cache, shallow);
+}

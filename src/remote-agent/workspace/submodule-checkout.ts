@@ -1,0 +1,139 @@
+// Submodules on the host, from objects the runtime shipped: each one's objects go into its own
+// cache inside the project's cache (`<cache>/paseo-modules/<key>.git`, filled like the project's:
+// only what it lacks), and the checkout gets each submodule as `git submodule update --init
+// --recursive` would leave it: its git dir in `<parent git dir>/modules/<name>` (objects borrowed
+// from its cache), a `.git` file and `core.worktree` pointing at each other by relative paths (the
+// checkout is built aside and renamed), `origin` = the URL from .gitmodules, registered in its
+// parent's config as an initialised, active submodule, and detached at the recorded commit. No
+// transport is involved, so git's `protocol.file.allow` never applies; nothing needs a network.
+import { existsSync, lstatSync, readdirSync, realpathSync, writeFileSync } from "node:fs";
+import { join, relative } from "node:path";
+import { RuntimeError } from "../../shared/errors.js";
+import { git, gitResult, SHA_RE } from "../../shared/git-exec.js";
+import { isRecord } from "../../shared/guards.js";
+import { normaliseRelativePath } from "../../shared/relative-path.js";
+import { checkoutFootprint, requireSpace } from "../../shared/disk-space.js";
+import type { SubmoduleSpec } from "../../shared/agent-api.js";
+import type { AgentContext } from "../context.js";
+import { initCacheAt, moduleCachePath, pinCommit } from "./git-cache.js";
+import { fillObjects } from "./object-fill.js";
+import { writeShallowFile } from "./shallow.js";
+import { verifyCheckout } from "./checkout-verify.js";
+import { diskInfo } from "./disk.js";
+import type { FrameInbox } from "./frame-inbox.js";
+
+/** A submodule whose objects are in its cache on this host. */
+export interface CachedSubmodule {
+  spec: SubmoduleSpec;
+  cache: string;
+}
+
+const malformed = () => new RuntimeError("input", "malformed submodule list in agent request");
+
+/** Commit ids of a shallow boundary in a request (absent = none). */
+export function parseShallow(v: unknown): string[] {
+  if (v === undefined) return [];
+  if (!Array.isArray(v) || !v.every((s): s is string => typeof s === "string" && SHA_RE.test(s))) throw malformed();
+  return v;
+}
+
+/** Checks the request's submodule list: paths inside the checkout, names git accepts, parents first. */
+export function parseSubmodules(v: unknown): SubmoduleSpec[] {
+  if (v === undefined) return [];
+  if (!Array.isArray(v)) throw malformed();
+  return v.map((m: unknown, i): SubmoduleSpec => {
+    if (!isRecord(m)) throw malformed();
+    const { key, name, path, parent, commit, url } = m;
+    const ok =
+      typeof key === "string" &&
+      /^[0-9a-f]{32}$/.test(key) &&
+      typeof name === "string" &&
+      name !== "" &&
+      !/[\0\n]/.test(name) &&
+      !name.split(/[/\\]/).includes("..") &&
+      !name.startsWith("/") &&
+      typeof path === "string" &&
+      path !== "" &&
+      normaliseRelativePath(path) === path &&
+      typeof parent === "number" &&
+      Number.isInteger(parent) &&
+      parent >= -1 &&
+      parent < i &&
+      typeof commit === "string" &&
+      SHA_RE.test(commit) &&
+      typeof url === "string" &&
+      url !== "" &&
+      !url.startsWith("-") &&
+      !/[\0\n]/.test(url);
+    if (!ok) throw malformed();
+    return { key, name, path, parent, commit, url, shallow: parseShallow(m.shallow) };
+  });
+}
+
+/** Fills each submodule's cache (asking the runtime for what it lacks) and pins its commit there. */
+export async function fillSubmodules(
+  ctx: AgentContext,
+  inbox: FrameInbox,
+  cache: string,
+  specs: SubmoduleSpec[],
+  pin: string,
+  startedAt: number,
+): Promise<CachedSubmodule[]> {
+  const cached: CachedSubmodule[] = [];
+  for (const spec of specs) {
+    const moduleCache = await initCacheAt(ctx.root, moduleCachePath(cache, spec.key));
+    await fillObjects(ctx, inbox, moduleCache, { commit: spec.commit, shallow: spec.shallow, module: spec.key }, startedAt);
+    await pinCommit(moduleCache, pin, spec.commit);
+    cached.push({ spec, cache: moduleCache });
+  }
+  return cached;
+}
+
+const setConfig = (file: string, key: string, value: string) => git(["config", "--file", file, key, value]);
+
+/**
+ * Completes a checkout built in `dir` (fresh or a taken spare) before it is renamed into place:
+ * the superproject's shallow boundary, then every submodule, parents before their children.
+ */
+export async function finishCheckout(dir: string, shallow: string[], modules: CachedSubmodule[]): Promise<void> {
+  writeShallowFile(join(dir, ".git"), shallow);
+  const top = realpathSync(dir);
+  const gitDirs: string[] = [];
+  for (const { spec, cache } of modules) {
+    const parentGitDir = spec.parent < 0 ? join(dir, ".git") : gitDirs[spec.parent]!;
+    const gitDir = join(parentGitDir, "modules", spec.name);
+    const workTree = join(dir, spec.path);
+    // The parent's checkout made it an empty directory; anything else (a symlink on the way out,
+    // a file) is not a place git would put a submodule.
+    let real: string | null = null;
+    try {
+      real = lstatSync(workTree).isDirectory() ? realpathSync(workTree) : null;
+    } catch {
+      real = null;
+    }
+    if (real !== join(top, spec.path) || readdirSync(workTree).length > 0 || existsSync(gitDir))
+      throw new RuntimeError("input", `Submodule ${spec.path} is not an empty directory in the checkout`);
+    const disk = diskInfo(dir);
+    requireSpace(disk, await checkoutFootprint(cache, spec.commit, disk.blockSize), `the checkout of submodule ${spec.path}`);
+
+    await git(["init", "--bare", "--quiet", gitDir]);
+    writeFileSync(join(gitDir, "objects", "info", "alternates"), `${join(cache, "objects")}\n`);
+    const config = join(gitDir, "config");
+    await setConfig(config, "core.bare", "false");
+    await setConfig(config, "core.worktree", relative(gitDir, workTree));
+    await setConfig(config, "remote.origin.url", spec.url);
+    await setConfig(config, "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*");
+    writeFileSync(join(workTree, ".git"), `gitdir: ${relative(workTree, gitDir)}\n`);
+    writeShallowFile(gitDir, spec.shallow);
+    const { stderr } = await gitResult(["-c", "checkout.workers=0", "checkout", "--quiet", "--detach", spec.commit], {
+      cwd: workTree,
+      timeoutMs: 600_000,
+    });
+    await verifyCheckout(workTree, stderr, dir);
+    // Registered last: a submodule counts as initialised once its parent's config has its URL.
+    const parentConfig = join(parentGitDir, "config");
+    await setConfig(parentConfig, `submodule.${spec.name}.url`, spec.url);
+    await setConfig(parentConfig, `submodule.${spec.name}.active`, "true");
+    gitDirs.push(gitDir);
+  }
+}

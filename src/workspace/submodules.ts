@@ -1,0 +1,210 @@
+// Finds, on the Paseo side, the submodules a commit records (recursively) and the local repository
+// holding each one's recorded commit: `<git dir>/modules/<name>` (a linked worktree's or the common
+// one), or the submodule's own `.git` in the work tree. Read-only: nothing is written anywhere.
+// A submodule whose commit no local repository has is left out (the host leaves it uninitialised,
+// as `git worktree add` does) and named, so the create's progress can say so.
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import type { SubmoduleSpec } from "../shared/agent-api.js";
+import { gitResult } from "../shared/git-exec.js";
+import { RuntimeError } from "../shared/errors.js";
+import { localShallow } from "./shallow.js";
+import { resolveSubmoduleUrl } from "./submodule-url.js";
+
+/** A submodule to ship, and the local git dir its objects are packed from. */
+export interface LocalSubmodule {
+  spec: SubmoduleSpec;
+  gitDir: string;
+}
+
+export interface SubmodulePlan {
+  modules: LocalSubmodule[];
+  /** Paths (from the top level) of submodules left uninitialised: the Paseo side lacks their commit. */
+  missing: string[];
+}
+
+/** Nesting bound: deeper chains are left uninitialised rather than walked forever. */
+const MAX_DEPTH = 8;
+
+interface Parent {
+  /** Where git commands for it run (a work tree or a git dir). */
+  cwd: string;
+  /** Its git dirs (own and common), where `modules/<name>` may be. */
+  gitDirs: string[];
+  /** Its work tree on the Paseo side, when it has one. */
+  workTree: string | null;
+  commit: string;
+  /** Its remote URL: the base of relative submodule URLs. */
+  url: string;
+  /** Path from the top level ("" = the superproject). */
+  path: string;
+  /** Submodule names from the superproject down to it (names its cache). */
+  names: string[];
+  index: number;
+}
+
+const run = (cwd: string, args: string[], okCodes: number[] = []) =>
+  gitResult(args, { cwd, errorClass: "input", okCodes, timeoutMs: 120_000 });
+
+/** git's check_submodule_name: no empty name, no ".." component (it would leave `modules/`). */
+function validName(name: string): boolean {
+  return name !== "" && !name.split(/[/\\]/).includes("..") && !name.startsWith("/");
+}
+
+interface Declared {
+  name: string;
+  url: string;
+  update: string;
+}
+
+/** `.gitmodules` of `commit`, by path; absent when the commit has none. */
+async function declared(cwd: string, commit: string): Promise<Map<string, Declared>> {
+  const r = await run(cwd, ["config", "--blob", `${commit}:.gitmodules`, "-z", "--list"], [1, 128]);
+  const byName = new Map<string, { path?: string; url?: string; update?: string }>();
+  if (r.code === 0) {
+    for (const entry of r.stdout.split("\0")) {
+      const nl = entry.indexOf("\n");
+      const key = nl < 0 ? entry : entry.slice(0, nl);
+      const m = /^submodule\.(.+)\.(path|url|update)$/.exec(key);
+      if (!m || nl < 0) continue;
+      const rec = byName.get(m[1]!) ?? {};
+      rec[m[2] as "path" | "url" | "update"] = entry.slice(nl + 1);
+      byName.set(m[1]!, rec);
+    }
+  }
+  const byPath = new Map<string, Declared>();
+  for (const [name, rec] of byName) {
+    if (rec.path && rec.url && validName(name)) byPath.set(rec.path, { name, url: rec.url, update: rec.update ?? "" });
+  }
+  return byPath;
+}
+
+/** Gitlinks (path, commit) of `commit`'s tree; none without a .gitmodules (git maps none either). */
+async function gitlinks(cwd: string, commit: string): Promise<Array<{ path: string; commit: string }>> {
+  const has = await run(cwd, ["cat-file", "-e", `${commit}:.gitmodules`], [1, 128]);
+  if (has.code !== 0) return [];
+  const r = await run(cwd, ["ls-tree", "-r", "-z", "--full-tree", commit]);
+  const links: Array<{ path: string; commit: string }> = [];
+  for (const entry of r.stdout.split("\0")) {
+    // "<mode> <type> <object>\t<path>"
+    if (!entry.startsWith("160000 commit ")) continue;
+    const tab = entry.indexOf("\t");
+    links.push({ path: entry.slice(tab + 1), commit: entry.slice(14, tab) });
+  }
+  return links;
+}
+
+/** The git dir a `.git` file or directory leads to, or null. */
+function gitDirAt(dotGit: string): string | null {
+  try {
+    if (statSync(dotGit).isDirectory()) return dotGit;
+    const m = /^gitdir: (.+)$/m.exec(readFileSync(dotGit, "utf8"));
+    return m ? resolve(dirname(dotGit), m[1]!.trim()) : null;
+  } catch {
+    return null;
+  }
+}
+
+async function hasCommit(gitDir: string, commit: string): Promise<boolean> {
+  if (!existsSync(gitDir)) return false;
+  const r = await run(gitDir, ["cat-file", "-e", `${commit}^{commit}`], [1, 128]);
+  return r.code === 0;
+}
+
+async function remoteUrl(cwd: string, fallback: string): Promise<string> {
+  const branch = await run(cwd, ["symbolic-ref", "--quiet", "--short", "HEAD"], [1, 128]);
+  let remote = "origin";
+  if (branch.code === 0) {
+    const configured = await run(cwd, ["config", `branch.${branch.stdout.trim()}.remote`], [1]);
+    if (configured.code === 0 && configured.stdout.trim()) remote = configured.stdout.trim();
+  }
+  const url = await run(cwd, ["config", `remote.${remote}.url`], [1]);
+  return url.code === 0 && url.stdout.trim() ? url.stdout.trim() : fallback;
+}
+
+async function gitDirsOf(cwd: string): Promise<string[]> {
+  const r = await run(cwd, ["rev-parse", "--absolute-git-dir", "--git-common-dir"]);
+  const [own = "", common = ""] = r.stdout.split("\n");
+  return [...new Set([own, resolve(cwd, common)].filter(Boolean))];
+}
+
+/** Cache name of a submodule: the project's key and the names down to it. */
+export function submoduleKey(projectKey: string, names: string[]): string {
+  return createHash("sha256")
+    .update(["submodule", projectKey, ...names].join("\0"), "utf8")
+    .digest("hex")
+    .slice(0, 32);
+}
+
+/** Every submodule `commit` records, recursively, split into those the Paseo side has and the rest. */
+export async function planSubmodules(topLevel: string, commit: string, projectKey: string): Promise<SubmodulePlan> {
+  const plan: SubmodulePlan = { modules: [], missing: [] };
+  const top: Parent = {
+    cwd: topLevel,
+    gitDirs: await gitDirsOf(topLevel),
+    workTree: topLevel,
+    commit,
+    url: await remoteUrl(topLevel, topLevel),
+    path: "",
+    names: [],
+    index: -1,
+  };
+  const visit = async (parent: Parent): Promise<void> => {
+    const links = await gitlinks(parent.cwd, parent.commit);
+    if (links.length === 0) return;
+    const byPath = await declared(parent.cwd, parent.commit);
+    for (const link of links) {
+      const path = parent.path ? `${parent.path}/${link.path}` : link.path;
+      const decl = byPath.get(link.path);
+      // No .gitmodules entry (git cannot init it either) or `update = none`: left as git leaves it.
+      if (!decl || decl.update === "none") continue;
+      let url: string;
+      try {
+        url = resolveSubmoduleUrl(parent.url, decl.url);
+      } catch (err) {
+        throw new RuntimeError("input", `Submodule ${path} has an unusable URL: ${err instanceof Error ? err.message : String(err)}`);
+      }
+      const workTree = parent.workTree ? join(parent.workTree, link.path) : null;
+      const candidates = [
+        ...parent.gitDirs.map((d) => join(d, "modules", decl.name)),
+        ...(workTree ? [gitDirAt(join(workTree, ".git"))] : []),
+      ].filter((d): d is string => d !== null);
+      let gitDir: string | null = null;
+      for (const candidate of [...new Set(candidates)]) {
+        if (await hasCommit(candidate, link.commit)) {
+          gitDir = candidate;
+          break;
+        }
+      }
+      if (!gitDir || parent.names.length >= MAX_DEPTH) {
+        plan.missing.push(path);
+        continue;
+      }
+      const names = [...parent.names, decl.name];
+      const spec: SubmoduleSpec = {
+        key: submoduleKey(projectKey, names),
+        name: decl.name,
+        path,
+        parent: parent.index,
+        commit: link.commit,
+        url,
+        shallow: await localShallow(gitDir),
+      };
+      plan.modules.push({ spec, gitDir });
+      const hasWorkTree = workTree !== null && existsSync(join(workTree, ".git"));
+      await visit({
+        cwd: gitDir,
+        gitDirs: [gitDir],
+        workTree: hasWorkTree ? workTree : null,
+        commit: link.commit,
+        url,
+        path,
+        names,
+        index: plan.modules.length - 1,
+      });
+    }
+  };
+  await visit(top);
+  return plan;
+}

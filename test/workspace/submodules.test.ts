@@ -1,0 +1,127 @@
+// Submodules over the real sshd: a superproject with a nested submodule arrives whole, from the
+// objects the Paseo side has (the host cannot reach any origin): each submodule at its recorded
+// commit, initialised, clean, with origin = its .gitmodules URL resolved as git resolves it; a
+// second workspace sends nothing; a submodule never initialised locally stays as `git worktree
+// add` leaves it (and `git submodule update --init` still works for it), and progress names it.
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { workspaceLayout } from "../../src/remote-agent/layout.js";
+import { localRepoFingerprint } from "../fixtures/repo.js";
+import { superproject, type SuperFixture } from "../fixtures/submodules.js";
+import { cliDriver, dirInput, gitAsRemoteUser, progressLines, type Driver } from "../support/workspace.js";
+
+const PROGRESS = { PASEO_SSH_PROGRESS: "1" };
+
+/** Every path under `dir` with size and modification time. */
+function treeSnapshot(dir: string): string {
+  return execFileSync("find", [dir, "-printf", "%p %s %T@\\n"]).toString().split("\n").sort().join("\n");
+}
+
+/** Object bytes a create sent: the superproject's and every submodule's. */
+function allBytesSent(stderr: string): number {
+  const lines = progressLines(stderr).filter((p) => p.phase === "objects-sent" || p.phase === "submodule-objects-sent");
+  expect(lines.some((p) => p.phase === "objects-sent")).toBe(true);
+  return lines.reduce((sum, p) => sum + (p.bytes ?? NaN), 0);
+}
+
+describe("submodules over SSH", () => {
+  let base: string;
+  let fx: SuperFixture;
+  let d: Driver;
+
+  beforeAll(() => {
+    base = mkdtempSync(join(tmpdir(), "paseo-ws-submod-"));
+    fx = superproject(base);
+    d = cliDriver("submod");
+  });
+  afterAll(() => {
+    rmSync(base, { recursive: true, force: true });
+    rmSync(d.root, { recursive: true, force: true });
+  });
+
+  const expectComplete = (checkout: string) => {
+    const git = (...args: string[]) => gitAsRemoteUser(checkout, args);
+    expect(readFileSync(join(checkout, "top.txt"), "utf8")).toBe("top\n");
+    expect(readFileSync(join(checkout, "libs/child/c.txt"), "utf8")).toBe("child\n");
+    expect(readFileSync(join(checkout, "libs/child/deps/grand/g.txt"), "utf8")).toBe("grand\n");
+    // Each at its recorded commit and initialised (" "), the one the Paseo side lacks not ("-").
+    expect(git("submodule", "status", "--recursive").split("\n").filter(Boolean)).toEqual([
+      `-${fx.absent} libs/absent`,
+      ` ${fx.child} libs/child (${fx.child.slice(0, 7)})`,
+      ` ${fx.grand} libs/child/deps/grand (${fx.grand.slice(0, 7)})`,
+    ]);
+    expect(git("status", "--porcelain", "--ignore-submodules=none")).toBe("");
+    expect(gitAsRemoteUser(join(checkout, "libs/child"), ["status", "--porcelain"])).toBe("");
+    // Relative URLs resolved against the superproject's origin, the nested one against its parent's.
+    expect(gitAsRemoteUser(join(checkout, "libs/child"), ["remote", "get-url", "origin"]).trim()).toBe(
+      "https://git.example.invalid/org/child.git",
+    );
+    expect(gitAsRemoteUser(join(checkout, "libs/child/deps/grand"), ["remote", "get-url", "origin"]).trim()).toBe(
+      "https://git.example.invalid/org/grand.git",
+    );
+    expect(git("config", "submodule.libs/child.url").trim()).toBe("https://git.example.invalid/org/child.git");
+    // Left exactly as `git worktree add` leaves it: an empty directory, nothing configured.
+    expect(readdirSync(join(checkout, "libs/absent"))).toEqual([]);
+    expect(() => git("config", "submodule.libs/absent.url")).toThrow();
+  };
+
+  it("a nested submodule arrives at its recorded commit, initialised and clean; the local repository is untouched", async () => {
+    const before = localRepoFingerprint(fx.path);
+    const gitDirBefore = treeSnapshot(join(fx.path, ".git"));
+    const r = await d.create(dirInput("sub-a", fx.path), { env: PROGRESS });
+    expect(r.message).toBe("");
+    const checkout = workspaceLayout(d.root, "sub-a").checkout;
+    expectComplete(checkout);
+    const lines = progressLines(r.stderr);
+    expect(lines.filter((p) => p.phase === "submodule-not-initialised")).toEqual([expect.objectContaining({ path: "libs/absent" })]);
+    const sent = lines.filter((p) => p.phase === "submodule-objects-sent");
+    expect(sent.map((p) => (p as { path?: string }).path)).toEqual(["libs/child", "libs/child/deps/grand"]);
+    for (const p of sent) expect(p.bytes).toBeGreaterThan(0);
+    expect(treeSnapshot(join(fx.path, ".git"))).toBe(gitDirBefore);
+    expect(localRepoFingerprint(fx.path)).toEqual(before);
+    console.log(`first workspace with submodules: ${allBytesSent(r.stderr)} object bytes sent`);
+  });
+
+  it("a second workspace of the same commits sends nothing and is as complete", async () => {
+    const r = await d.create(dirInput("sub-b", fx.path), { env: PROGRESS });
+    expect(r.message).toBe("");
+    expect(allBytesSent(r.stderr)).toBe(0);
+    expect(progressLines(r.stderr).filter((p) => p.phase === "submodule-objects-sent")).toEqual([]);
+    expectComplete(workspaceLayout(d.root, "sub-b").checkout);
+  });
+
+  it("the submodule left uninitialised still initialises the normal way, where its URL is reachable", async () => {
+    const checkout = workspaceLayout(d.root, "sub-a").checkout;
+    // git serves a repository only to its owner (or whom its owner trusts): the remote user here.
+    const { uid, gid } = statSync(checkout);
+    execFileSync("chown", ["-R", `${uid}:${gid}`, fx.absentBare]);
+    gitAsRemoteUser(checkout, [
+      "-c",
+      "protocol.file.allow=always",
+      "-c",
+      "safe.directory=*",
+      "submodule",
+      "update",
+      "--quiet",
+      "--init",
+      "libs/absent",
+    ]);
+    expect(readFileSync(join(checkout, "libs/absent/a.txt"), "utf8")).toBe("absent\n");
+    expect(gitAsRemoteUser(checkout, ["submodule", "status", "--recursive"])).not.toMatch(/^[-+U]/m);
+    expect(gitAsRemoteUser(checkout, ["status", "--porcelain"])).toBe("");
+  });
+
+  it("destroy drops the workspace's pins in the submodule caches; the caches stay", async () => {
+    expect((await d.op("destroy", "sub-b")).ok).toBe(true);
+    const cacheBase = join(d.root, "cache");
+    const pins = execFileSync("sh", ["-c", `find ${cacheBase} -path '*paseo-modules*' -path '*refs/paseo/ws/*' -type f | wc -l`])
+      .toString()
+      .trim();
+    // sub-a's pins remain (one per submodule cache), sub-b's are gone.
+    expect(pins).toBe("2");
+    expect(existsSync(workspaceLayout(d.root, "sub-a").checkout)).toBe(true);
+  });
+});
