@@ -134,8 +134,9 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
       if (transferError) return;
       const { repo, commit, shallow, path } = transferTarget(prepared, msg.module);
       const haves = await localHaves(repo, msg.haves);
-      const extra = await deepeningRevs(repo, commit, msg.shallow ?? [], shallow);
-      const pack = startPack(repo, commit, haves, rttMs < FAST_LINK_RTT_MS, extra);
+      const cut = msg.shallow ?? [];
+      const deepen = shallow.length + cut.length > 0 ? { revs: await deepeningRevs(repo, commit, cut, shallow) } : null;
+      const pack = startPack(repo, commit, haves, rttMs < FAST_LINK_RTT_MS, deepen);
       try {
         if (msg.disk) await requireRemoteSpace(repo, commit, haves, msg.disk);
       } catch (err) {
