@@ -8,7 +8,6 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import type { SubmoduleSpec } from "../shared/agent-api.js";
 import { gitResult } from "../shared/git-exec.js";
-import { RuntimeError } from "../shared/errors.js";
 import { localShallow } from "./shallow.js";
 import { resolveSubmoduleUrl } from "./submodule-url.js";
 
@@ -20,7 +19,7 @@ export interface LocalSubmodule {
 
 export interface SubmodulePlan {
   modules: LocalSubmodule[];
-  /** Paths (from the top level) of submodules left uninitialised: the Paseo side lacks their commit. */
+  /** Paths (from the top level) of submodules left uninitialised: the Paseo side lacks their commit (or git could not resolve their URL). */
   missing: string[];
 }
 
@@ -162,8 +161,15 @@ export async function planSubmodules(topLevel: string, commit: string, projectKe
       let url: string;
       try {
         url = resolveSubmoduleUrl(parent.url, decl.url);
-      } catch (err) {
-        throw new RuntimeError("input", `Submodule ${path} has an unusable URL: ${err instanceof Error ? err.message : String(err)}`);
+      } catch {
+        // A relative URL git cannot resolve either: git would not initialise it.
+        plan.missing.push(path);
+        continue;
+      }
+      // git refuses these too (a URL read as an option, a line break in a config value).
+      if (url.startsWith("-") || /[\0\n]/.test(url) || /[\0\n]/.test(decl.name)) {
+        plan.missing.push(path);
+        continue;
       }
       const workTree = parent.workTree ? join(parent.workTree, link.path) : null;
       const candidates = [

@@ -10,6 +10,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { localRepoFingerprint } from "../fixtures/repo.js";
+import { cachePath } from "../../src/remote-agent/workspace/git-cache.js";
+import { projectKey } from "../../src/workspace/create-workspace.js";
 import { superproject, type SuperFixture } from "../fixtures/submodules.js";
 import { cliDriver, dirInput, gitAsRemoteUser, progressLines, type Driver } from "../support/workspace.js";
 
@@ -52,7 +54,9 @@ describe("submodules over SSH", () => {
       `-${fx.absent} libs/absent`,
       ` ${fx.child} libs/child (${fx.child.slice(0, 7)})`,
       ` ${fx.grand} libs/child/deps/grand (${fx.grand.slice(0, 7)})`,
+      ` ${fx.embedded} libs/embedded (${fx.embedded.slice(0, 7)})`,
     ]);
+    expect(readFileSync(join(checkout, "libs/embedded/e.txt"), "utf8")).toBe("embedded\n");
     expect(git("status", "--porcelain", "--ignore-submodules=none")).toBe("");
     expect(gitAsRemoteUser(join(checkout, "libs/child"), ["status", "--porcelain"])).toBe("");
     // Relative URLs resolved against the superproject's origin, the nested one against its parent's.
@@ -78,7 +82,7 @@ describe("submodules over SSH", () => {
     const lines = progressLines(r.stderr);
     expect(lines.filter((p) => p.phase === "submodule-not-initialised")).toEqual([expect.objectContaining({ path: "libs/absent" })]);
     const sent = lines.filter((p) => p.phase === "submodule-objects-sent");
-    expect(sent.map((p) => (p as { path?: string }).path)).toEqual(["libs/child", "libs/child/deps/grand"]);
+    expect(sent.map((p) => (p as { path?: string }).path)).toEqual(["libs/child", "libs/child/deps/grand", "libs/embedded"]);
     for (const p of sent) expect(p.bytes).toBeGreaterThan(0);
     expect(treeSnapshot(join(fx.path, ".git"))).toBe(gitDirBefore);
     expect(localRepoFingerprint(fx.path)).toEqual(before);
@@ -91,6 +95,24 @@ describe("submodules over SSH", () => {
     expect(allBytesSent(r.stderr)).toBe(0);
     expect(progressLines(r.stderr).filter((p) => p.phase === "submodule-objects-sent")).toEqual([]);
     expectComplete(workspaceLayout(d.root, "sub-b").checkout);
+  });
+
+  it("a workspace that takes a spare checkout gets its submodules as well", { timeout: 120_000 }, async () => {
+    const spare = join(cachePath(d.root, projectKey("fixture-project", fx.path)), "paseo-spares", fx.commit);
+    const deadline = Date.now() + 60_000;
+    while (!existsSync(join(spare, "top.txt"))) {
+      if (Date.now() > deadline) throw new Error(`no spare checkout at ${spare} within 60 s`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    // A spare holds the superproject only: its submodule directories are still empty.
+    expect(readdirSync(join(spare, "libs/child"))).toEqual([]);
+    const taken = statSync(join(spare, "top.txt")).ino;
+    const r = await d.create(dirInput("sub-c", fx.path), { env: PROGRESS });
+    expect(r.message).toBe("");
+    const checkout = workspaceLayout(d.root, "sub-c").checkout;
+    expect(statSync(join(checkout, "top.txt")).ino).toBe(taken);
+    expectComplete(checkout);
+    expect(allBytesSent(r.stderr)).toBe(0);
   });
 
   it("the submodule left uninitialised still initialises the normal way, where its URL is reachable", async () => {
@@ -120,8 +142,8 @@ describe("submodules over SSH", () => {
     const pins = execFileSync("sh", ["-c", `find ${cacheBase} -path '*paseo-modules*' -path '*refs/paseo/ws/*' -type f | wc -l`])
       .toString()
       .trim();
-    // sub-a's pins remain (one per submodule cache), sub-b's are gone.
-    expect(pins).toBe("2");
+    // sub-a's and sub-c's pins remain (one per submodule cache each), sub-b's are gone.
+    expect(pins).toBe("6");
     expect(existsSync(workspaceLayout(d.root, "sub-a").checkout)).toBe(true);
   });
 });
