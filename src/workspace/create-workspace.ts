@@ -31,6 +31,13 @@ export interface PreparedCreate {
   missingModules: string[];
 }
 
+/** A submodule's transfer failing names the submodule (its git dir is not where the user looks). */
+function submoduleFailure(path: string, err: unknown): RuntimeError {
+  const cause = err instanceof RuntimeError ? err : null;
+  const message = err instanceof Error ? err.message : String(err);
+  return new RuntimeError(cause?.errorClass ?? "input", `Cannot send the objects of submodule ${path}: ${message}`, { cause: err });
+}
+
 /** What one need-objects message asks for: the superproject's objects or a submodule's. */
 function transferTarget(prepared: PreparedCreate, module: string | undefined) {
   const source = prepared.request.source;
@@ -129,10 +136,13 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
     const rttMs = msg.agentMs === undefined ? Infinity : performance.now() - requestedAt - msg.agentMs;
     // The superproject's objects, then each submodule's: one stream after the other.
     const previous = transfer;
+    let path: string | null = null;
     transfer = (async () => {
       await previous;
       if (transferError) return;
-      const { repo, commit, shallow, path } = transferTarget(prepared, msg.module);
+      const target = transferTarget(prepared, msg.module);
+      const { repo, commit, shallow } = target;
+      path = target.path;
       const haves = await localHaves(repo, msg.haves);
       const cut = msg.shallow ?? [];
       const deepen = shallow.length + cut.length > 0 ? { revs: await deepeningRevs(repo, commit, cut, shallow) } : null;
@@ -150,7 +160,7 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
     })().catch((err: unknown) => {
       // A stream cut because the agent stopped or went away is its consequence, not the cause.
       if (stop.signal.aborted || channel.closed) return;
-      transferError = err;
+      transferError = path === null ? err : submoduleFailure(path, err);
       channel.sendJson({ type: "abort", message: oneLine(err instanceof Error ? err.message : String(err)) });
     });
   };

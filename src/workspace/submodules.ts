@@ -139,6 +139,9 @@ export function submoduleKey(projectKey: string, names: string[]): string {
 /** Every submodule `commit` records, recursively, split into those the Paseo side has and the rest. */
 export async function planSubmodules(topLevel: string, commit: string, projectKey: string): Promise<SubmodulePlan> {
   const plan: SubmodulePlan = { modules: [], missing: [] };
+  // Most repositories have none: one git call decides, before anything else is looked up.
+  const topLinks = await gitlinks(topLevel, commit);
+  if (topLinks.length === 0) return plan;
   const top: Parent = {
     cwd: topLevel,
     gitDirs: await gitDirsOf(topLevel),
@@ -149,8 +152,8 @@ export async function planSubmodules(topLevel: string, commit: string, projectKe
     names: [],
     index: -1,
   };
-  const visit = async (parent: Parent): Promise<void> => {
-    const links = await gitlinks(parent.cwd, parent.commit);
+  const visit = async (parent: Parent, known?: Array<{ path: string; commit: string }>): Promise<void> => {
+    const links = known ?? (await gitlinks(parent.cwd, parent.commit));
     if (links.length === 0) return;
     const byPath = await declared(parent.cwd, parent.commit);
     for (const link of links) {
@@ -211,6 +214,6 @@ export async function planSubmodules(topLevel: string, commit: string, projectKe
       });
     }
   };
-  await visit(top);
+  await visit(top, topLinks);
   return plan;
 }

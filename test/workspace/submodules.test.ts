@@ -12,7 +12,7 @@ import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { localRepoFingerprint } from "../fixtures/repo.js";
 import { cachePath } from "../../src/remote-agent/workspace/git-cache.js";
 import { projectKey } from "../../src/workspace/create-workspace.js";
-import { superproject, type SuperFixture } from "../fixtures/submodules.js";
+import { brokenSubmodule, superproject, type SuperFixture } from "../fixtures/submodules.js";
 import { cliDriver, dirInput, gitAsRemoteUser, progressLines, type Driver } from "../support/workspace.js";
 
 const PROGRESS = { PASEO_SSH_PROGRESS: "1" };
@@ -74,7 +74,7 @@ describe("submodules over SSH", () => {
 
   it("a nested submodule arrives at its recorded commit, initialised and clean; the local repository is untouched", async () => {
     const before = localRepoFingerprint(fx.path);
-    const gitDirBefore = treeSnapshot(join(fx.path, ".git"));
+    const gitDirBefore = treeSnapshot(join(fx.path, ".git")) + treeSnapshot(join(fx.path, "libs/embedded/.git"));
     const r = await d.create(dirInput("sub-a", fx.path), { env: PROGRESS });
     expect(r.message).toBe("");
     const checkout = workspaceLayout(d.root, "sub-a").checkout;
@@ -84,7 +84,7 @@ describe("submodules over SSH", () => {
     const sent = lines.filter((p) => p.phase === "submodule-objects-sent");
     expect(sent.map((p) => (p as { path?: string }).path)).toEqual(["libs/child", "libs/child/deps/grand", "libs/embedded"]);
     for (const p of sent) expect(p.bytes).toBeGreaterThan(0);
-    expect(treeSnapshot(join(fx.path, ".git"))).toBe(gitDirBefore);
+    expect(treeSnapshot(join(fx.path, ".git")) + treeSnapshot(join(fx.path, "libs/embedded/.git"))).toBe(gitDirBefore);
     expect(localRepoFingerprint(fx.path)).toEqual(before);
     console.log(`first workspace with submodules: ${allBytesSent(r.stderr)} object bytes sent`);
   });
@@ -134,6 +134,18 @@ describe("submodules over SSH", () => {
     expect(readFileSync(join(checkout, "libs/absent/a.txt"), "utf8")).toBe("absent\n");
     expect(gitAsRemoteUser(checkout, ["submodule", "status", "--recursive"])).not.toMatch(/^[-+U]/m);
     expect(gitAsRemoteUser(checkout, ["status", "--porcelain"])).toBe("");
+  });
+
+  it("a submodule whose objects cannot be sent fails the create with one line naming it, and leaves nothing", async () => {
+    const broken = brokenSubmodule(base);
+    const r = await d.create(dirInput("sub-broken", broken.path), { env: PROGRESS });
+    expect(r.ok).toBe(false);
+    expect(r.message).toMatch(/^Cannot send the objects of submodule libs\/loose: git pack-objects failed/);
+    console.log(`broken submodule: ${r.message}`);
+    expect(r.stderr.split("\n").filter((l) => l !== "" && !l.startsWith("{"))).toEqual([r.message]);
+    expect(existsSync(workspaceLayout(d.root, "sub-broken").dir)).toBe(false);
+    expect(readdirSync(join(d.root, "tmp")).filter((n) => /^(checkout|incoming)-/.test(n))).toEqual([]);
+    expect((await d.inspect("sub-broken")).value?.inspection).toEqual({ status: "missing" });
   });
 
   it("destroy drops the workspace's pins in the submodule caches; the caches stay", async () => {
