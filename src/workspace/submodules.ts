@@ -159,8 +159,12 @@ export async function planSubmodules(topLevel: string, commit: string, projectKe
     for (const link of links) {
       const path = parent.path ? `${parent.path}/${link.path}` : link.path;
       const decl = byPath.get(link.path);
-      // No .gitmodules entry (git cannot init it either) or `update = none`: left as git leaves it.
-      if (!decl || decl.update === "none") continue;
+      // No .gitmodules entry: git cannot init it either. `update = none`: git would not.
+      if (!decl) continue;
+      if (decl.update === "none") {
+        plan.missing.push(path);
+        continue;
+      }
       let url: string;
       try {
         url = resolveSubmoduleUrl(parent.url, decl.url);
