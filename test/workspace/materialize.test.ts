@@ -8,15 +8,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
-import { commitAll, gitIn, LARGE_BIN_SIZE, localRepoFingerprint, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
+import { commitAll, gitIn, LARGE_BIN_SIZE, localRepoFingerprint, seedRepo, treeSnapshot, type FixtureRepo } from "../fixtures/repo.js";
 import { bytesSent, dirInput, gitAsRemoteUser, progressLines, cliDriver, type Driver } from "../support/workspace.js";
 
 const PROGRESS = { PASEO_SSH_PROGRESS: "1" };
-
-/** Every path under `dir` with size and modification time. */
-function treeSnapshot(dir: string): string {
-  return execFileSync("find", [dir, "-printf", "%p %s %T@\\n"]).toString().split("\n").sort().join("\n");
-}
 
 describe("directory source materialization over SSH", () => {
   let base: string;

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
-import { commitAll, gitIn, localRepoFingerprint } from "../fixtures/repo.js";
+import { commitAll, gitIn, localRepoFingerprint, treeSnapshot } from "../fixtures/repo.js";
 import { shallowSource } from "../fixtures/submodules.js";
 import { bytesSent, cliDriver, dirInput, gitAsRemoteUser, type Driver } from "../support/workspace.js";
 
@@ -49,9 +49,11 @@ describe("shallow sources over SSH", () => {
 
   it("a depth-1 source: the workspace keeps its boundary (`git log` equal), the local repository untouched", async () => {
     const before = localRepoFingerprint(src.clone);
+    const gitDirBefore = treeSnapshot(join(src.clone, ".git"));
     expect(log(src.clone).split("\n").filter(Boolean)).toHaveLength(1);
     expect(await createMatching("sh-a")).toBeGreaterThan(0);
     expect(localRepoFingerprint(src.clone)).toEqual(before);
+    expect(treeSnapshot(join(src.clone, ".git"))).toBe(gitDirBefore);
     expect(await createMatching("sh-b")).toBe(0);
   });
 

@@ -9,18 +9,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
-import { localRepoFingerprint } from "../fixtures/repo.js";
+import { localRepoFingerprint, treeSnapshot } from "../fixtures/repo.js";
 import { cachePath } from "../../src/remote-agent/workspace/git-cache.js";
 import { projectKey } from "../../src/workspace/create-workspace.js";
 import { brokenSubmodule, superproject, type SuperFixture } from "../fixtures/submodules.js";
 import { cliDriver, dirInput, gitAsRemoteUser, progressLines, type Driver } from "../support/workspace.js";
 
 const PROGRESS = { PASEO_SSH_PROGRESS: "1" };
-
-/** Every path under `dir` with size and modification time. */
-function treeSnapshot(dir: string): string {
-  return execFileSync("find", [dir, "-printf", "%p %s %T@\\n"]).toString().split("\n").sort().join("\n");
-}
 
 /** Object bytes a create sent: the superproject's and every submodule's. */
 function allBytesSent(stderr: string): number {
