@@ -8,6 +8,7 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import type { SubmoduleSpec } from "../shared/agent-api.js";
 import { gitResult } from "../shared/git-exec.js";
+import { isSafeSubmoduleName } from "../shared/submodule-name.js";
 import { localShallow } from "./shallow.js";
 import { resolveSubmoduleUrl } from "./submodule-url.js";
 
@@ -46,11 +47,6 @@ interface Parent {
 const run = (cwd: string, args: string[], okCodes: number[] = []) =>
   gitResult(args, { cwd, errorClass: "input", okCodes, timeoutMs: 120_000 });
 
-/** git's check_submodule_name: no empty name, no ".." component (it would leave `modules/`). */
-function validName(name: string): boolean {
-  return name !== "" && !name.split(/[/\\]/).includes("..") && !name.startsWith("/");
-}
-
 interface Declared {
   name: string;
   url: string;
@@ -74,9 +70,25 @@ async function declared(cwd: string, commit: string): Promise<Map<string, Declar
   }
   const byPath = new Map<string, Declared>();
   for (const [name, rec] of byName) {
-    if (rec.path && rec.url && validName(name)) byPath.set(rec.path, { name, url: rec.url, update: rec.update ?? "" });
+    if (rec.path && rec.url) byPath.set(rec.path, { name, url: rec.url, update: rec.update ?? "" });
   }
   return byPath;
+}
+
+/**
+ * A submodule's origin as git would set it, or null where git would not initialise it: `update =
+ * none`, a name that leaves `.git/modules/`, a relative URL it cannot resolve, a URL read as an
+ * option or holding a line break.
+ */
+function originOf(parentUrl: string, decl: Declared): string | null {
+  if (decl.update === "none" || !isSafeSubmoduleName(decl.name)) return null;
+  let url: string;
+  try {
+    url = resolveSubmoduleUrl(parentUrl, decl.url);
+  } catch {
+    return null;
+  }
+  return url.startsWith("-") || /[\0\n]/.test(url) ? null : url;
 }
 
 /** Gitlinks (path, commit) of `commit`'s tree; none without a .gitmodules (git maps none either). */
@@ -159,22 +171,10 @@ export async function planSubmodules(topLevel: string, commit: string, projectKe
     for (const link of links) {
       const path = parent.path ? `${parent.path}/${link.path}` : link.path;
       const decl = byPath.get(link.path);
-      // No .gitmodules entry: git cannot init it either. `update = none`: git would not.
+      // No .gitmodules entry: git cannot init it either.
       if (!decl) continue;
-      if (decl.update === "none") {
-        plan.missing.push(path);
-        continue;
-      }
-      let url: string;
-      try {
-        url = resolveSubmoduleUrl(parent.url, decl.url);
-      } catch {
-        // A relative URL git cannot resolve either: git would not initialise it.
-        plan.missing.push(path);
-        continue;
-      }
-      // git refuses these too (a URL read as an option, a line break in a config value).
-      if (url.startsWith("-") || /[\0\n]/.test(url) || /[\0\n]/.test(decl.name)) {
+      const url = originOf(parent.url, decl);
+      if (url === null) {
         plan.missing.push(path);
         continue;
       }

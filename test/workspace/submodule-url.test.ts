@@ -1,11 +1,14 @@
 // Submodule URLs are resolved as git resolves them: every case is checked against git itself
 // (`git submodule init` in a scratch repository whose origin is the base), not against a table.
+// Names and the agent's check of a request's submodule list refuse what would leave the checkout.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { resolveSubmoduleUrl } from "../../src/workspace/submodule-url.js";
 import { gitIn } from "../fixtures/repo.js";
+import { isSafeSubmoduleName } from "../../src/shared/submodule-name.js";
+import { parseSubmodules } from "../../src/remote-agent/workspace/submodule-checkout.js";
 
 const BASES = [
   "https://example.com/org/super.git",
@@ -31,46 +34,86 @@ const URLS = [
 ];
 
 describe("submodule URL resolution", () => {
-  let repo: string;
+  let base: string;
   beforeAll(() => {
-    repo = mkdtempSync(join(tmpdir(), "paseo-suburl-"));
-    gitIn(repo, ["init", "-q"]);
-    gitIn(repo, ["update-index", "--add", "--cacheinfo", `160000,${"1".repeat(40)},sub`]);
-    gitIn(repo, ["config", "--file", ".gitmodules", "submodule.sub.path", "sub"]);
-    gitIn(repo, ["remote", "add", "origin", "x"]);
+    base = mkdtempSync(join(tmpdir(), "paseo-suburl-"));
   });
-  afterAll(() => rmSync(repo, { recursive: true, force: true }));
+  afterAll(() => rmSync(base, { recursive: true, force: true }));
 
-  /** What `git submodule init` records for `url` under an origin of `base` (an Error when git refuses). */
-  const byGit = (base: string, url: string): string | Error => {
-    gitIn(repo, ["config", "remote.origin.url", base]);
-    gitIn(repo, ["config", "--file", ".gitmodules", "submodule.sub.url", url]);
-    try {
-      gitIn(repo, ["config", "--unset", "submodule.sub.url"]);
-    } catch {
-      // not initialised yet
-    }
-    try {
-      gitIn(repo, ["submodule", "init", "-q"]);
-    } catch (err) {
-      return err as Error;
-    }
-    return gitIn(repo, ["config", "submodule.sub.url"]).trim();
+  /** A scratch repository with origin `origin` and one gitlink per URL (s0, s1, …) in .gitmodules. */
+  const scratch = (origin: string, urls: string[]): string => {
+    const repo = mkdtempSync(join(base, "r-"));
+    gitIn(repo, ["init", "-q"]);
+    gitIn(repo, ["remote", "add", "origin", origin]);
+    urls.forEach((url, i) => {
+      gitIn(repo, ["update-index", "--add", "--cacheinfo", `160000,${"1".repeat(40)},s${i}`]);
+      gitIn(repo, ["config", "--file", ".gitmodules", `submodule.s${i}.path`, `s${i}`]);
+      gitIn(repo, ["config", "--file", ".gitmodules", `submodule.s${i}.url`, url]);
+    });
+    return repo;
+  };
+  /** What `git submodule init` records for each URL under an origin of `origin`. */
+  const byGit = (origin: string, urls: string[]): string[] => {
+    const repo = scratch(origin, urls);
+    gitIn(repo, ["submodule", "init", "-q"]);
+    return urls.map((_, i) => gitIn(repo, ["config", `submodule.s${i}.url`]).trim());
   };
 
   it("matches git for absolute, scp-like, ssh, file and relative bases", () => {
     let compared = 0;
-    for (const base of BASES) {
-      for (const url of URLS) {
-        const expected = byGit(base, url);
-        if (expected instanceof Error) {
-          expect(() => resolveSubmoduleUrl(base, url), `${base} + ${url}`).toThrow(/cannot strip one component/);
-        } else {
-          expect(resolveSubmoduleUrl(base, url), `${base} + ${url}`).toBe(expected);
+    for (const origin of BASES) {
+      // git dies on a URL it cannot resolve: those are checked one by one, the rest in one init.
+      const refused = URLS.filter((url) => {
+        try {
+          resolveSubmoduleUrl(origin, url);
+          return false;
+        } catch {
+          return true;
         }
-        compared++;
-      }
+      });
+      for (const url of refused) expect(() => byGit(origin, [url]), `${origin} + ${url}`).toThrow(/cannot strip one component/);
+      const resolved = URLS.filter((url) => !refused.includes(url));
+      const expected = byGit(origin, resolved);
+      resolved.forEach((url, i) => expect(resolveSubmoduleUrl(origin, url), `${origin} + ${url}`).toBe(expected[i]));
+      compared += URLS.length;
     }
     expect(compared).toBe(BASES.length * URLS.length);
+  });
+});
+
+describe("submodule names and the agent's check of a request's submodule list", () => {
+  const spec = (over: Record<string, unknown>) => ({
+    key: "a".repeat(32),
+    name: "libs/child",
+    path: "libs/child",
+    parent: -1,
+    commit: "b".repeat(40),
+    url: "https://example.com/child.git",
+    shallow: [],
+    ...over,
+  });
+
+  it("names that would leave .git/modules/ are refused", () => {
+    for (const bad of ["", ".", "..", "a/../b", "a/./b", "/abs", "a//b", "a\\b", "a\nb", "trailing/"]) {
+      expect(isSafeSubmoduleName(bad), JSON.stringify(bad)).toBe(false);
+    }
+    for (const good of ["child", "libs/child", "a b", "ünïcode", "-dash", ".hidden/x"]) expect(isSafeSubmoduleName(good), good).toBe(true);
+  });
+
+  it("paths outside the checkout, parents after children and option-like URLs are malformed", () => {
+    expect(parseSubmodules([spec({})])).toEqual([spec({})]);
+    for (const over of [
+      { path: "../out" },
+      { path: "/abs" },
+      { name: "a/../../b" },
+      { parent: 0 },
+      { parent: -2 },
+      { url: "--upload-pack=touch /tmp/x" },
+      { commit: "HEAD" },
+      { key: "../../etc" },
+      { shallow: ["not-a-sha"] },
+    ]) {
+      expect(() => parseSubmodules([spec(over)]), JSON.stringify(over)).toThrow("malformed submodule list in agent request");
+    }
   });
 });

@@ -12,6 +12,7 @@ import { RuntimeError } from "../../shared/errors.js";
 import { git, gitResult, SHA_RE } from "../../shared/git-exec.js";
 import { isRecord } from "../../shared/guards.js";
 import { normaliseRelativePath } from "../../shared/relative-path.js";
+import { isSafeSubmoduleName } from "../../shared/submodule-name.js";
 import { checkoutFootprint, requireSpace } from "../../shared/disk-space.js";
 import type { SubmoduleSpec } from "../../shared/agent-api.js";
 import type { AgentContext } from "../context.js";
@@ -37,6 +38,14 @@ export function parseShallow(v: unknown): string[] {
   return v;
 }
 
+function insideCheckout(path: string): boolean {
+  try {
+    return normaliseRelativePath(path) === path;
+  } catch {
+    return false;
+  }
+}
+
 /** Checks the request's submodule list: paths inside the checkout, names git accepts, parents first. */
 export function parseSubmodules(v: unknown): SubmoduleSpec[] {
   if (v === undefined) return [];
@@ -48,13 +57,10 @@ export function parseSubmodules(v: unknown): SubmoduleSpec[] {
       typeof key === "string" &&
       /^[0-9a-f]{32}$/.test(key) &&
       typeof name === "string" &&
-      name !== "" &&
-      !/[\0\n]/.test(name) &&
-      !name.split(/[/\\]/).includes("..") &&
-      !name.startsWith("/") &&
+      isSafeSubmoduleName(name) &&
       typeof path === "string" &&
       path !== "" &&
-      normaliseRelativePath(path) === path &&
+      insideCheckout(path) &&
       typeof parent === "number" &&
       Number.isInteger(parent) &&
       parent >= -1 &&
