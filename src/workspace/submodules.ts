@@ -5,7 +5,7 @@
 // as `git worktree add` does) and named, so the create's progress can say so.
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync, statSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import type { SubmoduleSpec } from "../shared/agent-api.js";
 import { gitResult } from "../shared/git-exec.js";
 import { isSafeSubmoduleName } from "../shared/submodule-name.js";
@@ -32,8 +32,8 @@ interface Parent {
   cwd: string;
   /** Its git dirs (own and common), where `modules/<name>` may be. */
   gitDirs: string[];
-  /** Its work tree on the Paseo side, when it has one. */
-  workTree: string | null;
+  /** Its work trees on the Paseo side (a linked worktree's and the main one's), where a submodule may keep its own `.git`. */
+  workTrees: string[];
   commit: string;
   /** Its remote URL: the base of relative submodule URLs. */
   url: string;
@@ -154,10 +154,14 @@ export async function planSubmodules(topLevel: string, commit: string, projectKe
   // Most repositories have none: one git call decides, before anything else is looked up.
   const topLinks = await gitlinks(topLevel, commit);
   if (topLinks.length === 0) return plan;
+  const gitDirs = await gitDirsOf(topLevel);
+  // A linked worktree's submodules may live only in the main worktree (its own `.git` there).
+  const common = gitDirs[gitDirs.length - 1]!;
+  const main = basename(common) === ".git" ? dirname(common) : null;
   const top: Parent = {
     cwd: topLevel,
-    gitDirs: await gitDirsOf(topLevel),
-    workTree: topLevel,
+    gitDirs,
+    workTrees: [...new Set([topLevel, ...(main ? [main] : [])])],
     commit,
     url: await remoteUrl(topLevel, topLevel),
     path: "",
@@ -178,10 +182,10 @@ export async function planSubmodules(topLevel: string, commit: string, projectKe
         plan.missing.push(path);
         continue;
       }
-      const workTree = parent.workTree ? join(parent.workTree, link.path) : null;
+      const workTrees = parent.workTrees.map((w) => join(w, link.path)).filter((w) => existsSync(join(w, ".git")));
       const candidates = [
         ...parent.gitDirs.map((d) => join(d, "modules", decl.name)),
-        ...(workTree ? [gitDirAt(join(workTree, ".git"))] : []),
+        ...workTrees.map((w) => gitDirAt(join(w, ".git"))),
       ].filter((d): d is string => d !== null);
       let gitDir: string | null = null;
       for (const candidate of [...new Set(candidates)]) {
@@ -205,11 +209,10 @@ export async function planSubmodules(topLevel: string, commit: string, projectKe
         shallow: await localShallow(gitDir),
       };
       plan.modules.push({ spec, gitDir });
-      const hasWorkTree = workTree !== null && existsSync(join(workTree, ".git"));
       await visit({
         cwd: gitDir,
         gitDirs: [gitDir],
-        workTree: hasWorkTree ? workTree : null,
+        workTrees,
         commit: link.commit,
         url,
         path,

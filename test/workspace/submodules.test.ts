@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
-import { localRepoFingerprint, treeSnapshot } from "../fixtures/repo.js";
+import { gitIn, localRepoFingerprint, treeSnapshot } from "../fixtures/repo.js";
 import { cachePath } from "../../src/remote-agent/workspace/git-cache.js";
 import { projectKey } from "../../src/workspace/create-workspace.js";
 import { brokenSubmodule, superproject, type SuperFixture } from "../fixtures/submodules.js";
@@ -141,6 +141,16 @@ describe("submodules over SSH", () => {
     expect(existsSync(workspaceLayout(d.root, "sub-broken").dir)).toBe(false);
     expect(readdirSync(join(d.root, "tmp")).filter((n) => /^(checkout|incoming)-/.test(n))).toEqual([]);
     expect((await d.inspect("sub-broken")).value?.inspection).toEqual({ status: "missing" });
+  });
+
+  it("a linked worktree as the source, its submodules never initialised there: taken from the main worktree (its modules, an embedded .git)", async () => {
+    const linked = join(base, "linked");
+    gitIn(fx.path, ["worktree", "add", "-q", "--detach", linked, fx.commit]);
+    expect(readdirSync(join(linked, "libs/child"))).toEqual([]);
+    const r = await d.create(dirInput("sub-linked", linked), { env: PROGRESS });
+    expect(r.message).toBe("");
+    expectComplete(workspaceLayout(d.root, "sub-linked").checkout);
+    expect((await d.op("destroy", "sub-linked")).ok).toBe(true);
   });
 
   it("destroy drops the workspace's pins in the submodule caches; the caches stay", async () => {
