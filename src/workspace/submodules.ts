@@ -91,17 +91,20 @@ function originOf(parentUrl: string, decl: Declared): string | null {
   return url.startsWith("-") || /[\0\n]/.test(url) ? null : url;
 }
 
-/** Gitlinks (path, commit) of `commit`'s tree; none without a .gitmodules (git maps none either). */
-async function gitlinks(cwd: string, commit: string): Promise<Array<{ path: string; commit: string }>> {
-  const has = await run(cwd, ["cat-file", "-e", `${commit}:.gitmodules`], [1, 128]);
-  if (has.code !== 0) return [];
-  const r = await run(cwd, ["ls-tree", "-r", "-z", "--full-tree", commit]);
+/**
+ * Gitlinks (path, commit) of `commit`'s tree at the paths its .gitmodules declares: a gitlink it
+ * does not declare cannot be initialised by git either. Only those paths are read, never the tree.
+ */
+async function gitlinks(cwd: string, commit: string, paths: string[]): Promise<Array<{ path: string; commit: string }>> {
   const links: Array<{ path: string; commit: string }> = [];
-  for (const entry of r.stdout.split("\0")) {
-    // "<mode> <type> <object>\t<path>"
-    if (!entry.startsWith("160000 commit ")) continue;
-    const tab = entry.indexOf("\t");
-    links.push({ path: entry.slice(tab + 1), commit: entry.slice(14, tab) });
+  for (let i = 0; i < paths.length; i += 500) {
+    const r = await run(cwd, ["--literal-pathspecs", "ls-tree", "-z", "--full-tree", commit, "--", ...paths.slice(i, i + 500)]);
+    for (const entry of r.stdout.split("\0")) {
+      // "<mode> <type> <object>\t<path>"
+      if (!entry.startsWith("160000 commit ")) continue;
+      const tab = entry.indexOf("\t");
+      links.push({ path: entry.slice(tab + 1), commit: entry.slice(14, tab) });
+    }
   }
   return links;
 }
@@ -152,8 +155,8 @@ export function submoduleKey(projectKey: string, names: string[]): string {
 export async function planSubmodules(topLevel: string, commit: string, projectKey: string): Promise<SubmodulePlan> {
   const plan: SubmodulePlan = { modules: [], missing: [] };
   // Most repositories have none: one git call decides, before anything else is looked up.
-  const topLinks = await gitlinks(topLevel, commit);
-  if (topLinks.length === 0) return plan;
+  const topDeclared = await declared(topLevel, commit);
+  if (topDeclared.size === 0) return plan;
   const gitDirs = await gitDirsOf(topLevel);
   // A linked worktree's submodules may live only in the main worktree (its own `.git` there).
   const common = gitDirs[gitDirs.length - 1]!;
@@ -168,14 +171,12 @@ export async function planSubmodules(topLevel: string, commit: string, projectKe
     names: [],
     index: -1,
   };
-  const visit = async (parent: Parent, known?: Array<{ path: string; commit: string }>): Promise<void> => {
-    const links = known ?? (await gitlinks(parent.cwd, parent.commit));
-    if (links.length === 0) return;
-    const byPath = await declared(parent.cwd, parent.commit);
-    for (const link of links) {
+  const visit = async (parent: Parent, known?: Map<string, Declared>): Promise<void> => {
+    const byPath = known ?? (await declared(parent.cwd, parent.commit));
+    if (byPath.size === 0) return;
+    for (const link of await gitlinks(parent.cwd, parent.commit, [...byPath.keys()])) {
       const path = parent.path ? `${parent.path}/${link.path}` : link.path;
       const decl = byPath.get(link.path);
-      // No .gitmodules entry: git cannot init it either.
       if (!decl) continue;
       const url = originOf(parent.url, decl);
       if (url === null) {
@@ -221,6 +222,6 @@ export async function planSubmodules(topLevel: string, commit: string, projectKe
       });
     }
   };
-  await visit(top, topLinks);
+  await visit(top, topDeclared);
   return plan;
 }
