@@ -71,6 +71,22 @@ describe("shallow sources over SSH", () => {
     expect(log(workspaceLayout(d.root, "sh-a").checkout, true).split("\n").filter(Boolean)).toHaveLength(1);
   });
 
+  it("a submodule cloned shallow keeps its boundary too", async () => {
+    const superPath = join(base, "super-of-shallow");
+    gitIn(base, ["init", "-q", "-b", "main", superPath]);
+    gitIn(superPath, ["-c", "protocol.file.allow=always", "submodule", "add", "-q", "--depth", "1", `file://${src.upstream}`, "mod"]);
+    commitAll(superPath, "shallow submodule");
+    const mod = join(superPath, "mod");
+    expect(gitIn(mod, ["rev-parse", "--is-shallow-repository"]).trim()).toBe("true");
+    const r = await d.create(dirInput("sh-sub", superPath), { env: PROGRESS });
+    expect(r.message).toBe("");
+    const checkout = workspaceLayout(d.root, "sh-sub").checkout;
+    expect(log(join(checkout, "mod"), true)).toBe(log(mod));
+    expect(gitAsRemoteUser(join(checkout, "mod"), ["rev-parse", "--is-shallow-repository"]).trim()).toBe("true");
+    expect(gitAsRemoteUser(checkout, ["submodule", "status", "--recursive"])).toMatch(/^ [0-9a-f]{40} mod /);
+    expect(gitAsRemoteUser(checkout, ["status", "--porcelain"])).toBe("");
+  });
+
   it("a newer commit: only its delta is sent, on the old boundary or a new one", async () => {
     writeFileSync(join(src.work, "f7.txt"), "7\n");
     commitAll(src.work, "commit 7");
