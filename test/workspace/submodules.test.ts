@@ -39,17 +39,17 @@ describe("submodules over SSH", () => {
     rmSync(d.root, { recursive: true, force: true });
   });
 
-  const expectComplete = (checkout: string) => {
+  const expectComplete = (checkout: string, f: SuperFixture = fx) => {
     const git = (...args: string[]) => gitAsRemoteUser(checkout, args);
     expect(readFileSync(join(checkout, "top.txt"), "utf8")).toBe("top\n");
     expect(readFileSync(join(checkout, "libs/child/c.txt"), "utf8")).toBe("child\n");
     expect(readFileSync(join(checkout, "libs/child/deps/grand/g.txt"), "utf8")).toBe("grand\n");
     // Each at its recorded commit and initialised (" "), the one the Paseo side lacks not ("-").
     expect(git("submodule", "status", "--recursive").split("\n").filter(Boolean)).toEqual([
-      `-${fx.absent} libs/absent`,
-      ` ${fx.child} libs/child (${fx.child.slice(0, 7)})`,
-      ` ${fx.grand} libs/child/deps/grand (${fx.grand.slice(0, 7)})`,
-      ` ${fx.embedded} libs/embedded (${fx.embedded.slice(0, 7)})`,
+      `-${f.absent} libs/absent`,
+      ` ${f.child} libs/child (${f.child.slice(0, 7)})`,
+      ` ${f.grand} libs/child/deps/grand (${f.grand.slice(0, 7)})`,
+      ` ${f.embedded} libs/embedded (${f.embedded.slice(0, 7)})`,
     ]);
     expect(readFileSync(join(checkout, "libs/embedded/e.txt"), "utf8")).toBe("embedded\n");
     expect(git("status", "--porcelain", "--ignore-submodules=none")).toBe("");
@@ -151,6 +151,15 @@ describe("submodules over SSH", () => {
     expect(r.message).toBe("");
     expectComplete(workspaceLayout(d.root, "sub-linked").checkout);
     expect((await d.op("destroy", "sub-linked")).ok).toBe(true);
+  });
+
+  it("four creates of a new superproject at once (its submodule caches made and filled concurrently): each complete", async () => {
+    const fresh = superproject(mkdtempSync(join(base, "concurrent-")));
+    const ids = ["sub-p1", "sub-p2", "sub-p3", "sub-p4"];
+    const results = await Promise.all(ids.map((id) => d.create(dirInput(id, fresh.path), { env: PROGRESS })));
+    for (const r of results) expect(r.message).toBe("");
+    for (const id of ids) expectComplete(workspaceLayout(d.root, id).checkout, fresh);
+    for (const id of ids) expect((await d.op("destroy", id)).ok).toBe(true);
   });
 
   it("destroy drops the workspace's pins in the submodule caches; the caches stay", async () => {
