@@ -127,7 +127,8 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
   const onFrame = (f: Frame) => {
     const msg = agentMessage(f);
     if (msg?.type === "progress") {
-      // Checkout starts only after objects are in place: none were needed if no transfer began.
+      // Checkout starts only after all objects are in place: the superproject needed none if it
+      // reported none (a submodule's transfer alone does not count).
       if (msg.phase === "checkout" && !reported) noObjects();
       progress.mark(msg.phase);
     }

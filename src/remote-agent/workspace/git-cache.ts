@@ -21,8 +21,10 @@ export function cachePath(root: string, projectKey: string): string {
 }
 
 /** Submodules' caches live inside their project's cache: they go (and stay) with it. */
+const moduleCaches = (cache: string) => join(cache, "paseo-modules");
+
 export function moduleCachePath(cache: string, moduleKey: string): string {
-  return join(cache, "paseo-modules", `${moduleKey}.git`);
+  return join(moduleCaches(cache), `${moduleKey}.git`);
 }
 
 export function workspaceRef(key: string): string {
@@ -102,7 +104,8 @@ export async function unpinCommit(root: string, projectKey: string | null, key: 
   const cache = cachePath(root, projectKey);
   if (!existsSync(join(cache, "objects"))) return;
   await git(["update-ref", "-d", workspaceRef(key)], { cwd: cache });
-  const modules = dirname(moduleCachePath(cache, key));
+  // The same workspace's pins in its submodules' caches.
+  const modules = moduleCaches(cache);
   for (const name of existsSync(modules) ? readdirSync(modules) : []) {
     await git(["update-ref", "-d", workspaceRef(key)], { cwd: join(modules, name) });
   }
