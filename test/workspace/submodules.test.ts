@@ -74,6 +74,9 @@ describe("submodules over SSH", () => {
     expect(r.message).toBe("");
     const checkout = workspaceLayout(d.root, "sub-a").checkout;
     expectComplete(checkout);
+    // As in a normal clone, `git submodule update` finds nothing to do (no network needed).
+    expect(gitAsRemoteUser(checkout, ["submodule", "update", "--recursive"])).toBe("");
+    expectComplete(checkout);
     const lines = progressLines(r.stderr);
     expect(lines.filter((p) => p.phase === "submodule-not-initialised")).toEqual([expect.objectContaining({ path: "libs/absent" })]);
     const sent = lines.filter((p) => p.phase === "submodule-objects-sent");
