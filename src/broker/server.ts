@@ -14,7 +14,7 @@ import { withLock } from "./lock.js";
 import type { BrokerPaths } from "./paths.js";
 import { ChannelPool, type Lease, type StreamLease } from "./pool.js";
 import { BrokerRequestSchema, WindowMessageSchema, readLine, writeLine, type BrokerResult } from "./wire.js";
-import { parseJson } from "../shared/guards.js";
+import { parseJson, windowDimension } from "../shared/guards.js";
 import * as z from "../contract/zod-mini.js";
 import { listenUnix } from "../shared/listen-unix.js";
 
@@ -335,7 +335,7 @@ export class BrokerServer {
       return;
     }
     const msg = WindowMessageSchema.safeParse(value);
-    if (msg.success) channel.setWindow(msg.data.rows, msg.data.cols);
+    if (msg.success) channel.setWindow(windowDimension(msg.data.rows), windowDimension(msg.data.cols));
   }
 
   /** Terminal output goes back raw; client input arrives framed (keystrokes, window, EOF). */

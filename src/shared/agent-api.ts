@@ -19,6 +19,7 @@ import {
   isInteger,
   isNumber,
   isPositiveInt,
+  windowDimension,
   isRecord,
   isString,
   literal,
@@ -359,7 +360,10 @@ export function decodeAgentMessage(payload: Buffer | string): AgentMessage | nul
 
 /** A runtime's JSON frame after the request, or null when it is not one of the messages above. */
 export function decodeRuntimeMessage(payload: Buffer | string): RuntimeMessage | null {
-  return decode<RuntimeMessage>(RUNTIME_MESSAGES, payload);
+  const msg = decode<RuntimeMessage>(RUNTIME_MESSAGES, payload);
+  // A peer's numbers are clamped to what the terminal can take.
+  if (msg?.type === "resize") return { ...msg, rows: windowDimension(msg.rows), cols: windowDimension(msg.cols) };
+  return msg;
 }
 
 const isWorkspaceView: Guard<WorkspaceView> = object({

@@ -241,11 +241,14 @@ export class ExecSession {
   }
 }
 
-/** The `resume` field of an exec.run request, checked (the agent trusts no input). */
+/** The longest reconnect grace (the option's bound); a timer past 2^31 ms would fire at once. */
+export const MAX_GRACE_MS = 86_400_000;
+
+/** The `resume` field of an exec.run request, checked (the agent trusts no input); the grace clamped. */
 export function parseResume(v: unknown): { token: string; graceMs: number } | null {
   if (v === undefined) return null;
   if (!isRecord(v) || typeof v.token !== "string" || !RESUME_TOKEN.test(v.token) || !isInteger(v.graceMs) || v.graceMs < 0) {
     throw new RuntimeError("input", "exec request has an invalid resume field");
   }
-  return { token: v.token, graceMs: v.graceMs };
+  return { token: v.token, graceMs: Math.min(v.graceMs, MAX_GRACE_MS) };
 }

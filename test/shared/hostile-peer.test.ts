@@ -1,0 +1,181 @@
+// A hostile or broken peer of the mux (a compromised host daemon, or a broker that is not ours)
+// and of an agent conversation cannot grow this side's memory without bound nor break its timers
+// (pure logic over in-memory channels): a peer that sends PINGs and never reads is no longer read
+// once the PONGs it does not take pile up; credit beyond the window is clamped; a HELLO's numbers
+// are clamped (keepaliveMs 1e10 overflowed node's timer into a ping every millisecond); and
+// unfinished JSON messages are bounded per conversation and for the whole agent.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Duplex } from "node:stream";
+import { afterAll, describe, expect, it } from "vitest";
+import {
+  MAX_CONTROL_BACKLOG,
+  MAX_PEER_KEEPALIVE_MS,
+  MUX_VERSION,
+  Mux,
+  MuxFrame,
+  STREAM_WINDOW,
+  encodeMuxFrame,
+  sanitizeHello,
+} from "../../src/shared/mux.js";
+import { FrameKind, MAX_FRAME_PAYLOAD, encodeFrame, encodeJson } from "../../src/shared/frames.js";
+import { MAX_HELD_BYTES, heldBytes, serveConversation, type ConversationPort } from "../../src/remote-agent/conversation.js";
+import type { ConversationEnd } from "../../src/remote-agent/context.js";
+
+const tick = () => new Promise((r) => setImmediate(r));
+
+/** A channel end whose peer never reads: writes are never completed. `release()` lets them through. */
+function unreadEnd(): { raw: Duplex; frames: () => number[]; release(): void } {
+  const pending: Array<() => void> = [];
+  const types: number[] = [];
+  let flowing = false;
+  const raw = new Duplex({
+    read() {},
+    write(chunk: Buffer, _enc, cb) {
+      types.push(chunk.readUInt8(0));
+      if (flowing) cb();
+      else pending.push(cb);
+    },
+  });
+  return {
+    raw,
+    frames: () => types,
+    release: () => {
+      flowing = true;
+      for (const cb of pending.splice(0)) cb();
+    },
+  };
+}
+
+function hello(role: "client" | "server", extra: Record<string, unknown> = {}): Buffer {
+  return encodeMuxFrame(MuxFrame.Hello, 0, Buffer.from(JSON.stringify({ v: MUX_VERSION, role, build: "x", keepaliveMs: 0, ...extra })));
+}
+
+const PING = encodeMuxFrame(MuxFrame.Ping, 0, Buffer.alloc(0));
+
+describe("a mux peer that sends and never reads", () => {
+  it("8 MiB of PINGs: the PONGs it does not take stay bounded, its input is not read meanwhile, and flow resumes once it reads", async () => {
+    const { raw, release } = unreadEnd();
+    const m = new Mux(raw, { role: "server", build: "s" });
+    raw.push(hello("client"));
+    // 64 KiB chunks of PINGs, as a socket delivers them, 8 MiB in all (each one owed a PONG).
+    const chunk = Buffer.concat(Array.from({ length: 7281 }, () => PING));
+    for (let sent = 0; sent < 8 * 1024 * 1024; sent += chunk.length) {
+      raw.push(chunk);
+      await tick();
+    }
+    const bound = raw.writableHighWaterMark + 64 * 1024 + MAX_CONTROL_BACKLOG + chunk.length;
+    expect(raw.writableLength).toBeLessThanOrEqual(bound);
+    expect(raw.isPaused()).toBe(true);
+    expect(m.closed).toBe(false);
+    // The peer reads again: everything it was owed is written, its input read again.
+    release();
+    await tick();
+    expect(raw.isPaused()).toBe(false);
+    expect(raw.writableLength).toBe(0);
+  });
+
+  it("credit beyond the window is clamped: a stream never has more than one window on the channel", async () => {
+    const { raw, release } = unreadEnd();
+    release();
+    const written: Buffer[] = [];
+    raw.on("data", () => undefined);
+    const origWrite = raw.write.bind(raw);
+    raw.write = ((chunk: Buffer, ...rest: unknown[]) => {
+      written.push(chunk);
+      return (origWrite as (c: Buffer, ...r: unknown[]) => boolean)(chunk, ...rest);
+    }) as typeof raw.write;
+    const m = new Mux(raw, { role: "client", build: "c" });
+    raw.push(hello("server"));
+    await tick();
+    const s = m.open({});
+    // A peer that grants 4 GiB it never received anything for.
+    raw.push(encodeMuxFrame(MuxFrame.Credit, s.id, Buffer.from([0xff, 0xff, 0xff, 0xff])));
+    await tick();
+    for (let i = 0; i < 10; i++) s.write(Buffer.alloc(1024 * 1024));
+    for (let i = 0; i < 50; i++) await tick();
+    const data = written.filter((w) => w.readUInt8(0) === MuxFrame.Data).reduce((n, w) => n + w.length - 9, 0);
+    expect(data).toBe(STREAM_WINDOW);
+  });
+});
+
+describe("a HELLO's fields", () => {
+  it("keepaliveMs 1e10 is clamped: the server does not ping every millisecond", async () => {
+    const { raw, frames, release } = unreadEnd();
+    release();
+    const m = new Mux(raw, { role: "server", build: "s" });
+    raw.push(hello("client", { keepaliveMs: 1e10 }));
+    await new Promise((r) => setTimeout(r, 300));
+    expect(m.peerHello?.keepaliveMs).toBe(MAX_PEER_KEEPALIVE_MS);
+    expect(frames().filter((t) => t === MuxFrame.Ping)).toEqual([]);
+    m.close("test over");
+  });
+
+  it("every number is clamped or dropped; a HELLO without a role is refused", () => {
+    expect(sanitizeHello({ v: MUX_VERSION, role: "client", build: "b", keepaliveMs: 1 })?.keepaliveMs).toBe(100);
+    expect(sanitizeHello({ v: MUX_VERSION, role: "client", build: "b", keepaliveMs: -5 })?.keepaliveMs).toBe(0);
+    expect(sanitizeHello({ v: MUX_VERSION, role: "client", build: "b", keepaliveMs: "9" })?.keepaliveMs).toBe(0);
+    expect(sanitizeHello({ v: MUX_VERSION, role: "client", build: "b", keepaliveMs: Infinity })?.keepaliveMs).toBe(0);
+    expect(sanitizeHello({ v: MUX_VERSION, role: "server", build: "b", keepaliveMs: 0, pid: 2 ** 40 })).toEqual({
+      v: MUX_VERSION,
+      role: "server",
+      build: "b",
+      keepaliveMs: 0,
+    });
+    expect(sanitizeHello({ v: MUX_VERSION, role: "server", build: "b".repeat(10_000), keepaliveMs: 0, pid: 7 })).toMatchObject({
+      build: "b".repeat(200),
+      pid: 7,
+    });
+    expect(sanitizeHello({ v: MUX_VERSION, build: "b", keepaliveMs: 0 })).toBeNull();
+  });
+});
+
+describe("an agent conversation's unfinished messages", () => {
+  const root = mkdtempSync(join(tmpdir(), "paseo-hostile-conv-"));
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+  function conversation(): { push(b: Buffer): void; answers: Buffer[]; finished: () => boolean | null; close(how: ConversationEnd): void } {
+    let onData!: (chunk: Buffer) => void;
+    let onClose!: (how: ConversationEnd) => void;
+    const answers: Buffer[] = [];
+    let failed: boolean | null = null;
+    const port: ConversationPort = {
+      write: (b) => (answers.push(b), true),
+      drained: () => Promise.resolve(),
+      pauseInput: () => undefined,
+      resumeInput: () => undefined,
+      finish: (f) => (failed = f),
+      onData: (l) => (onData = l),
+      onClose: (l) => (onClose = l),
+    };
+    serveConversation(port, { agentDir: root, nodePath: process.execPath, resolveRoot: () => root });
+    return { push: (b) => onData(b), answers, finished: () => failed, close: (how) => onClose(how) };
+  }
+
+  const PART = encodeFrame(FrameKind.JsonPart, Buffer.alloc(MAX_FRAME_PAYLOAD, 0x20));
+
+  it("JSON parts that never end are bounded for the whole agent: the conversation that goes past it fails as input", () => {
+    const perConversation = 50;
+    const convs = [conversation(), conversation(), conversation()];
+    for (const c of convs) for (let i = 0; i < perConversation && c.finished() === null; i++) c.push(PART);
+    expect(convs.map((c) => c.finished())).toEqual([null, null, true]);
+    expect(Buffer.concat(convs[2]!.answers).toString()).toMatch(/unfinished messages of this agent's conversations exceed/);
+    expect(heldBytes()).toBeLessThanOrEqual(MAX_HELD_BYTES);
+    // Conversations that go away give their share back.
+    for (const c of convs) c.close("client-gone");
+    expect(heldBytes()).toBe(0);
+  });
+
+  it("after its request, a conversation takes no JSON message longer than one frame", async () => {
+    const c = conversation();
+    // The request is taken (its op answers at once, the conversation stays open to its peer).
+    c.push(encodeJson({ op: "exec.processes", root }));
+    c.push(PART);
+    c.push(PART);
+    await tick();
+    expect(Buffer.concat(c.answers).toString()).toMatch(/JSON message longer than 1048576 bytes/);
+    c.close("end");
+    expect(heldBytes()).toBe(0);
+  });
+});
