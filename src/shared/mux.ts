@@ -58,6 +58,8 @@ export const MAX_PEER_KEEPALIVE_MS = 3_600_000;
  * never gets close (CREDIT is 13 bytes per 512 KiB taken).
  */
 export const MAX_CONTROL_BACKLOG = 1024 * 1024;
+/** Control frames queued while congested above which input is not read either (each costs a write request). */
+export const MAX_CONTROL_FRAMES = 4096;
 /** Longest `build` string kept from a peer's HELLO (diagnostics only). */
 const MAX_HELLO_BUILD = 200;
 
@@ -340,6 +342,10 @@ export class Mux extends EventEmitter<MuxEvents> {
   private congested = false;
   /** Input is not read while our unsent control output is over MAX_CONTROL_BACKLOG. */
   private inputHeld = false;
+  /** Frames written since the channel last asked for draining. */
+  private congestedWrites = 0;
+  /** A PING arrived while congested: one PONG goes out at the next drain (any byte proves life). */
+  private pongOwed = false;
   private pumping = false;
   private parsing = false;
   private nextId: number;
@@ -373,6 +379,11 @@ export class Mux extends EventEmitter<MuxEvents> {
     transport.resume();
     transport.on("drain", () => {
       this.congested = false;
+      this.congestedWrites = 0;
+      if (this.pongOwed) {
+        this.pongOwed = false;
+        this.writeFrame(MuxFrame.Pong, 0, Buffer.alloc(0));
+      }
       if (this.inputHeld) {
         this.inputHeld = false;
         transport.resume();
@@ -486,8 +497,10 @@ export class Mux extends EventEmitter<MuxEvents> {
 
   private writeFrame(type: MuxFrame, id: number, payload: Buffer): void {
     if (this.closedWhy !== null || this.transport.destroyed) return;
+    if (this.congested) this.congestedWrites++;
     if (!this.transport.write(encodeMuxFrame(type, id, payload))) this.congested = true;
-    if (!this.inputHeld && this.transport.writableLength > this.transport.writableHighWaterMark + SEND_CHUNK + MAX_CONTROL_BACKLOG) {
+    const backlog = this.transport.writableLength - this.transport.writableHighWaterMark - SEND_CHUNK;
+    if (!this.inputHeld && (backlog > MAX_CONTROL_BACKLOG || this.congestedWrites > MAX_CONTROL_FRAMES)) {
       // The peer is not reading what we answer: stop reading what it sends until it has.
       this.inputHeld = true;
       this.transport.pause();
@@ -609,7 +622,10 @@ export class Mux extends EventEmitter<MuxEvents> {
         return;
       }
       case MuxFrame.Ping:
-        return this.writeFrame(MuxFrame.Pong, 0, Buffer.alloc(0));
+        // A peer that does not read our answers needs no more of them (the drain sends one).
+        if (this.congested) this.pongOwed = true;
+        else this.writeFrame(MuxFrame.Pong, 0, Buffer.alloc(0));
+        return;
       case MuxFrame.Pong:
         return;
       case MuxFrame.GoAway:

@@ -1,7 +1,8 @@
 // A hostile or broken peer of the mux (a compromised host daemon, or a broker that is not ours)
 // and of an agent conversation cannot grow this side's memory without bound nor break its timers
-// (pure logic over in-memory channels): a peer that sends PINGs and never reads is no longer read
-// once the PONGs it does not take pile up; credit beyond the window is clamped; a HELLO's numbers
+// (pure logic over in-memory channels): a peer that sends PINGs and never reads is owed one PONG,
+// not one per PING; one whose other requests earn answers it does not take is no longer read once
+// they pile up; credit beyond the window is clamped; a HELLO's numbers
 // are clamped (keepaliveMs 1e10 overflowed node's timer into a ping every millisecond); and
 // unfinished JSON messages are bounded per conversation and for the whole agent.
 import { mkdtempSync, rmSync } from "node:fs";
@@ -55,25 +56,47 @@ function hello(role: "client" | "server", extra: Record<string, unknown> = {}): 
 const PING = encodeMuxFrame(MuxFrame.Ping, 0, Buffer.alloc(0));
 
 describe("a mux peer that sends and never reads", () => {
-  it("8 MiB of PINGs: the PONGs it does not take stay bounded, its input is not read meanwhile, and flow resumes once it reads", async () => {
-    const { raw, release } = unreadEnd();
+  it("8 MiB of PINGs: while it does not read, no PONG piles up; one goes out once it reads", async () => {
+    const { raw, frames, release } = unreadEnd();
     const m = new Mux(raw, { role: "server", build: "s" });
     raw.push(hello("client"));
-    // 64 KiB chunks of PINGs, as a socket delivers them, 8 MiB in all (each one owed a PONG).
+    // 64 KiB chunks of PINGs, as a socket delivers them, 8 MiB in all (each one owed a PONG before).
     const chunk = Buffer.concat(Array.from({ length: 7281 }, () => PING));
     for (let sent = 0; sent < 8 * 1024 * 1024; sent += chunk.length) {
       raw.push(chunk);
       await tick();
     }
-    const bound = raw.writableHighWaterMark + 64 * 1024 + MAX_CONTROL_BACKLOG + chunk.length;
-    expect(raw.writableLength).toBeLessThanOrEqual(bound);
-    expect(raw.isPaused()).toBe(true);
+    expect(raw.writableLength).toBeLessThanOrEqual(raw.writableHighWaterMark + 64 * 1024);
     expect(m.closed).toBe(false);
-    // The peer reads again: everything it was owed is written, its input read again.
     release();
     await tick();
-    expect(raw.isPaused()).toBe(false);
+    // What fitted under the high-water mark before it stopped reading, and the one owed since.
+    const pongs = frames().filter((t) => t === MuxFrame.Pong).length;
+    expect(pongs).toBeGreaterThan(0);
+    expect(pongs).toBeLessThanOrEqual(Math.ceil(raw.writableHighWaterMark / PING.length) + 1);
     expect(raw.writableLength).toBe(0);
+  });
+
+  it("OPENs it is refused while it never reads: its input is no longer read once the RESETs pile up, and is read again once it reads", async () => {
+    const { raw, release } = unreadEnd();
+    // No "stream" listener: every OPEN is answered with a RESET (not accepting streams).
+    const m = new Mux(raw, { role: "server", build: "s" });
+    raw.push(hello("client"));
+    let id = 1;
+    const opens = () => Buffer.concat(Array.from({ length: 1000 }, () => encodeMuxFrame(MuxFrame.Open, (id += 2), Buffer.from("{}"))));
+    for (let i = 0; i < 200; i++) {
+      raw.push(opens());
+      await tick();
+    }
+    const bound = raw.writableHighWaterMark + 64 * 1024 + MAX_CONTROL_BACKLOG + 1000 * 100;
+    expect(raw.writableLength).toBeLessThanOrEqual(bound);
+    expect(raw.isPaused()).toBe(true);
+    expect(raw.readableLength).toBeGreaterThan(0);
+    expect(m.closed).toBe(false);
+    release();
+    for (let i = 0; i < 20 && raw.readableLength > 0; i++) await tick();
+    expect(raw.isPaused()).toBe(false);
+    expect(raw.readableLength).toBe(0);
   });
 
   it("credit beyond the window is clamped: a stream never has more than one window on the channel", async () => {
