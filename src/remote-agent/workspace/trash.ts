@@ -47,7 +47,8 @@ export function removeTree(path: string): Promise<void> {
     });
     child.once("close", (code, signal) => {
       clearTimeout(timer);
-      if (code === 0) return resolve();
+      // Another deleter may have raced this one through the same tree: gone is gone.
+      if (code === 0 || !existsSync(path)) return resolve();
       const why = oneLine(stderr) || (signal ? `rm ended by ${signal}` : `rm exited ${code}`);
       reject(new RuntimeError("remote", `could not delete ${path}: ${why}`));
     });
@@ -114,7 +115,15 @@ export function olderThan(path: string, ms: number): boolean {
   }
 }
 
-const staleTrash = (name: string, path: string) => name.startsWith(TRASH_PREFIX) && olderThan(path, TRASH_STALE_MS);
+/** A trash entry moved there over TRASH_STALE_MS ago (the rename set its ctime; its mtime may be years old). */
+function staleTrash(name: string, path: string): boolean {
+  if (!name.startsWith(TRASH_PREFIX)) return false;
+  try {
+    return Date.now() - statSync(path).ctimeMs > TRASH_STALE_MS;
+  } catch {
+    return false;
+  }
+}
 
 /** Deletes, in the background, trash that killed agents left behind. */
 function sweepStaleTrash(root: string): void {
