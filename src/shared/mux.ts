@@ -62,6 +62,8 @@ export const MAX_CONTROL_BACKLOG = 1024 * 1024;
 export const MAX_CONTROL_FRAMES = 4096;
 /** Longest `build` string kept from a peer's HELLO (diagnostics only). */
 const MAX_HELLO_BUILD = 200;
+/** Longest RESET message kept from a peer. */
+export const MAX_RESET_MESSAGE = 500;
 
 /**
  * Why a stream was reset: the client went away without ending it (its wrapper was killed), the
@@ -668,7 +670,8 @@ export class Mux extends EventEmitter<MuxEvents> {
         if (!r) return;
         const reasons: ResetReason[] = ["client-gone", "link-lost", "refused", "error"];
         const reason = reasons.includes(r.reason as ResetReason) ? (r.reason as ResetReason) : "error";
-        this.streams.get(id)?.onReset(reason, typeof r.message === "string" ? r.message : undefined);
+        // The message may reach a user's one error line: a peer's is cut to a line's length.
+        this.streams.get(id)?.onReset(reason, typeof r.message === "string" ? r.message.slice(0, MAX_RESET_MESSAGE) : undefined);
         return;
       }
     }

@@ -17,8 +17,10 @@ import {
   Mux,
   MuxFrame,
   STREAM_WINDOW,
+  MAX_RESET_MESSAGE,
   encodeMuxFrame,
   sanitizeHello,
+  type StreamClose,
 } from "../../src/shared/mux.js";
 import { FrameKind, MAX_FRAME_PAYLOAD, encodeFrame, encodeJson } from "../../src/shared/frames.js";
 import { MAX_HELD_BYTES, heldBytes, serveConversation, type ConversationPort } from "../../src/remote-agent/conversation.js";
@@ -123,7 +125,19 @@ describe("a mux peer that sends and never reads", () => {
   });
 });
 
-describe("a HELLO's fields", () => {
+describe("a peer's fields", () => {
+  it("a RESET message is cut to one line's length", async () => {
+    const { raw, release } = unreadEnd();
+    release();
+    const m = new Mux(raw, { role: "client", build: "c" });
+    raw.push(hello("server"));
+    await tick();
+    const s = m.open({});
+    const closed = new Promise<StreamClose>((r) => s.once("close", r));
+    raw.push(encodeMuxFrame(MuxFrame.Reset, s.id, Buffer.from(JSON.stringify({ reason: "error", message: "x".repeat(100_000) }))));
+    expect((await closed).message).toBe("x".repeat(MAX_RESET_MESSAGE));
+  });
+
   it("keepaliveMs 1e10 is clamped: the server does not ping every millisecond", async () => {
     const { raw, frames, release } = unreadEnd();
     release();
