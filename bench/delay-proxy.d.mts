@@ -10,6 +10,11 @@ export interface DelayProxy {
    * Call the returned function to end it; held-back bytes and connections then proceed.
    */
   blackhole(): () => void;
+  /**
+   * Starts an outage of a host whose sshd is down: every connection is reset and the port stops
+   * listening (new connections are refused). Call the returned function to listen again.
+   */
+  refuse(): () => void;
   close(): Promise<void>;
 }
 

@@ -3,10 +3,11 @@
 // the link the ways networks do: cutAll() closes every connection (FIN, or RST with
 // { reset: true }), blackhole() stalls it — nothing crosses in either direction and new
 // connections get no answer — until the returned function ends the outage, when everything held
-// back flows again as TCP would deliver it after retransmission. Only 127.0.0.1 targets; every
-// run is bounded.
+// back flows again as TCP would deliver it after retransmission; refuse() resets every connection
+// and stops listening (a host whose sshd is down: new connections are refused) until the returned
+// function listens on the same port again. Only 127.0.0.1 targets; every run is bounded.
 //
-// As a module: `startDelayProxy({ targetPort, delayMs })` -> { port, cutAll(), blackhole(), close() };
+// As a module: `startDelayProxy({ targetPort, delayMs })` -> { port, cutAll(), blackhole(), refuse(), close() };
 // `onForward({ direction: "up" | "down", bytes, receivedAt, sentAt })` (epoch ms) reports every
 // chunk it passes on, which the bench's profiles use to see when bytes were on the wire.
 // As a program: `node bench/delay-proxy.mjs <targetPort> <delayMs> [maxSeconds]` prints the port;
@@ -116,11 +117,24 @@ export function startDelayProxy({ targetPort, targetHost = "127.0.0.1", delayMs,
       for (const f of waiting) f();
     };
   }
+  let refusing = false;
+  function refuse() {
+    const port = server.address().port;
+    refusing = true;
+    server.close();
+    cutAll({ reset: true });
+    return () => {
+      if (!refusing) return;
+      refusing = false;
+      server.listen(port, "127.0.0.1");
+    };
+  }
   function close() {
     clearTimeout(lifetime);
     link.held = false;
     link.onRelease.clear();
     cutAll();
+    if (refusing) return Promise.resolve();
     return new Promise((resolve) => server.close(() => resolve()));
   }
   return new Promise((resolve, reject) => {
@@ -130,6 +144,7 @@ export function startDelayProxy({ targetPort, targetHost = "127.0.0.1", delayMs,
         port: server.address().port,
         cutAll,
         blackhole,
+        refuse,
         close,
         get connections() {
           return sockets.size;

@@ -20,15 +20,15 @@ import {
   type WindowMessage,
 } from "./wire.js";
 import { AGENT_READY_TIMEOUT_MS, AgentChannel } from "../transport/agent-channel.js";
-import { callAgent, type PtyChannel, type PtyRequest, type RemoteHost } from "../transport/host.js";
+import { callAgent, type AgentOpenOptions, type PtyChannel, type PtyRequest, type RemoteHost } from "../transport/host.js";
 import type { AgentAnswer, OneShotOp, OpRequest } from "../shared/agent-api.js";
 
-/** The header of an agent conversation (`session`, `reattach`: a resumable exec's, see RemoteHost.openAgent). */
-function agentRequest(opts: { session?: string; reattach?: boolean } = {}): BrokerRequest {
+/** The header of an agent conversation (`session`, `reattach`, `gen`: a resumable exec's, see RemoteHost.openAgent). */
+function agentRequest(opts: AgentOpenOptions = {}): BrokerRequest {
   return {
     kind: "agent",
     ...(opts.session !== undefined ? { session: opts.session } : {}),
-    ...(opts.reattach === true ? { reattach: true } : {}),
+    ...(opts.reattach === true ? { reattach: true, gen: opts.gen ?? 0 } : {}),
   };
 }
 
@@ -71,11 +71,14 @@ export class BrokerHost implements RemoteHost {
 
   /**
    * Names the channel and waits for the broker's verdict. The broker may first have to reconnect
-   * or wait for a free session, so the bound covers that plus agent start.
+   * or wait for a free session, so the bound covers that plus agent start; a re-attachment waits
+   * until `waitUntil` instead (the broker holds it for as long as the link is down, and closing
+   * on it would read as the wrapper's death).
    */
-  private async request(req: BrokerRequest): Promise<Socket> {
+  private async request(req: BrokerRequest, waitUntil?: number): Promise<Socket> {
     const connect = this.options.connectTimeoutMs;
-    const timeoutMs = Math.max(ACQUIRE_WAIT_MS, reconnectWindowMs(connect)) + connect + AGENT_READY_TIMEOUT_MS;
+    const bound = Math.max(ACQUIRE_WAIT_MS, reconnectWindowMs(connect)) + connect + AGENT_READY_TIMEOUT_MS;
+    const timeoutMs = waitUntil === undefined ? bound : Math.max(bound, waitUntil - Date.now());
     for (let attempt = 0; ; attempt++) {
       let sock = this.preDialled;
       this.preDialled = undefined;
@@ -105,8 +108,8 @@ export class BrokerHost implements RemoteHost {
     }
   }
 
-  async openAgent(opts: { session?: string; reattach?: boolean } = {}): Promise<AgentChannel> {
-    const sock = await this.request(agentRequest(opts));
+  async openAgent(opts: AgentOpenOptions = {}): Promise<AgentChannel> {
+    const sock = await this.request(agentRequest(opts), opts.waitUntil);
     const ch = new AgentChannel({ stdin: sock, stdout: sock, destroy: () => sock.destroy() });
     sock.resume();
     await ch.ready;

@@ -65,11 +65,14 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
   private readonly extraTimer: NodeJS.Timeout;
   /**
    * Resumable execs whose wrapper went away while the link was (or may have been) down: token →
-   * when to forget it (the daemon reaps it by then anyway) and which channel must not count as
-   * "back" (the one a client-gone reset was already sent on, if any).
+   * the attach generation whose client went, when to forget it (the daemon reaps it by then
+   * anyway) and which channel must not count as "back" (the one a client-gone reset was already
+   * sent on, if any).
    */
-  private readonly abandons = new Map<string, { until: number; after: { link: DaemonLink; opened: number } | null }>();
+  private readonly abandons = new Map<string, { gen: number; until: number; after: { link: DaemonLink; opened: number } | null }>();
   private flushing = false;
+  /** The latest attach generation each resumable exec asked this broker for (bounded like abandons). */
+  private readonly attachedGen = new Map<string, number>();
 
   constructor(
     private readonly options: RuntimeOptions,
@@ -286,12 +289,34 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
    * sent on that link's current channel, which may have been silently dead: only a newer channel
    * counts). Forgotten after reconnectGraceMs, when the daemon reaps the exec by itself.
    */
-  abandonWhenBack(token: string, sentOn?: DaemonLink): void {
+  abandonWhenBack({ token, gen }: { token: string; gen: number }, sentOn?: DaemonLink): void {
     if (this.closed) return;
+    // A later generation of this exec is alive (it attached, or asked to, after this one).
+    if ((this.attachedGen.get(token) ?? 0) > gen) return;
+    const pending = this.abandons.get(token);
+    if (pending && pending.gen > gen) return;
     if (this.abandons.size >= MAX_ABANDONS) this.abandons.delete(this.abandons.keys().next().value!);
     const after = sentOn ? { link: sentOn, opened: sentOn.channelsOpened } : null;
-    this.abandons.set(token, { until: Date.now() + this.options.reconnectGraceMs, after });
+    this.abandons.set(token, { gen, until: Date.now() + this.options.reconnectGraceMs, after });
     void this.flushAbandons();
+  }
+
+  /**
+   * A resumable exec's wrapper asks to re-attach at generation `gen`: it is alive, so an abandon
+   * pending for an earlier generation is dropped (the daemon would ignore it as well, but only
+   * once this attachment reached it first).
+   */
+  attaching({ token, gen }: { token: string; gen: number }): void {
+    const pending = this.abandons.get(token);
+    if (pending && pending.gen < gen) {
+      this.abandons.delete(token);
+      this.log("a resumable exec's wrapper came back: the abandon pending for its earlier conversation is dropped");
+    }
+    if ((this.attachedGen.get(token) ?? -1) < gen) {
+      this.attachedGen.delete(token);
+      if (this.attachedGen.size >= MAX_ABANDONS) this.attachedGen.delete(this.attachedGen.keys().next().value!);
+      this.attachedGen.set(token, gen);
+    }
   }
 
   /**
@@ -323,8 +348,8 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
       for (const [token, a] of [...this.abandons]) {
         if (a.after && a.after.link === conn.host.link && a.after.link.channelsOpened === a.after.opened) continue;
         try {
-          await conn.host.call("exec.abandon", { token }, RETIRE_WAIT_MS * 5);
-          this.abandons.delete(token);
+          await conn.host.call("exec.abandon", { token, gen: a.gen }, RETIRE_WAIT_MS * 5);
+          if (this.abandons.get(token) === a) this.abandons.delete(token);
           this.log("a resumable exec whose wrapper went away during an outage was abandoned on the host");
         } catch (err) {
           this.log(`abandoning an exec failed (kept for the next channel): ${oneLine((err as Error).message)}`);

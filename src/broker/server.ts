@@ -14,7 +14,7 @@ import { withLock } from "./lock.js";
 import type { BrokerPaths } from "./paths.js";
 import { ChannelPool, type Lease, type StreamLease } from "./pool.js";
 import { BrokerRequestSchema, WindowMessageSchema, readLine, writeLine, type BrokerResult } from "./wire.js";
-import { parseJson } from "../shared/guards.js";
+import { parseJson, windowDimension } from "../shared/guards.js";
 import * as z from "../contract/zod-mini.js";
 import { listenUnix } from "../shared/listen-unix.js";
 
@@ -22,6 +22,12 @@ import { listenUnix } from "../shared/listen-unix.js";
 const HEADER_TIMEOUT_MS = 10_000;
 /** A resumable exec's client waiting through an outage: how often the pool is asked again. */
 const SESSION_RETRY_MS = 1000;
+
+/** A resumable exec's conversation: its token and attach generation (src/shared/resume.ts). */
+export interface Session {
+  token: string;
+  gen: number;
+}
 
 export interface BrokerConfig {
   options: RuntimeOptions;
@@ -201,9 +207,14 @@ export class BrokerServer {
           sock.end();
           await this.stop("asked to shut down");
           return;
-        case "agent":
-          if (req.session !== undefined && req.reattach === true) return await this.bridgeSession(sock, req.session);
-          return this.bridgeStream(sock, await this.pool.stream(), req.session);
+        case "agent": {
+          if (req.session === undefined) return this.bridgeStream(sock, await this.pool.stream());
+          const session: Session = { token: req.session, gen: req.gen ?? 0 };
+          if (req.reattach !== true) return this.bridgeStream(sock, await this.pool.stream(), session);
+          // The wrapper is alive at this generation: an abandon pending for an earlier one is void.
+          this.pool.attaching(session);
+          return await this.bridgeSession(sock, session);
+        }
         case "pty":
           return this.bridgePty(sock, await this.pool.pty(req.args, req.pty));
       }
@@ -223,7 +234,7 @@ export class BrokerServer {
    * has the exec abandoned as soon as a channel is back. (Its first conversation fails like any
    * operation when the host cannot be reached: there is no exec to keep yet.)
    */
-  private async bridgeSession(sock: Socket, token: string): Promise<void> {
+  private async bridgeSession(sock: Socket, session: Session): Promise<void> {
     // Read while waiting, or its going away (EOF on a half-open socket) would not be seen; a
     // client sends nothing before our answer, but whatever it does send is kept for the stream.
     let gone = false;
@@ -239,7 +250,7 @@ export class BrokerServer {
           sock.pause();
           sock.off("data", onData).off("end", onGone).off("close", onGone);
           if (early.length > 0) sock.unshift(Buffer.concat(early));
-          return this.bridgeStream(sock, lease, token);
+          return this.bridgeStream(sock, lease, session);
         }
         lease.stream.reset("client-gone");
         lease.release();
@@ -252,7 +263,7 @@ export class BrokerServer {
       }
       sock.destroy();
       this.cfg.log("the wrapper of a resumable exec went away while waiting for the link: its exec is abandoned once a channel is back");
-      this.pool.abandonWhenBack(token);
+      this.pool.abandonWhenBack(session);
       return;
     }
   }
@@ -266,7 +277,7 @@ export class BrokerServer {
    * that goes away without ending is also reported to the pool, in case the reset never arrives (a
    * link that is silently dead).
    */
-  private bridgeStream(sock: Socket, { stream, link, release }: StreamLease, session?: string): void {
+  private bridgeStream(sock: Socket, { stream, link, release }: StreamLease, session?: Session): void {
     if (sock.destroyed) {
       stream.reset("client-gone");
       release();
@@ -324,7 +335,7 @@ export class BrokerServer {
       return;
     }
     const msg = WindowMessageSchema.safeParse(value);
-    if (msg.success) channel.setWindow(msg.data.rows, msg.data.cols);
+    if (msg.success) channel.setWindow(windowDimension(msg.data.rows), windowDimension(msg.data.cols));
   }
 
   /** Terminal output goes back raw; client input arrives framed (keystrokes, window, EOF). */

@@ -58,6 +58,8 @@ export class ExecLink extends EventEmitter<ExecLinkEvents> {
   reattaching = false;
   /** Re-attachments that succeeded (diagnostics). */
   reattached = 0;
+  /** The last attach generation asked for (src/shared/resume.ts): exec.run's conversation is 0. */
+  private gen = 0;
 
   constructor(
     private readonly host: RemoteHost,
@@ -183,7 +185,10 @@ export class ExecLink extends EventEmitter<ExecLinkEvents> {
       }
       await sleep(wait);
       if (this.finished) return;
-      const result = await Promise.race([this.tryAttach(), sleep(Math.max(0, deadline - Date.now())).then(() => "expired" as const)]);
+      const result = await Promise.race([
+        this.tryAttach(deadline),
+        sleep(Math.max(0, deadline - Date.now())).then(() => "expired" as const),
+      ]);
       if (result === "expired") break;
       if (this.finished) {
         // Given up meanwhile (the conversation is failing): a late attachment is let go again.
@@ -223,10 +228,13 @@ export class ExecLink extends EventEmitter<ExecLinkEvents> {
    * One attach attempt: the new channel and what the daemon holds, a fatal error (the daemon does
    * not know the exec any more; a host key or credentials that changed), or why it did not work.
    */
-  private async tryAttach(): Promise<{ ch: AgentChannel; received: number; early: Frame[] } | RuntimeError | string> {
+  private async tryAttach(deadline: number): Promise<{ ch: AgentChannel; received: number; early: Frame[] } | RuntimeError | string> {
+    // Every attempt is a new generation, so an abandon a broker issues for an earlier one (it saw
+    // that conversation's client go) can never reap the exec this attempt is re-attaching to.
+    const gen = ++this.gen;
     let ch: AgentChannel;
     try {
-      ch = await this.host.openAgent({ session: this.opts.token!, reattach: true });
+      ch = await this.host.openAgent({ session: this.opts.token!, reattach: true, gen, waitUntil: deadline });
     } catch (err) {
       if (err instanceof RuntimeError && FATAL.has(err.errorClass)) return err;
       return err instanceof Error ? err.message : String(err);
@@ -262,7 +270,7 @@ export class ExecLink extends EventEmitter<ExecLinkEvents> {
       };
       ch.on("frame", onFrame);
       ch.on("close", onClose);
-      ch.sendJson(requestFor(this.host, "exec.attach", { token: this.opts.token!, received: this.down.received }));
+      ch.sendJson(requestFor(this.host, "exec.attach", { token: this.opts.token!, received: this.down.received, gen }));
     });
   }
 }

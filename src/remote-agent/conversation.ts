@@ -2,7 +2,7 @@
 // the op's answer (a `result` or `error` frame, or the streaming op's own last frame) ends it. The
 // same code serves a one-shot agent on stdin/stdout and every mux stream of the host daemon; only
 // the port (how bytes move and how the end looks) differs.
-import { BinaryFrameDecoder, FrameKind, encodeJson, type Frame } from "../shared/frames.js";
+import { BinaryFrameDecoder, FrameKind, MAX_FRAME_PAYLOAD, encodeJson, type Frame } from "../shared/frames.js";
 import { RuntimeError, toWireError } from "../shared/errors.js";
 import { isRecord, parseJson } from "../shared/guards.js";
 import type { AgentMessage } from "../shared/agent-api.js";
@@ -29,8 +29,31 @@ export interface ConversationHost {
   resolveRoot(root: string): string;
 }
 
+/**
+ * Bytes all conversations of this process may hold for unfinished messages (a request sent as
+ * JSON parts is buffered until its last part; the mux window does not bound that, since the bytes
+ * were taken). Past it the conversation that asks for more fails as malformed input, so a peer
+ * that opens streams of endless JSON parts costs this much memory at most, not 64 MiB a stream.
+ */
+export const MAX_HELD_BYTES = 128 * 1024 * 1024;
+let held = 0;
+
+/** Bytes held for unfinished messages by this process's conversations now (diagnostics, tests). */
+export function heldBytes(): number {
+  return held;
+}
+
 export function serveConversation(port: ConversationPort, host: ConversationHost): void {
   const decoder = new BinaryFrameDecoder();
+  let mine = 0;
+  const account = () => {
+    held += decoder.held - mine;
+    mine = decoder.held;
+  };
+  const release = () => {
+    held -= mine;
+    mine = 0;
+  };
   const frameListeners: Array<(f: Frame) => void> = [];
   const closeListeners: Array<(how: ConversationEnd) => void> = [];
   let request: ReceivedRequest | undefined;
@@ -72,12 +95,17 @@ export function serveConversation(port: ConversationPort, host: ConversationHost
     finish(false);
   };
 
+  let broken = false;
   port.onData((chunk) => {
-    if (finished && !request) return;
+    if (broken || (finished && !request)) return;
     let frames: Frame[];
     try {
       frames = decoder.push(chunk);
+      account();
+      if (held > MAX_HELD_BYTES) throw new Error(`unfinished messages of this agent's conversations exceed ${MAX_HELD_BYTES} bytes`);
     } catch (err) {
+      broken = true;
+      release();
       send({ type: "error", ...toWireError(new RuntimeError("input", String(err))) });
       finish(true);
       return;
@@ -92,6 +120,8 @@ export function serveConversation(port: ConversationPort, host: ConversationHost
           return;
         }
         request = { ...value, op: value.op, root: value.root ?? "" };
+        // Only a request may be long (argv and env); what follows it is frames of one payload.
+        decoder.maxJsonMessage = MAX_FRAME_PAYLOAD;
         void onRequest(request);
       } else {
         for (const l of frameListeners) l(f);
@@ -99,6 +129,7 @@ export function serveConversation(port: ConversationPort, host: ConversationHost
     }
   });
   port.onClose((how) => {
+    release();
     if (closedHow !== null) return;
     closedHow = how;
     for (const l of closeListeners.splice(0)) l(how);

@@ -19,6 +19,7 @@ import {
   isInteger,
   isNumber,
   isPositiveInt,
+  windowDimension,
   isRecord,
   isString,
   literal,
@@ -178,10 +179,15 @@ export interface ExecRunRequest extends WorkspaceTarget {
   resume?: { token: string; graceMs: number };
 }
 
-/** Re-attaches a wrapper to its detached exec: `received` = the last down frame it holds. */
+/**
+ * Re-attaches a wrapper to its detached exec: `received` = the last down frame it holds; `gen` =
+ * which attachment this is (the wrapper counts them from 1; exec.run is 0): an abandon naming an
+ * older one is ignored (see exec.abandon).
+ */
 export interface ExecAttachRequest {
   token: string;
   received: number;
+  gen: number;
 }
 
 /** A request with no fields besides `op` and `root`. */
@@ -206,8 +212,12 @@ export interface AgentOps {
   /** The out-of-band `signal` operation; `waitMs` bounds the wait for the tree to be gone. */
   "exec.signal": { request: WorkspaceTarget & { execId: string; signal: ExecSignal; waitMs?: number }; response: { state: string } };
   "exec.processes": { request: WorkspaceTarget; response: { processes: ProcessInfo[] } };
-  /** The wrapper of a resumable exec died while the link was down: reap it now (unknown tokens: no-op). */
-  "exec.abandon": { request: { token: string }; response: null };
+  /**
+   * The wrapper of a resumable exec went away while the link was down: reap it now (unknown tokens:
+   * no-op). `gen`: the attachment whose client went away; one older than the exec's latest attach
+   * is ignored (the wrapper is alive and came back on another conversation).
+   */
+  "exec.abandon": { request: { token: string; gen: number }; response: null };
 }
 
 export type OneShotOp = keyof AgentOps;
@@ -377,7 +387,10 @@ export function decodeAgentMessage(payload: Buffer | string): AgentMessage | nul
 
 /** A runtime's JSON frame after the request, or null when it is not one of the messages above. */
 export function decodeRuntimeMessage(payload: Buffer | string): RuntimeMessage | null {
-  return decode<RuntimeMessage>(RUNTIME_MESSAGES, payload);
+  const msg = decode<RuntimeMessage>(RUNTIME_MESSAGES, payload);
+  // A peer's numbers are clamped to what the terminal can take.
+  if (msg?.type === "resize") return { ...msg, rows: windowDimension(msg.rows), cols: windowDimension(msg.cols) };
+  return msg;
 }
 
 const isWorkspaceView: Guard<WorkspaceView> = object({

@@ -77,6 +77,8 @@ export class BinaryFrameDecoder {
   private buf: Buffer = Buffer.alloc(0);
   private jsonParts: Buffer[] = [];
   private jsonBytes = 0;
+  /** Longest JSON message accepted from now on (a conversation lowers it after its request). */
+  maxJsonMessage = MAX_JSON_MESSAGE;
 
   push(chunk: Buffer): Frame[] {
     this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
@@ -91,7 +93,7 @@ export class BinaryFrameDecoder {
       this.buf = this.buf.subarray(HEADER + len);
       if (kind === FrameKind.JsonPart || (kind === FrameKind.Json && this.jsonParts.length > 0)) {
         this.jsonBytes += len;
-        if (this.jsonBytes > MAX_JSON_MESSAGE) throw new FrameError(`JSON message longer than ${MAX_JSON_MESSAGE} bytes`);
+        if (this.jsonBytes > this.maxJsonMessage) throw new FrameError(`JSON message longer than ${this.maxJsonMessage} bytes`);
         this.jsonParts.push(payload);
         if (kind === FrameKind.JsonPart) continue;
         frames.push({ kind: FrameKind.Json, payload: Buffer.concat(this.jsonParts) });
@@ -107,6 +109,11 @@ export class BinaryFrameDecoder {
   /** Bytes of an incomplete frame still buffered (non-zero at stream end means truncation). */
   get pending(): number {
     return this.buf.length;
+  }
+
+  /** Bytes held for an unfinished message: the incomplete frame plus the parts of a long JSON message. */
+  get held(): number {
+    return this.buf.length + this.jsonBytes;
   }
 }
 

@@ -16,6 +16,12 @@ export const isInteger: Guard<number> = (v): v is number => Number.isSafeInteger
 /** Sizes, counts and ids that must be whole and at least 1 (PTY rows/cols, resize ids). */
 export const isPositiveInt: Guard<number> = (v): v is number => Number.isSafeInteger(v) && (v as number) >= 1;
 
+/** A terminal dimension as a kernel takes it (TIOCSWINSZ holds an unsigned short): larger ones are clamped. */
+export const MAX_WINDOW_DIMENSION = 65535;
+export function windowDimension(n: number): number {
+  return Math.min(n, MAX_WINDOW_DIMENSION);
+}
+
 export function literal<const T extends string | number | boolean | null>(...values: T[]): Guard<T> {
   return (v): v is T => values.includes(v as T);
 }

@@ -47,6 +47,23 @@ const STREAM_HIGH_WATER = 256 * 1024;
 const GRANT_BATCH = STREAM_WINDOW / 4;
 /** Keepalive: the channel is dead after this many intervals without any byte from the peer. */
 export const MISSED_PINGS = 3;
+/** A peer's keepalive interval is clamped to this range (0 stays "none"): node timers overflow past 2^31 ms. */
+export const MIN_PEER_KEEPALIVE_MS = 100;
+export const MAX_PEER_KEEPALIVE_MS = 3_600_000;
+/**
+ * Unsent control bytes beyond the transport's high-water mark (and one DATA chunk) above which the
+ * channel's input is no longer read. Our own DATA stops at that mark, so only control frames
+ * answering the peer (PONG, CREDIT, RESET) get this far: a peer that sends and never reads is then
+ * held back by its own transport instead of growing this side's memory, and a legitimate peer
+ * never gets close (CREDIT is 13 bytes per 512 KiB taken).
+ */
+export const MAX_CONTROL_BACKLOG = 1024 * 1024;
+/** Control frames queued while congested above which input is not read either (each costs a write request). */
+export const MAX_CONTROL_FRAMES = 4096;
+/** Longest `build` string kept from a peer's HELLO (diagnostics only). */
+const MAX_HELLO_BUILD = 200;
+/** Longest RESET message kept from a peer. */
+export const MAX_RESET_MESSAGE = 500;
 
 /**
  * Why a stream was reset: the client went away without ending it (its wrapper was killed), the
@@ -226,7 +243,8 @@ export class MuxStream extends EventEmitter<MuxStreamEvents> {
   }
 
   onCredit(n: number): void {
-    this.sendCredit += n;
+    // Credit only ever returns what was sent: more from a peer is clamped to the window.
+    this.sendCredit = Math.min(STREAM_WINDOW, this.sendCredit + n);
     this.mux.schedule(this);
   }
 
@@ -300,6 +318,20 @@ export function encodeMuxFrame(type: MuxFrame, id: number, payload: Buffer): Buf
   return frame;
 }
 
+/**
+ * The peer's HELLO as this side uses it: every field checked, numbers clamped (a keepalive of
+ * 1e10 ms would overflow node's timer into a ping every millisecond and a dead-link check that
+ * never fires), or null when it is not a HELLO of this version.
+ */
+export function sanitizeHello(h: Record<string, unknown>): MuxHello | null {
+  if (h.v !== MUX_VERSION || (h.role !== "client" && h.role !== "server")) return null;
+  const k = typeof h.keepaliveMs === "number" && Number.isFinite(h.keepaliveMs) && h.keepaliveMs > 0 ? h.keepaliveMs : 0;
+  const keepaliveMs = k === 0 ? 0 : Math.round(Math.min(MAX_PEER_KEEPALIVE_MS, Math.max(MIN_PEER_KEEPALIVE_MS, k)));
+  const pid = typeof h.pid === "number" && Number.isSafeInteger(h.pid) && h.pid > 0 && h.pid < 2 ** 31 ? h.pid : undefined;
+  const build = typeof h.build === "string" ? h.build.slice(0, MAX_HELLO_BUILD) : "";
+  return { v: MUX_VERSION, role: h.role, build, keepaliveMs, ...(pid !== undefined ? { pid } : {}) };
+}
+
 function jsonPayload(value: unknown): Buffer {
   return Buffer.from(JSON.stringify(value), "utf8");
 }
@@ -310,6 +342,12 @@ export class Mux extends EventEmitter<MuxEvents> {
   /** Streams with data (or END) and credit, in turn order. */
   private readonly turns = new Set<MuxStream>();
   private congested = false;
+  /** Input is not read while our unsent control output is over MAX_CONTROL_BACKLOG. */
+  private inputHeld = false;
+  /** Frames written since the channel last asked for draining. */
+  private congestedWrites = 0;
+  /** A PING arrived while congested: one PONG goes out at the next drain (any byte proves life). */
+  private pongOwed = false;
   private pumping = false;
   private parsing = false;
   private nextId: number;
@@ -343,6 +381,15 @@ export class Mux extends EventEmitter<MuxEvents> {
     transport.resume();
     transport.on("drain", () => {
       this.congested = false;
+      this.congestedWrites = 0;
+      if (this.pongOwed) {
+        this.pongOwed = false;
+        this.writeFrame(MuxFrame.Pong, 0, Buffer.alloc(0));
+      }
+      if (this.inputHeld) {
+        this.inputHeld = false;
+        transport.resume();
+      }
       this.pump();
     });
     transport.on("end", () => this.close("the peer closed the channel"));
@@ -452,7 +499,14 @@ export class Mux extends EventEmitter<MuxEvents> {
 
   private writeFrame(type: MuxFrame, id: number, payload: Buffer): void {
     if (this.closedWhy !== null || this.transport.destroyed) return;
+    if (this.congested) this.congestedWrites++;
     if (!this.transport.write(encodeMuxFrame(type, id, payload))) this.congested = true;
+    const backlog = this.transport.writableLength - this.transport.writableHighWaterMark - SEND_CHUNK;
+    if (!this.inputHeld && (backlog > MAX_CONTROL_BACKLOG || this.congestedWrites > MAX_CONTROL_FRAMES)) {
+      // The peer is not reading what we answer: stop reading what it sends until it has.
+      this.inputHeld = true;
+      this.transport.pause();
+    }
   }
 
   /** Sends DATA/END of ready streams in turns while the channel takes more. */
@@ -500,6 +554,7 @@ export class Mux extends EventEmitter<MuxEvents> {
   }
 
   private parseFrames(): void {
+    // Frames already read are parsed even while input is held: at most one transport chunk's worth.
     while (this.closedWhy === null) {
       if (!this.header) {
         if (this.avail < MUX_HEADER) return;
@@ -560,14 +615,19 @@ export class Mux extends EventEmitter<MuxEvents> {
         const h = this.parseJson(payload, "HELLO");
         if (!h) return;
         if (h.v !== MUX_VERSION) return this.fail(`peer speaks mux version ${String(h.v)}, this side ${MUX_VERSION}`);
-        this.peer = h as unknown as MuxHello;
-        if (this.opts.role === "server") this.startKeepalive(Number(h.keepaliveMs) || 0);
+        const hello = sanitizeHello(h);
+        if (!hello) return this.fail("HELLO fields are malformed");
+        this.peer = hello;
+        if (this.opts.role === "server") this.startKeepalive(hello.keepaliveMs);
         this.resolveHello(this.peer);
         this.emit("hello", this.peer);
         return;
       }
       case MuxFrame.Ping:
-        return this.writeFrame(MuxFrame.Pong, 0, Buffer.alloc(0));
+        // A peer that does not read our answers needs no more of them (the drain sends one).
+        if (this.congested) this.pongOwed = true;
+        else this.writeFrame(MuxFrame.Pong, 0, Buffer.alloc(0));
+        return;
       case MuxFrame.Pong:
         return;
       case MuxFrame.GoAway:
@@ -610,7 +670,8 @@ export class Mux extends EventEmitter<MuxEvents> {
         if (!r) return;
         const reasons: ResetReason[] = ["client-gone", "link-lost", "refused", "error"];
         const reason = reasons.includes(r.reason as ResetReason) ? (r.reason as ResetReason) : "error";
-        this.streams.get(id)?.onReset(reason, typeof r.message === "string" ? r.message : undefined);
+        // The message may reach a user's one error line: a peer's is cut to a line's length.
+        this.streams.get(id)?.onReset(reason, typeof r.message === "string" ? r.message.slice(0, MAX_RESET_MESSAGE) : undefined);
         return;
       }
     }

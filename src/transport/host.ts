@@ -24,6 +24,16 @@ export interface PtyChannel {
   closed: Promise<void>;
 }
 
+/** What an agent conversation is for (see RemoteHost.openAgent). */
+export interface AgentOpenOptions {
+  session?: string;
+  reattach?: boolean;
+  /** A re-attachment's attach generation (src/shared/resume.ts); exec.run's conversation is 0. */
+  gen?: number;
+  /** A re-attachment waits for the broker's answer until then (epoch ms): the end of the grace. */
+  waitUntil?: number;
+}
+
 export interface RemoteHost {
   /** Root directory as configured (may start with "~/"); sent in every agent request. */
   readonly root: string;
@@ -38,9 +48,11 @@ export interface RemoteHost {
    * `session`: the conversation belongs to a resumable exec with this token. Its loss then closes
    * the channel without an error frame (the wrapper re-attaches instead), and a broker that sees
    * the client go away while the link is down has the exec abandoned once it is back.
-   * `reattach`: the conversation re-attaches to that exec (a broker waits for the link meanwhile).
+   * `reattach`: the conversation re-attaches to that exec (a broker waits for the link meanwhile,
+   * and the client for the broker until `waitUntil`: a client giving up on a waiting broker would
+   * look to it like a dead wrapper).
    */
-  openAgent(opts?: { session?: string; reattach?: boolean }): Promise<AgentChannel>;
+  openAgent(opts?: AgentOpenOptions): Promise<AgentChannel>;
   /**
    * Starts the agent's PTY entry point on a channel with a server-side pseudo-terminal of the
    * given size: `node agent.cjs <args…>`. `args` must carry no user data (tokens only).

@@ -12,64 +12,24 @@ import { dirname, join } from "node:path";
 import type { Readable } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
-import { agentBundle } from "../../src/transport/bootstrap.js";
 import { execRecordPath, readRecordFile } from "../../src/remote-agent/exec/records.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { isGone } from "../../src/shared/proc-stat.js";
 import { alive, brokerStats } from "../support/broker.js";
-import { ExecWorkspace, exitOf, sleep, type ExecHandle, type ExecResult } from "../support/exec.js";
-import { daemonsOf, finish, runtimeProcesses, throughProxy } from "../support/host-daemon.js";
+import { ExecWorkspace, exitOf, sleep, type ExecHandle } from "../support/exec.js";
+import { daemonsOf, finish, runtimeProcesses } from "../support/host-daemon.js";
 import { waitFor } from "../rig/rig.js";
+import { PATH, counter, daemonLog, expectOneToN, faultRig, lines } from "../support/resume.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-const PATH = { PATH: "/usr/bin:/bin" };
-
-/** Prints 1..n, one line every `sleep` seconds, then exits with `code`. */
-function counter(n: number, sleepS: number, code: number): string[] {
-  return ["/bin/sh", "-c", `i=1; while [ $i -le ${n} ]; do echo $i; sleep ${sleepS}; i=$((i+1)); done; exit ${code}`];
-}
-
-const lines = (n: number) => Array.from({ length: n }, (_, i) => `${i + 1}\n`).join("");
-
-/** The exec ended with `code`, its stdout exactly 1..n once and in order, nothing on stderr. */
-async function expectOneToN(h: { done: Promise<ExecResult> }, n: number, code: number): Promise<void> {
-  const r = await h.done;
-  expect(exitOf(r)).toEqual({ code, signal: null });
-  expect(r.stdout.toString()).toBe(lines(n));
-  expect(r.stderr).toBe("");
-}
-
-/** A workspace reached through a fresh fault proxy; torn down (nothing left on the host) after the test. */
-async function proxiedWorkspace(label: string, extra: Record<string, unknown> = {}) {
-  const { proxy, options, knownHostsFile } = await throughProxy(cleanups, extra);
-  const ws = new ExecWorkspace(label, options);
-  cleanups.push(() => finish(ws));
-  await ws.create();
-  return { proxy, ws, knownHostsFile };
-}
-
-/** A blackhole that the cleanup ends if the test did not. */
-function outage(proxy: { blackhole(): () => void }): () => void {
-  const end = proxy.blackhole();
-  let ended = false;
-  const stop = () => {
-    if (!ended) end();
-    ended = true;
-  };
-  cleanups.push(stop);
-  return stop;
-}
+const { proxiedWorkspace, outage } = faultRig(cleanups);
 
 function recordOf(ws: ExecWorkspace, h: ExecHandle) {
   return readRecordFile(execRecordPath(workspaceLayout(ws.configuredRoot, ws.workspaceId), h.execId));
-}
-
-function daemonLog(ws: ExecWorkspace): string {
-  return readFileSync(join(ws.configuredRoot, "run", `daemon-${agentBundle().hash}.log`), "utf8");
 }
 
 /** Waits until the daemon saw the link go silent and the broker dropped its SSH connection. */
@@ -108,7 +68,7 @@ describe("resumable execs", () => {
     const N = 60;
     const h = ws.start({ argv: counter(N, 0.1, 3), env: PATH });
     await h.waitOutput("\n20\n", 30_000);
-    const end = outage(proxy);
+    const end = outage(() => proxy.blackhole());
     const rec = recordOf(ws, h)!;
     // The daemon notices the silent channel by its own keepalive (3 × 5 s) and detaches the exec…
     await waitFor(() => /channel lost: no answer from the peer for 15000 ms/.test(daemonLog(ws)), 30_000);
@@ -214,7 +174,7 @@ describe("resumable execs", () => {
     await h.waitOutput("ready\n");
     const rec = recordOf(ws, h)!;
     const options = parseRuntimeOptions(ws.options);
-    const end = outage(proxy);
+    const end = outage(() => proxy.blackhole());
     // The broker declares the link dead and drops it; the wrapper then waits in the broker.
     await linkDeclaredDead(ws, options);
     expect((await brokerStats(options))?.connections).toBe(0);
@@ -235,7 +195,7 @@ describe("resumable execs", () => {
     const h = ws.start({ argv: ["/bin/sh", "-c", "sleep 72 & echo ready; wait"], env: PATH });
     await h.waitOutput("ready\n");
     const rec = recordOf(ws, h)!;
-    const end = outage(proxy);
+    const end = outage(() => proxy.blackhole());
     const r = await h.done;
     expect(r.events.map((e) => e.type)).toEqual(["started", "error"]);
     expect(r.stderr).toMatch(
@@ -259,7 +219,7 @@ describe("resumable execs", () => {
     await h.waitOutput("ready\n");
     const rec = recordOf(ws, h)!;
     const options = parseRuntimeOptions(ws.options);
-    const end = outage(proxy);
+    const end = outage(() => proxy.blackhole());
     await linkDeclaredDead(ws, options);
     // Paseo forwards SIGTERM to the wrapper while the link is down.
     h.child.kill("SIGTERM");

@@ -8,7 +8,7 @@
 // rule (sessions.ts) reaps the tree.
 import { RuntimeError } from "../../shared/errors.js";
 import { FrameKind, encodeJson, type Frame } from "../../shared/frames.js";
-import { ReceiveCounter, ReplayLog, RESUME_TOKEN, isUnnumbered } from "../../shared/resume.js";
+import { ReceiveCounter, ReplayLog, RESUME_TOKEN, abandonApplies, isUnnumbered } from "../../shared/resume.js";
 import { decodeRuntimeMessage, type AgentMessage } from "../../shared/agent-api.js";
 import { isInteger, isRecord } from "../../shared/guards.js";
 import type { AgentContext, ConversationEnd } from "../context.js";
@@ -57,6 +57,8 @@ export class ExecSession {
   private readonly closeListeners: Array<(how: ConversationEnd) => void> = [];
   private readonly ackListeners: Array<(bytes: number) => void> = [];
   private lostHow: ConversationEnd | null = null;
+  /** The latest attach generation the wrapper asked for (exec.run is 0); older abandons are stale. */
+  private latestGen = 0;
   private finalSent = false;
   private isDone = false;
   private graceTimer: NodeJS.Timeout | undefined;
@@ -105,9 +107,11 @@ export class ExecSession {
   /**
    * Takes the session over for the conversation of an `exec.attach` (the previous one, if the
    * daemon still thinks it alive, is let go), replays what the wrapper lacks, and resolves when
-   * this conversation is let go in turn.
+   * this conversation is let go in turn. `gen` counts, even when the attach fails: the wrapper
+   * that asked is alive at that generation.
    */
-  attach(ctx: AgentContext, received: number): Promise<void> {
+  attach(ctx: AgentContext, received: number, gen: number): Promise<void> {
+    this.latestGen = Math.max(this.latestGen, gen);
     const replay = this.down.after(received);
     if (replay === null || received > this.down.sent) {
       throw new RuntimeError(
@@ -135,8 +139,15 @@ export class ExecSession {
     if (this.graceTimer !== undefined && this.current === null) this.lose("link-lost");
   }
 
-  /** The wrapper died while the link was down (the broker tells us once it is back). */
-  abandon(): void {
+  /**
+   * The client of attachment `gen` went away while the link was down (the broker tells us once it
+   * is back). Ignored when the wrapper has attached (or asked to) since: it is alive.
+   */
+  abandon(gen: number): void {
+    if (!abandonApplies(gen, this.latestGen)) {
+      note(`ignored an abandon of attachment ${gen}: the wrapper has asked for attachment ${this.latestGen} since`);
+      return;
+    }
     note("the wrapper of a detached exec went away during the outage: reaping it");
     this.lose("client-gone");
   }
@@ -230,11 +241,14 @@ export class ExecSession {
   }
 }
 
-/** The `resume` field of an exec.run request, checked (the agent trusts no input). */
+/** The longest reconnect grace (the option's bound); a timer past 2^31 ms would fire at once. */
+export const MAX_GRACE_MS = 86_400_000;
+
+/** The `resume` field of an exec.run request, checked (the agent trusts no input); the grace clamped. */
 export function parseResume(v: unknown): { token: string; graceMs: number } | null {
   if (v === undefined) return null;
   if (!isRecord(v) || typeof v.token !== "string" || !RESUME_TOKEN.test(v.token) || !isInteger(v.graceMs) || v.graceMs < 0) {
     throw new RuntimeError("input", "exec request has an invalid resume field");
   }
-  return { token: v.token, graceMs: v.graceMs };
+  return { token: v.token, graceMs: Math.min(v.graceMs, MAX_GRACE_MS) };
 }

@@ -6,7 +6,7 @@
 //   exec.attach     a wrapper re-attaches to its resumable exec after the link was lost (streaming)
 //   exec.abandon    the wrapper of a resumable exec died during an outage: reap it now
 import { RuntimeError, toWireError } from "../../shared/errors.js";
-import { RESUME_TOKEN } from "../../shared/resume.js";
+import { MAX_ATTACH_GEN, RESUME_TOKEN } from "../../shared/resume.js";
 import { isInteger } from "../../shared/guards.js";
 import { ExecSession, findSession, parseResume } from "./exec-session.js";
 import type { AgentContext, OneShotHandlers } from "../context.js";
@@ -90,9 +90,9 @@ export async function execRun(first: AgentContext): Promise<void> {
 
 /** `exec.attach`: a wrapper whose stream was lost takes its session over; ends when let go again. */
 export async function execAttach(ctx: AgentContext): Promise<void> {
-  const { token, received } = ctx.request;
-  if (typeof token !== "string" || !RESUME_TOKEN.test(token) || !isInteger(received) || received < 0) {
-    throw new RuntimeError("input", "exec.attach needs a resume token and the last frame received");
+  const { token, received, gen } = ctx.request;
+  if (typeof token !== "string" || !RESUME_TOKEN.test(token) || !isInteger(received) || received < 0 || !isAttachGen(gen)) {
+    throw new RuntimeError("input", "exec.attach needs a resume token, the last frame received and its attach generation");
   }
   const session = findSession(token);
   if (!session) {
@@ -101,14 +101,20 @@ export async function execAttach(ctx: AgentContext): Promise<void> {
       "the host daemon no longer knows this exec: it was reaped after the reconnect grace, or the daemon restarted (its workloads were reaped)",
     );
   }
-  await session.attach(ctx, received);
+  await session.attach(ctx, received, gen);
+}
+
+function isAttachGen(v: unknown): v is number {
+  return isInteger(v) && v >= 0 && v <= MAX_ATTACH_GEN;
 }
 
 /** `exec.abandon`: the wrapper of a resumable exec died while the link was down. */
 async function execAbandon(ctx: AgentContext): Promise<null> {
-  const token = ctx.request.token;
-  if (typeof token !== "string" || !RESUME_TOKEN.test(token)) throw new RuntimeError("input", "exec.abandon needs a resume token");
-  findSession(token)?.abandon();
+  const { token, gen } = ctx.request;
+  if (typeof token !== "string" || !RESUME_TOKEN.test(token) || !isAttachGen(gen)) {
+    throw new RuntimeError("input", "exec.abandon needs a resume token and an attach generation");
+  }
+  findSession(token)?.abandon(gen);
   return null;
 }
 

@@ -1,7 +1,7 @@
 // Checks an `exec.run` request on the agent. The runtime validated the Paseo envelope strictly
 // already; the agent re-checks types here because it trusts no input.
 import { RuntimeError } from "../../shared/errors.js";
-import { arrayOf, isPositiveInt, isRecord, isString, recordOf } from "../../shared/guards.js";
+import { arrayOf, isPositiveInt, isRecord, isString, recordOf, windowDimension } from "../../shared/guards.js";
 import type { ExecRunRequest, ExecStdio } from "../../shared/agent-api.js";
 import type { ReceivedRequest } from "../context.js";
 
@@ -18,7 +18,8 @@ function parseStdio(s: unknown): ExecStdio {
   if (s.kind === "pipes") return { kind: "pipes" };
   if (s.kind !== "pty") throw new RuntimeError("input", "exec request has an invalid stdio");
   if (!isPositiveInt(s.rows) || !isPositiveInt(s.cols)) throw new RuntimeError("input", "Invalid PTY size");
-  return { kind: "pty", rows: s.rows, cols: s.cols, ...(typeof s.term === "string" ? { term: s.term } : {}) };
+  const size = { rows: windowDimension(s.rows), cols: windowDimension(s.cols) };
+  return { kind: "pty", ...size, ...(typeof s.term === "string" ? { term: s.term } : {}) };
 }
 
 export function parseRunRequest(r: ReceivedRequest): ExecRunRequest {

@@ -1,7 +1,7 @@
 // Turns a cached commit into the workspace's checkout: a real repository on the requested branch
 // (or detached), sharing the cache's objects through alternates, with `origin` = the cache so
 // `git fetch` works on the host. Also canonicalises the workspace root and refuses symlink escapes.
-import { mkdirSync, realpathSync, renameSync, rmSync, statSync } from "node:fs";
+import { mkdirSync, realpathSync, renameSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { RuntimeError } from "../../shared/errors.js";
 import { git, gitResult } from "../../shared/git-exec.js";
@@ -10,6 +10,7 @@ import { checkoutFootprint, requireSpace } from "../../shared/disk-space.js";
 import { diskInfo } from "./disk.js";
 import { verifyCheckout } from "./checkout-verify.js";
 import { adoptSpare, scheduleSpare, takeSpare } from "./spare-checkout.js";
+import { removeTree } from "./trash.js";
 
 /**
  * Builds the checkout in `staging` (under `<root>/tmp`) and renames it to `checkout` at the end.
@@ -46,7 +47,8 @@ export async function materializeCheckout(
     beforeRename();
     renameSync(staging, checkout);
   } finally {
-    rmSync(staging, { recursive: true, force: true });
+    // Already gone once renamed into place; a failed checkout's files go off the event loop.
+    await removeTree(staging);
   }
 }
 
@@ -54,7 +56,7 @@ export async function materializeCheckout(
 async function fromSpare(staging: string, cache: string, commit: string, branch: string): Promise<boolean> {
   if (!(await takeSpare(cache, commit, staging))) return false;
   if (!(await adoptSpare(staging, commit, branch))) {
-    rmSync(staging, { recursive: true, force: true });
+    await removeTree(staging);
     return false;
   }
   // Its replacement is written in the background, once creates have stopped for a while.

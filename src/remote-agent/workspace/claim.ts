@@ -1,14 +1,14 @@
 // Claiming, re-verifying and removing workspace directories. The claim is an atomic mkdir of the
 // final path plus an exclusive manifest write; every later step re-reads the manifest, so a
 // directory or manifest that someone else put in place is detected and never touched (M1, N1).
-import { mkdirSync, renameSync, rmdirSync, rmSync } from "node:fs";
+import { mkdirSync, rmdirSync } from "node:fs";
 import { join } from "node:path";
-import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../../shared/errors.js";
 import { rootLayout, type WorkspaceLayout } from "../layout.js";
 import { MANIFEST_MARKER, type WorkspaceManifest } from "./manifest.js";
 import { createManifestExclusive, loadWorkspace, ownershipMismatch } from "./store.js";
 import { heldByOther, tryLock } from "./holder-lock.js";
+import { discardTree } from "./trash.js";
 
 /** Creates the root's private directories (0700) up to, but not including, workspace dirs. */
 export function ensureRootDirs(root: string): void {
@@ -75,21 +75,12 @@ export function verifyOwned(root: string, workspaceId: string, owner: string): W
 
 /**
  * Removes a workspace directory: first renamed into `<root>/tmp` (so `<dir>` disappears
- * atomically and cannot be half-deleted under its real name), then deleted.
+ * atomically and cannot be half-deleted under its real name), then deleted off the event loop
+ * (trash.ts).
  */
-export function removeWorkspaceDir(root: string, layout: WorkspaceLayout): void {
+export async function removeWorkspaceDir(root: string, layout: WorkspaceLayout): Promise<void> {
   ensureRootDirs(root);
-  const trash = join(rootLayout(root).tmpBase, `trash-${layout.key}-${randomBytes(4).toString("hex")}`);
-  try {
-    renameSync(layout.dir, trash);
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === "ENOENT") return;
-    if (code !== "EXDEV") throw err;
-    rmSync(layout.dir, { recursive: true, force: true });
-    return;
-  }
-  rmSync(trash, { recursive: true, force: true });
+  await discardTree(root, layout.dir, layout.key);
 }
 
 function lockPath(layout: WorkspaceLayout): string {

@@ -51,5 +51,5 @@ export function loadComplete(ctx: AgentContext): { layout: WorkspaceLayout; mani
 export async function removeOwned(root: string, layout: WorkspaceLayout, manifest: WorkspaceManifest): Promise<void> {
   await killWorkspaceProcesses(layout);
   await unpinCommit(root, manifest.projectKey, layout.key);
-  removeWorkspaceDir(root, layout);
+  await removeWorkspaceDir(root, layout);
 }

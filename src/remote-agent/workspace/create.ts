@@ -2,7 +2,7 @@
 // objects into the project cache (received from the runtime, or fetched for git sources), build
 // the checkout, canonicalise the workspace root, and mark the manifest ready. A failure part-way
 // removes what this create made, and only while the directory is still provably ours.
-import { existsSync, rmSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../../shared/errors.js";
@@ -15,6 +15,7 @@ import { SHA_RE } from "../../shared/git-exec.js";
 import { hashName, rootLayout, type WorkspaceLayout } from "../layout.js";
 import { loadWorkspace, replaceManifest } from "./store.js";
 import { acquireCreateLock, claimWorkspace, newManifest, removeWorkspaceDir, verifyOwned } from "./claim.js";
+import { discardTree } from "./trash.js";
 import { ensureCache, fetchGitSource, pinCommit, unpinCommit } from "./git-cache.js";
 import { fillObjects } from "./object-fill.js";
 import { fillSubmodules, finishCheckout, parseShallow, parseSubmodules } from "./submodule-checkout.js";
@@ -132,7 +133,7 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
   try {
     if (loaded.state === "present") {
       await killWorkspaceProcesses(layout);
-      rmSync(layout.checkout, { recursive: true, force: true });
+      await discardTree(ctx.root, layout.checkout, `checkout-of-${layout.key}`);
       replaceManifest(layout, { ...newManifest(workspaceId, owner, projectKey), createdAt: loaded.manifest.createdAt });
     }
     await holdWorkspaceHook(ctx.root, workspaceId, "afterClaimMs", hooks.afterClaimMs);
@@ -194,7 +195,7 @@ async function rollback(
   if (still.state === "missing") return;
   try {
     // The directory first: on a full disk its removal is what frees the space the unpin needs.
-    removeWorkspaceDir(root, layout);
+    await removeWorkspaceDir(root, layout);
     await unpinCommit(root, projectKey, layout.key);
   } catch (err) {
     const first = cause instanceof Error ? cause.message : String(cause);

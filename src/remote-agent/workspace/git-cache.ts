@@ -2,13 +2,14 @@
 // sources receive only the objects the cache lacks (a thin pack fixed by index-pack); git sources
 // are fetched here from their URL. Each workspace pins its commit with refs/paseo/ws/<key>, and
 // checkouts borrow the cache's objects through alternates instead of copying them.
-import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, renameSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../../shared/errors.js";
 import { git, gitResult, SHA_RE } from "../../shared/git-exec.js";
 import { rootLayout } from "../layout.js";
 import { heldByOther } from "./holder-lock.js";
+import { removeTree } from "./trash.js";
 import { sleep } from "../../shared/async.js";
 import { gitSourceAccess, redactUrl, type GitSourceAccess } from "./git-credentials.js";
 
@@ -18,6 +19,11 @@ const MAX_HAVES = 64;
 
 export function cachePath(root: string, projectKey: string): string {
   return join(rootLayout(root).cacheBase, `${projectKey}.git`);
+}
+
+/** The root a cachePath() belongs to. */
+export function rootOfCache(cache: string): string {
+  return dirname(dirname(cache));
 }
 
 /** Submodules' caches live inside their project's cache: they go (and stay) with it. */
@@ -76,7 +82,7 @@ export async function initCacheAt(root: string, path: string): Promise<string> {
     await git(["config", "core.logAllRefUpdates", "false"], { cwd: tmp });
     renameSync(tmp, path);
   } catch (err) {
-    rmSync(tmp, { recursive: true, force: true });
+    await removeTree(tmp);
     // A concurrent create won the race: its cache is as good as ours.
     if (existsSync(join(path, "objects"))) return path;
     throw err;
@@ -168,10 +174,3 @@ export async function fetchGitSource(cache: string, url: string, revision: strin
 }
 
 /** Whether a cache directory was last touched longer ago than `ms` (in-flight creates are young). */
-export function olderThan(path: string, ms: number): boolean {
-  try {
-    return Date.now() - statSync(path).mtimeMs > ms;
-  } catch {
-    return false;
-  }
-}

@@ -11,6 +11,7 @@ import { gitStream } from "../../shared/git-exec.js";
 import { rootLayout } from "../layout.js";
 import { TRANSFER_TIMEOUT_MS } from "./git-cache.js";
 import { explainNoSpace } from "./disk.js";
+import { removeTree } from "./trash.js";
 import type { FrameInbox } from "./frame-inbox.js";
 
 /** Name prefix of quarantine directories in `<root>/tmp` (pruned by reconcile when abandoned). */
@@ -74,6 +75,6 @@ export async function receivePack(root: string, cache: string, inbox: FrameInbox
   } catch (err) {
     throw explainNoSpace(err, root, "while receiving objects");
   } finally {
-    rmSync(quarantine, { recursive: true, force: true });
+    await removeTree(quarantine);
   }
 }

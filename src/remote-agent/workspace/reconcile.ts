@@ -1,6 +1,6 @@
 // Agent side of `reconcile`: removes this runtime instance's orphaned workspaces and prunes what no
 // workspace uses any more (project caches, half-deleted directories, abandoned staging checkouts).
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { basename, join } from "node:path";
 import { RuntimeError } from "../../shared/errors.js";
@@ -10,7 +10,8 @@ import { WORKSPACE_PREFIX, rootLayout, workspaceLayout } from "../layout.js";
 import type { WorkspaceManifest } from "./manifest.js";
 import { loadWorkspace, parseManifest } from "./store.js";
 import { createInProgress } from "./claim.js";
-import { cachePath, olderThan, pruneLockPath } from "./git-cache.js";
+import { cachePath, pruneLockPath } from "./git-cache.js";
+import { TRASH_PREFIX, olderThan, pruneTmp, removeTree } from "./trash.js";
 import { tryLock } from "./holder-lock.js";
 import { removeOwned, str } from "./common.js";
 import { STAGING_PREFIX } from "./create.js";
@@ -67,8 +68,8 @@ export async function reconcile(ctx: AgentContext): Promise<ReconcileResult> {
     // Every directory that stays, ours or not, keeps the cache its checkout borrows objects from.
     if (projectKey) usedKeys.add(projectKey);
   }
-  pruneCaches(ctx.root, usedKeys);
-  pruneTrash(ctx.root);
+  await pruneCaches(ctx.root, usedKeys);
+  await pruneTrash(ctx.root);
   return { removed };
 }
 
@@ -99,7 +100,7 @@ function referencedKeys(root: string): Set<string> {
  * the cache's prune lock the manifests are read again: a create that started meanwhile has named
  * its cache there before it touches it, and its cache stays.
  */
-function pruneCaches(root: string, used: Set<string>): void {
+async function pruneCaches(root: string, used: Set<string>): Promise<void> {
   const l = rootLayout(root);
   if (!existsSync(l.cacheBase)) return;
   for (const name of readdirSync(l.cacheBase)) {
@@ -111,7 +112,7 @@ function pruneCaches(root: string, used: Set<string>): void {
     }
     const release = tryLock(pruneLockPath(root, key));
     if (!release) continue; // another reconcile is on it
-    const trash = join(l.tmpBase, `trash-cache-${key}-${randomBytes(4).toString("hex")}`);
+    const trash = join(l.tmpBase, `${TRASH_PREFIX}cache-${key}-${randomBytes(4).toString("hex")}`);
     let moved = false;
     try {
       if (referencedKeys(root).has(key)) continue;
@@ -123,18 +124,14 @@ function pruneCaches(root: string, used: Set<string>): void {
     } finally {
       release();
     }
-    if (moved) rmSync(trash, { recursive: true, force: true });
+    if (moved) await removeTree(trash);
   }
 }
 
 /** Removes leftovers of killed agents: half-deleted workspaces and caches, abandoned staging checkouts and pack quarantines. */
-function pruneTrash(root: string): void {
-  const base = rootLayout(root).tmpBase;
-  if (!existsSync(base)) return;
-  for (const name of readdirSync(base)) {
-    const stale =
-      (name.startsWith("trash-") && olderThan(join(base, name), 60_000)) ||
-      ((name.startsWith(STAGING_PREFIX) || name.startsWith(INCOMING_PREFIX)) && olderThan(join(base, name), STAGING_MAX_AGE_MS));
-    if (stale) rmSync(join(base, name), { recursive: true, force: true });
-  }
+function pruneTrash(root: string): Promise<void> {
+  return pruneTmp(
+    root,
+    (name, path) => (name.startsWith(STAGING_PREFIX) || name.startsWith(INCOMING_PREFIX)) && olderThan(path, STAGING_MAX_AGE_MS),
+  );
 }

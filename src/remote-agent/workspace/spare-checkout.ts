@@ -7,7 +7,7 @@
 // A spare is taken whole (renamed away), never shared: workspaces stay fully independent. It is
 // only an optimisation: it is built only where the disk keeps ample room after it, expires when
 // unused, and a spare that fails its check on adoption is thrown away for a fresh checkout.
-import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statfsSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, renameSync, statfsSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { oneLine } from "../../shared/errors.js";
@@ -17,6 +17,8 @@ import { diskInfo } from "./disk.js";
 import { verifyCheckout } from "./checkout-verify.js";
 import { isGone, readProcStat } from "../../shared/proc-stat.js";
 import { sleep } from "../../shared/async.js";
+import { discardTreeLater, removeTree } from "./trash.js";
+import { rootOfCache } from "./git-cache.js";
 
 const SPARES = "paseo-spares";
 const BUILDING = ".building-";
@@ -70,6 +72,7 @@ function log(line: string): void {
  * create that uses the cache, and reconcile for every cache it keeps).
  */
 export function sweepSpares(cache: string): void {
+  const root = rootOfCache(cache);
   const dir = sparesDir(cache);
   if (!existsSync(dir)) return;
   const ready: { name: string; mtimeMs: number }[] = [];
@@ -80,7 +83,7 @@ export function sweepSpares(cache: string): void {
       const [pid = "", startTime = ""] = name.slice(BUILDING.length).split("-");
       const ours = Number(pid) === process.pid;
       const orphaned = ours ? ![...building.keys()].some((k) => k.startsWith(`${cache}\0`)) : isGone(Number(pid), startTime);
-      if (orphaned) rmSync(path, { recursive: true, force: true });
+      if (orphaned) discardTreeLater(root, path, "spare");
       continue;
     }
     try {
@@ -91,7 +94,7 @@ export function sweepSpares(cache: string): void {
   }
   ready.sort((a, b) => b.mtimeMs - a.mtimeMs);
   ready.forEach((s, i) => {
-    if (i >= MAX_SPARES || Date.now() - s.mtimeMs > SPARE_TTL_MS) rmSync(join(dir, s.name), { recursive: true, force: true });
+    if (i >= MAX_SPARES || Date.now() - s.mtimeMs > SPARE_TTL_MS) discardTreeLater(root, join(dir, s.name), "spare");
   });
 }
 
@@ -222,6 +225,6 @@ async function buildSpare(cache: string, commit: string, background: boolean): P
     // A concurrent create's spare of the same commit may have landed first: keep that one.
     if (!existsSync(join(dir, commit))) renameSync(tmp, join(dir, commit));
   } finally {
-    rmSync(tmp, { recursive: true, force: true });
+    await removeTree(tmp);
   }
 }

@@ -1,0 +1,57 @@
+// What the resumable-exec tests share (test/daemon/resume.test.ts, long-outage.test.ts): a counter
+// workload and the output it must produce exactly once, the host daemon's log, and workspaces
+// reached through a fresh fault proxy whose outages the test's cleanup ends if the test did not.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { expect } from "vitest";
+import { agentBundle } from "../../src/transport/bootstrap.js";
+import { ExecWorkspace, exitOf, type ExecResult } from "./exec.js";
+import { finish, throughProxy } from "./host-daemon.js";
+
+export const PATH = { PATH: "/usr/bin:/bin" };
+
+/** Prints 1..n, one line every `sleepS` seconds, then exits with `code`. */
+export function counter(n: number, sleepS: number, code: number): string[] {
+  return ["/bin/sh", "-c", `i=1; while [ $i -le ${n} ]; do echo $i; sleep ${sleepS}; i=$((i+1)); done; exit ${code}`];
+}
+
+export const lines = (n: number) => Array.from({ length: n }, (_, i) => `${i + 1}\n`).join("");
+
+/** The exec ended with `code`, its stdout exactly 1..n once and in order, nothing on stderr. */
+export async function expectOneToN(h: { done: Promise<ExecResult> }, n: number, code: number): Promise<void> {
+  const r = await h.done;
+  expect(r.stderr).toBe("");
+  expect(exitOf(r)).toEqual({ code, signal: null });
+  expect(r.stdout.toString()).toBe(lines(n));
+}
+
+export function daemonLog(ws: ExecWorkspace): string {
+  return readFileSync(join(ws.configuredRoot, "run", `daemon-${agentBundle().hash}.log`), "utf8");
+}
+
+type Cleanups = Array<() => Promise<void> | void>;
+
+/** Workspaces behind fault proxies, and outages of them, all torn down by `cleanups`. */
+export function faultRig(cleanups: Cleanups) {
+  return {
+    /** A workspace reached through a fresh fault proxy; torn down (nothing left on the host) after the test. */
+    async proxiedWorkspace(label: string, extra: Record<string, unknown> = {}) {
+      const { proxy, options, knownHostsFile } = await throughProxy(cleanups, extra);
+      const ws = new ExecWorkspace(label, options);
+      cleanups.push(() => finish(ws));
+      await ws.create();
+      return { proxy, ws, knownHostsFile };
+    },
+    /** Starts an outage (`start` returns its end) that the cleanup ends if the test did not. */
+    outage(start: () => () => void): () => void {
+      const end = start();
+      let ended = false;
+      const stop = () => {
+        if (!ended) end();
+        ended = true;
+      };
+      cleanups.push(stop);
+      return stop;
+    },
+  };
+}
