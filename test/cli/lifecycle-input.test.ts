@@ -98,7 +98,7 @@ describe("readLifecycleRequest", () => {
   });
 
   it("refuses nesting deeper than 64 levels anywhere, as input and without exhausting the stack", async () => {
-    const nest = (n: number) => JSON.parse("[".repeat(n) + "]".repeat(n)) as unknown;
+    const nest = (n: number) => JSON.parse("[".repeat(n) + "]".repeat(n)) as string[];
     // 62 arrays inside options inside the request: 64 levels, accepted.
     expect((await read(lifecycleRequest({ v: nest(62) }))).options.v).toEqual(nest(62));
     for (const n of [63, 5000, 200_000]) {
