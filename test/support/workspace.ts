@@ -56,8 +56,10 @@ export function absoluteRoot(root: string): string {
  * (only a host whose home the rig does not know gets /tmp). The run id in its name lets the rig
  * recognise the run's remote processes there (test/rig/run-processes.ts).
  */
-export function suiteRoot(label: string): string {
-  return `${rig().remoteHome ?? "/tmp"}/paseo-ws-suite-${rig().runId}-${label}-${randomBytes(4).toString("hex")}`;
+export function suiteRoot(label: string, user = rig().user): string {
+  // Another login user of the local rig (the noisy one) gets a root in their own home.
+  const home = user === rig().user ? rig().remoteHome : execFileSync("getent", ["passwd", user]).toString().split(":")[5];
+  return `${home ?? "/tmp"}/paseo-ws-suite-${rig().runId}-${label}-${randomBytes(4).toString("hex")}`;
 }
 
 /** Drives the built CLI (dist/cli.js) exactly as Paseo does, against the real sshd rig. */
