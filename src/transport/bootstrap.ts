@@ -97,22 +97,21 @@ const CHECK_ROOT_FNS = [
   `ck() { [ -e "$1" ] || return 0; if [ -L "$1" ]; then set -- "$1" $(ls -ldn "$1"); [ "$4" = "$I" ] || [ "$4" = 0 ] || bad "$1" "$1"; fi;`,
   `[ -d "$1" ] || bad "$1" "$1"; [ -O "$1" ] || bad "$1" "$1/"; [ -z "$W" ] || wr "$1"; };`,
   `wr() { set -- "$1" $(ls -ldn "$1/" 2>/dev/null); case "$2" in d????w*|d???????w*) bad "$1" "$1/";; esac; };`,
-  // The parents, lexical then canonical, as find arguments; one find judges them all, and only
-  // when it names one are they judged one by one, so the nearest offender is the one reported.
-  // No `!` (history expansion in csh): "owned, and writable" or else "not owned", spelled without it.
+  // Prints each path that is a directory group or others may write, or owned by neither root nor
+  // us. No `!` (history expansion in csh): "owned, and writable" or else "not owned".
   `un() { find "$@" -prune "(" -user 0 -o -user "$I" ")" "(" -type d "(" -perm -020 -o -perm -002 ")" -print ")" -o "(" -user 0 -o -user "$I" ")" -o -print 2>/dev/null; };`,
-  `pa() { L="$1"; C=$(cd "$1" 2>/dev/null && pwd -P) || C="$1"; G=$(cd "$HOME" 2>/dev/null && pwd -P) || G="$HOME"; set --;`,
+  `pa() { L="$1"; Q="$1"; C=$(cd "$1" 2>/dev/null && pwd -P) || C="$1"; set --;`,
   `while :; do case "$L" in */*) ;; *) break;; esac; L="\${L%/*}"; set -- "$@" "\${L:-/}"; [ -n "$L" ] || break; [ "$L" = "$HOME" ] && break; done;`,
-  `while :; do case "$C" in */*) ;; *) break;; esac; C="\${C%/*}"; set -- "$@" "\${C:-/}"; [ -n "$C" ] || break; [ "$C" = "$G" ] && break; done;`,
-  `[ -z "$(un "$@")" ] && return 0; for p in "$@"; do [ -z "$(un "$p")" ] || bad "$p" "$p" unsafe-parent; done; };`,
+  // The parents, lexical then canonical (only when it differs: a symlink on the way), as arguments.
+  `[ "$C" = "$Q" ] || { G=$(cd "$HOME" 2>/dev/null && pwd -P) || G="$HOME";`,
+  `while :; do case "$C" in */*) ;; *) break;; esac; C="\${C%/*}"; set -- "$@" "\${C:-/}"; [ -n "$C" ] || break; [ "$C" = "$G" ] && break; done; };`,
+  `W=$(un "$R/" "$R/agent/" "$D/" "$@"); ck "$R"; ck "$R/agent"; ck "$D";`,
+  `[ -z "$W" ] && return 0; for p in "$@"; do [ -z "$(un "$p")" ] || bad "$p" "$p" unsafe-parent; done; };`,
 ].join(" ");
-// Ownership with test builtins, group/other write bits with one find (and `ls` only when it found
-// one, to name it); path by path from the root down, so the first offender is reported; then the
-// directories above the root.
-const CHECK_ROOT = [
-  `W=$(find "$R/" "$R/agent/" "$D/" -prune "(" -perm -020 -o -perm -002 ")" -print 2>/dev/null);`,
-  `ck "$R"; ck "$R/agent"; ck "$D"; pa "$R";`,
-].join(" ");
+// Ownership with test builtins, group/other write bits (and, above the root, owners) with one find
+// over the root, agent/, the agent's directory and the parents, and `ls` only when it found one, to
+// name it; path by path from the root down, so the first offender is reported.
+const CHECK_ROOT = `pa "$R";`;
 
 /**
  * Finds node, checks node >= 18 and git, checks the root is safely ours (CHECK_ROOT), then execs
