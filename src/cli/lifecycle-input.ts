@@ -95,7 +95,17 @@ function readAll(stream: Readable, maxBytes: number, timeoutMs: number): Promise
       }
       chunks.push(buf);
     };
-    const onEnd = () => finish(undefined, Buffer.concat(chunks).toString("utf8"));
+    const onEnd = () => {
+      // Fatal, unlike the frame decoders: a replaced byte in `root` would name another directory.
+      let text: string;
+      try {
+        text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(Buffer.concat(chunks));
+      } catch {
+        finish(new RuntimeError("input", "Invalid request JSON: stdin is not valid UTF-8"));
+        return;
+      }
+      finish(undefined, text);
+    };
     const onError = (err: Error) => finish(new RuntimeError("input", `Cannot read the request from stdin: ${err.message}`));
     const timer = setTimeout(
       () => finish(new RuntimeError("input", `Timed out after ${timeoutMs / 1000} s waiting for the request on stdin to end`)),

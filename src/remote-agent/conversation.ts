@@ -9,6 +9,7 @@ import type { AgentMessage } from "../shared/agent-api.js";
 import type { AgentContext, ConversationEnd, ReceivedRequest } from "./context.js";
 import { lookupOp } from "./ops.js";
 import { markRoot } from "./root-marker.js";
+import { checkAgentRoot } from "./root-guard.js";
 
 export interface ConversationPort {
   /** False once the runtime's side wants draining (see `drained`). */
@@ -73,6 +74,7 @@ export function serveConversation(port: ConversationPort, host: ConversationHost
       if (!spec) throw new RuntimeError("input", `Unknown agent operation: ${req.op}`);
       if (req.root === "") throw new RuntimeError("input", "agent request has no root");
       const root = host.resolveRoot(req.root);
+      checkAgentRoot();
       markRoot(root);
       const ctx: AgentContext = {
         request: req,

@@ -15,6 +15,7 @@ import { serveConversation } from "./conversation.js";
 import { execSessions } from "./exec/sessions.js";
 import { ptyAttachMain } from "./exec/pty-attach.js";
 import { expandRoot } from "./root.js";
+import { holdAgentRoot } from "./root-guard.js";
 import { daemonMain } from "./daemon/server.js";
 import { daemonUpMain, relayMain } from "./daemon/up.js";
 
@@ -62,6 +63,13 @@ function oneShotMain(): void {
 
 function main(): void {
   const mode = process.argv[2];
+  // Before anything names a path under the root: what the bootstrap verified is what is held on to.
+  try {
+    holdAgentRoot(dirname(__filename));
+  } catch (err) {
+    process.stderr.write(`agent: ${(err as Error).message}\n`);
+    process.exit(1);
+  }
   if (mode === "pty-attach") return ptyAttachMain(process.argv[3] ?? "");
   if (mode === "daemon") return daemonMain(__filename, process.argv.slice(3));
   if (mode === "daemon-up") return daemonUpMain(__filename, process.argv.slice(3));

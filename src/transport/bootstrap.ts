@@ -14,7 +14,16 @@ import { RuntimeError } from "../shared/errors.js";
 export const BOOT_SENTINEL = "PASEO-SSH-BOOT-1";
 
 export type BootStatus =
-  "need-install" | "no-node" | "bad-node" | "old-node" | "no-git" | "installed" | "short-upload" | "install-failed" | "unsafe-root";
+  | "need-install"
+  | "no-node"
+  | "bad-node"
+  | "old-node"
+  | "no-git"
+  | "installed"
+  | "short-upload"
+  | "install-failed"
+  | "unsafe-root"
+  | "unsafe-parent";
 
 export interface AgentBundle {
   path: string;
@@ -76,20 +85,33 @@ const ROOT = `R="$1"; case "$R" in "~/"*) R="$HOME/\${R#??}";; esac;`;
  * that exist) are directories of the login user that group and others cannot write: otherwise
  * another local user could have put an `agent.cjs` there (its path is public) for us to run. A
  * symlink on the way must itself be ours or root's, or it could be pointed elsewhere in between.
- * `bad` reports `unsafe-root:<mode>:<owner>:<path>` and stops. Needs S, R and D.
+ * Every directory above the root must pass OpenSSH's StrictModes rule (misc.c's safe_path): owned
+ * by root or the login user and not writable by group or others, a sticky one (/tmp) included,
+ * walking up until the login user's home or `/` — for the path as given (a symlink on it only by
+ * its owner) and for its canonical form. Otherwise whoever can write a parent could rename the root
+ * away and put their own in its place. `bad` reports `<status>:<mode>:<owner>:<path>` (status
+ * `unsafe-root`, or `unsafe-parent` for a directory above the root) and stops. Needs S, R and D.
  */
 const CHECK_ROOT_FNS = [
-  `bad() { P="$1"; set -- $(ls -ld "$2" 2>/dev/null); echo "$S:unsafe-root:$1:$3:$P"; exit 86; };`,
-  `ck() { [ -e "$1" ] || return 0; if [ -L "$1" ]; then set -- "$1" $(ls -ldn "$1"); [ "$4" = "$(id -u)" ] || [ "$4" = 0 ] || bad "$1" "$1"; fi;`,
+  `bad() { P="$1"; T="\${3:-unsafe-root}"; set -- $(ls -ld "$2" 2>/dev/null); echo "$S:$T:$1:$3:$P"; exit 86; };`,
+  `ck() { [ -e "$1" ] || return 0; if [ -L "$1" ]; then set -- "$1" $(ls -ldn "$1"); [ "$4" = "$I" ] || [ "$4" = 0 ] || bad "$1" "$1"; fi;`,
   `[ -d "$1" ] || bad "$1" "$1"; [ -O "$1" ] || bad "$1" "$1/"; [ -z "$W" ] || wr "$1"; };`,
   `wr() { set -- "$1" $(ls -ldn "$1/" 2>/dev/null); case "$2" in d????w*|d???????w*) bad "$1" "$1/";; esac; };`,
+  // Prints each path that is a directory group or others may write, or owned by neither root nor
+  // us. No `!` (history expansion in csh): "owned, and writable" or else "not owned".
+  `un() { find "$@" -prune "(" -user 0 -o -user "$I" ")" "(" -type d "(" -perm -020 -o -perm -002 ")" -print ")" -o "(" -user 0 -o -user "$I" ")" -o -print 2>/dev/null; };`,
+  `pa() { L="$1"; Q="$1"; C=$(cd "$1" 2>/dev/null && pwd -P) || C="$1"; set --;`,
+  `while :; do case "$L" in */*) ;; *) break;; esac; L="\${L%/*}"; set -- "$@" "\${L:-/}"; [ -n "$L" ] || break; [ "$L" = "$HOME" ] && break; done;`,
+  // The parents, lexical then canonical (only when it differs: a symlink on the way), as arguments.
+  `[ "$C" = "$Q" ] || { G=$(cd "$HOME" 2>/dev/null && pwd -P) || G="$HOME";`,
+  `while :; do case "$C" in */*) ;; *) break;; esac; C="\${C%/*}"; set -- "$@" "\${C:-/}"; [ -n "$C" ] || break; [ "$C" = "$G" ] && break; done; };`,
+  `W=$(un "$R/" "$R/agent/" "$D/" "$@"); ck "$R"; ck "$R/agent"; ck "$D";`,
+  `[ -z "$W" ] && return 0; for p in "$@"; do [ -z "$(un "$p")" ] || bad "$p" "$p" unsafe-parent; done; };`,
 ].join(" ");
-// Ownership with test builtins, group/other write bits with one find (and `ls` only when it found
-// one, to name it); path by path from the root down, so the first offender is reported.
-const CHECK_ROOT = [
-  `W=$(find "$R/" "$R/agent/" "$D/" -prune "(" -perm -020 -o -perm -002 ")" -print 2>/dev/null);`,
-  `ck "$R"; ck "$R/agent"; ck "$D";`,
-].join(" ");
+// Ownership with test builtins, group/other write bits (and, above the root, owners) with one find
+// over the root, agent/, the agent's directory and the parents, and `ls` only when it found one, to
+// name it; path by path from the root down, so the first offender is reported.
+const CHECK_ROOT = `pa "$R";`;
 
 /**
  * Finds node, checks node >= 18 and git, checks the root is safely ours (CHECK_ROOT), then execs
@@ -109,6 +131,7 @@ export function bootstrapCommand(root: string, remoteNode: string | undefined, h
     `if [ -z "$N" ]; then N=$(for c in "$HOME"/.nvm/versions/node/v*/bin/node; do if [ -x "$c" ]; then v="\${c%/bin/node}"; echo "\${v##*/v} $c"; fi; done | sort -t. -k1,1n -k2,2n -k3,3n | tail -n 1); N="\${N#* }"; fi;`,
     `if [ -z "$N" ]; then echo "$S:no-node"; exit 86; fi;`,
     `command -v git >/dev/null 2>&1 || { echo "$S:no-git:$N"; exit 86; };`,
+    `I=$(id -u);`,
     CHECK_ROOT_FNS,
     CHECK_ROOT,
     `K=""; if [ -f "$D/.node-ok" ]; then read -r K < "$D/.node-ok"; fi;`,
@@ -132,7 +155,7 @@ export function installCommand(root: string, hash: string, size: number): string
   const script = [
     `S=${BOOT_SENTINEL}; umask 077;`,
     ROOT,
-    `D="$R/agent/${hash}";`,
+    `D="$R/agent/${hash}"; I=$(id -u);`,
     CHECK_ROOT_FNS,
     // Before creating anything (a foreign root may not even let us) and again after.
     CHECK_ROOT,

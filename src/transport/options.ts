@@ -18,6 +18,13 @@ export function expandLocalPath(p: string): string {
 // them along with newline and NUL.
 const remotePathUnsafe = /[\n\r\0\\!]/;
 
+// OpenSSH 9.6 refuses these in a host or user given on its command line (ssh.c's valid_hostname,
+// valid_ruser): %h and %r expand unquoted into ProxyCommand, Match exec and the like, so the shell
+// would run `$(…)`. Also a leading `-` (it would read as an option) and any control character.
+const shellSpecial = /['`"$\\;&<>|(){}\s\p{Cc}]/u;
+const hostUnsafe = (s: string) => s.startsWith("-") || s.includes(",") || shellSpecial.test(s);
+const userUnsafe = (s: string) => s.startsWith("-") || shellSpecial.test(s);
+
 const remoteRoot = z
   .string()
   .check(z.refine((s) => (s.startsWith("/") || s.startsWith("~/")) && s.length > 2 && !remotePathUnsafe.test(s)));
@@ -37,7 +44,7 @@ export const runtimeOptionFields = {
   host: z.string().check(
     z.trim(),
     z.minLength(1),
-    z.refine((s) => !/[\s\0]/.test(s)),
+    z.refine((s) => !hostUnsafe(s)),
   ),
   port: z._default(z.int().check(z.gte(1), z.lte(65535)), 22),
   /** Default: the local user name. */
@@ -45,7 +52,7 @@ export const runtimeOptionFields = {
     z.optional(
       z.string().check(
         z.minLength(1),
-        z.refine((s) => !/[\s\0]/.test(s)),
+        z.refine((s) => !userUnsafe(s)),
       ),
     ),
     z.transform((u) => u ?? userInfo().username),
@@ -83,9 +90,9 @@ export const runtimeOptionFields = {
 
 /** What each key must look like, phrased for the one-line error message. */
 const EXPECTED: Record<keyof typeof runtimeOptionFields, string> = {
-  host: "expected a non-empty host name, address or ssh_config alias without spaces",
+  host: "expected a non-empty host name, address or ssh_config alias without spaces, commas, a leading - or shell metacharacters",
   port: "expected an integer 1-65535",
-  user: "expected a non-empty user name without spaces",
+  user: "expected a non-empty user name without spaces, a leading - or shell metacharacters",
   identityFile: "expected a path to a private key file",
   knownHostsFile: "expected a path to a known_hosts file",
   root: 'expected an absolute path or one starting with "~/" (no newline, NUL, backslash or !)',

@@ -256,6 +256,13 @@ export class SshHost implements RemoteHost, DaemonStarter {
           `remote root directory ${path.join(":")} on ${t} is owned by ${owner || "?"} with mode ${mode || "?"}; the root, its agent/ and agent/${this.bundle.hash}/ must belong to ${this.options.user} and not be writable by group or others: fix that or choose another root`,
         );
       }
+      case "unsafe-parent": {
+        const [mode, owner, ...path] = report.detail.split(":");
+        return new RuntimeError(
+          "ownership",
+          `directory ${path.join(":")} above the remote root on ${t} is owned by ${owner || "?"} with mode ${mode || "?"}; every directory above the root (up to ${this.options.user}'s home) must belong to root or ${this.options.user} and not be writable by group or others, as OpenSSH's StrictModes requires, or whoever can write it could replace the root: fix that or choose another root`,
+        );
+      }
       case "need-install":
         return new RuntimeError(
           "remote",
@@ -297,7 +304,7 @@ export class SshHost implements RemoteHost, DaemonStarter {
       ch.destroy();
       return new RuntimeError("network", `uploading the remote agent to ${this.target} did not finish within ${INSTALL_TIMEOUT_MS} ms`);
     });
-    if (boot.report?.status === "unsafe-root") throw this.bootError(boot.report, null);
+    if (boot.report?.status === "unsafe-root" || boot.report?.status === "unsafe-parent") throw this.bootError(boot.report, null);
     if (boot.report?.status !== "installed") {
       const why = boot.report ? `${boot.report.status} ${boot.report.detail}`.trim() : `exit ${String(code)}`;
       const err = oneLine(stderr).slice(-300);

@@ -130,6 +130,19 @@ describe("lifecycle request validation happens first, before any network use", (
     expectOneLineFailure(await inspect(""), "Invalid request JSON: stdin was empty");
   });
 
+  it("options nested 5,000 levels deep, and a request that is not valid UTF-8", async () => {
+    const deep = JSON.stringify({ ...valid(), options: { ...options(), vendor: "@" } }).replace('"@"', "[".repeat(5000) + "]".repeat(5000));
+    expectOneLineFailure(await inspect(deep + "\n"), "Invalid request JSON: nested deeper than 64 levels");
+    // An invalid byte in `root` would otherwise be replaced by U+FFFD and name a new root.
+    const [head, tail] = JSON.stringify({ ...valid(), options: { ...options(), root: "~/.paseo-audit@" } }).split("@");
+    const bytes = Buffer.concat([Buffer.from(head!), Buffer.from([0xff]), Buffer.from(tail! + "\n")]);
+    expectOneLineFailure(
+      await runCli(["inspect", "--workspace-id", "w"], { stdin: bytes }),
+      "Invalid request JSON: stdin is not valid UTF-8",
+    );
+    expect(connections).toBe(0);
+  });
+
   it("create without input, and reconcile without workspaceIds", async () => {
     expectOneLineFailure(
       await runCli(["create", "--workspace-id", "w"], { stdin: lifecycleRequest(options()) }),

@@ -97,6 +97,31 @@ describe("readLifecycleRequest", () => {
     expect(err.message).toBe('create input.workspaceId "workspace-01" does not match --workspace-id "workspace-02"');
   });
 
+  it("refuses nesting deeper than 64 levels anywhere, as input and without exhausting the stack", async () => {
+    const nest = (n: number) => JSON.parse("[".repeat(n) + "]".repeat(n)) as string[];
+    // 62 arrays inside options inside the request: 64 levels, accepted.
+    expect((await read(lifecycleRequest({ v: nest(62) }))).options.v).toEqual(nest(62));
+    for (const n of [63, 5000, 200_000]) {
+      // Spliced into the text: encoding a value that deep would exhaust the stack here already.
+      const text = lifecycleRequest({ v: "@" }).replace('"@"', "[".repeat(n) + "]".repeat(n));
+      expect((await refusal(read(text))).message).toBe("Invalid request JSON: nested deeper than 64 levels");
+    }
+    // Brackets inside strings are text, not nesting.
+    expect((await read(lifecycleRequest({ v: "[{".repeat(500) + '\\"' }))).options.v).toBe("[{".repeat(500) + '\\"');
+  });
+
+  it("refuses a request that is not valid UTF-8, even split across chunks, and keeps a character split across chunks", async () => {
+    const text = Buffer.from(lifecycleRequest({ root: "~/r\u00e9" }));
+    const at = text.indexOf(0xc3);
+    expect((await read([text.subarray(0, at + 1), text.subarray(at + 1)])).options.root).toBe("~/r\u00e9");
+    for (const bad of [[0xff], [0xc3], [0xed, 0xa0, 0x80], [0xc0, 0xaf]]) {
+      const bytes = Buffer.concat([text.subarray(0, at), Buffer.from(bad), text.subarray(at + 2)]);
+      expect((await refusal(read([bytes.subarray(0, at + 1), bytes.subarray(at + 1)]))).message).toBe(
+        "Invalid request JSON: stdin is not valid UTF-8",
+      );
+    }
+  });
+
   it("refuses more than 16 MiB and stops reading", async () => {
     const stream = new PassThrough();
     const pending = readLifecycleRequest(stream, { operation: "inspect" });

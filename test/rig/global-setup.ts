@@ -222,7 +222,7 @@ export default async function setup(): Promise<() => Promise<void>> {
 
   const identity: RunIdentity = {
     runId,
-    // ~/.paseo-ssh-test-<id>… (rig.ts) and /tmp/paseo-ws-suite-<id>-… (test/support/workspace.ts).
+    // ~/.paseo-ssh-test-<id>… (rig.ts) and ~/paseo-ws-suite-<id>-… (test/support/workspace.ts).
     rootMarks: [`/.paseo-ssh-test-${runId}`, `/paseo-ws-suite-${runId}-`],
     // vitest's own workers carry the mark too; they are not the run's to stop.
     exclude: (p) => p.ppid === process.pid && /[\\/]vitest[\\/]/.test(p.command),
@@ -263,7 +263,7 @@ export default async function setup(): Promise<() => Promise<void>> {
       const roots = local
         ? [
             ...local.homes.map((home) => ({ dir: home, prefix: `.paseo-ssh-test-${runId}` })),
-            { dir: "/tmp", prefix: `paseo-ws-suite-${runId}-` },
+            ...local.homes.map((home) => ({ dir: home, prefix: `paseo-ws-suite-${runId}-` })),
           ]
         : [];
       for (const { dir, prefix } of roots) {

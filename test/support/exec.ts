@@ -75,7 +75,7 @@ export class ExecWorkspace {
 
   /** `extra` overrides runtime options (e.g. another login `user`). */
   constructor(label = "exec", extra: Record<string, unknown> = {}) {
-    this.configuredRoot = suiteRoot(label);
+    this.configuredRoot = suiteRoot(label, typeof extra.user === "string" ? extra.user : undefined);
     this.options = rigOptions({ root: this.configuredRoot, ...extra }) as Options;
   }
 

@@ -51,11 +51,15 @@ export function absoluteRoot(root: string): string {
 }
 
 /**
- * A fresh absolute root in /tmp for one suite, outside the home directory. The run id in its name
- * lets the rig recognise the run's remote processes there (test/rig/run-processes.ts).
+ * A fresh root for one suite, given as an absolute path (no `~/`). In the login user's home, not
+ * /tmp: a sticky world-writable parent fails the StrictModes check of the directories above a root
+ * (only a host whose home the rig does not know gets /tmp). The run id in its name lets the rig
+ * recognise the run's remote processes there (test/rig/run-processes.ts).
  */
-export function suiteRoot(label: string): string {
-  return `/tmp/paseo-ws-suite-${rig().runId}-${label}-${randomBytes(4).toString("hex")}`;
+export function suiteRoot(label: string, user = rig().user): string {
+  // Another login user of the local rig (the noisy one) gets a root in their own home.
+  const home = user === rig().user ? rig().remoteHome : execFileSync("getent", ["passwd", user]).toString().split(":")[5];
+  return `${home ?? "/tmp"}/paseo-ws-suite-${rig().runId}-${label}-${randomBytes(4).toString("hex")}`;
 }
 
 /** Drives the built CLI (dist/cli.js) exactly as Paseo does, against the real sshd rig. */

@@ -2,7 +2,7 @@
 // install command lines through each login shell available here (sh, bash, zsh, fish, csh) with a
 // hostile root, and check the dependency statuses the bootstrap script reports.
 import { spawn, spawnSync } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -64,6 +64,40 @@ describe.each(SHELLS.filter((s) => existsSync(s)))("login shell %s, unsafe root"
     const install = run(shell, installCommand(root, bundle.hash, bundle.size), home, readFileSync(bundle.path));
     expect(statusOf(install.stdout)).toBe(`unsafe-root:drwxrwxr-x:${owner}:${root}`);
     expect(existsSync(join(root, "agent", bundle.hash, "agent.cjs"))).toBe(false);
+  });
+
+  it("refuses a root below a directory others can write (sticky too, or reached through a symlink), naming the nearest", () => {
+    const home = mkdtempSync(join(tmpdir(), "paseo-parent-"));
+    const shared = join(home, "sh ared");
+    const root = join(shared, "r o'ot");
+    mkdirSync(join(root, "agent", bundle.hash), { recursive: true, mode: 0o700 });
+    chmodSync(join(root, "agent"), 0o700);
+    chmodSync(root, 0o700);
+    const owner = userInfo().username;
+    for (const [mode, shown] of [
+      [0o777, "drwxrwxrwx"],
+      [0o1777, "drwxrwxrwt"],
+      [0o775, "drwxrwxr-x"],
+    ] as const) {
+      chmodSync(shared, mode);
+      expect(statusOf(run(shell, bootstrapCommand(root, undefined, bundle.hash), home).stdout)).toBe(
+        `unsafe-parent:${shown}:${owner}:${shared}`,
+      );
+    }
+    // A root that does not exist yet is not even created there.
+    chmodSync(shared, 0o777);
+    const fresh = join(shared, "fresh", "root");
+    const install = run(shell, installCommand(fresh, bundle.hash, bundle.size), home, readFileSync(bundle.path));
+    expect(statusOf(install.stdout)).toBe(`unsafe-parent:drwxrwxrwx:${owner}:${shared}`);
+    expect(existsSync(join(shared, "fresh"))).toBe(false);
+    // Through a symlink of ours: its target's parents are judged too.
+    symlinkSync(shared, join(home, "link"));
+    expect(statusOf(run(shell, bootstrapCommand(join(home, "link", "r o'ot"), undefined, bundle.hash), home).stdout)).toBe(
+      `unsafe-parent:drwxrwxrwx:${owner}:${shared}`,
+    );
+    // Parents owned by root or us and closed to others pass (up to the home directory).
+    chmodSync(shared, 0o755);
+    expect(statusOf(run(shell, bootstrapCommand(root, undefined, bundle.hash), home).stdout)).toBe(`need-install:${statusNode()}`);
   });
 });
 

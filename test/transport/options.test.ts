@@ -50,8 +50,14 @@ describe("parseRuntimeOptions", () => {
     [{ host: "h", port: "22" }, 'Invalid runtime option "port": expected an integer 1-65535'],
     [{ host: "h", port: 22.5 }, 'Invalid runtime option "port": expected an integer 1-65535'],
     [{ host: "h", foo: 1 }, 'Unknown runtime option "foo"'],
-    [{}, 'Missing runtime option "host": expected a non-empty host name, address or ssh_config alias without spaces'],
-    [{ host: "" }, 'Invalid runtime option "host": expected a non-empty host name, address or ssh_config alias without spaces'],
+    [
+      {},
+      'Missing runtime option "host": expected a non-empty host name, address or ssh_config alias without spaces, commas, a leading - or shell metacharacters',
+    ],
+    [
+      { host: "" },
+      'Invalid runtime option "host": expected a non-empty host name, address or ssh_config alias without spaces, commas, a leading - or shell metacharacters',
+    ],
     [
       { host: "h", root: "relative/dir" },
       'Invalid runtime option "root": expected an absolute path or one starting with "~/" (no newline, NUL, backslash or !)',
@@ -72,7 +78,10 @@ describe("parseRuntimeOptions", () => {
       { host: "h", connectTimeoutMs: -1 },
       'Invalid runtime option "connectTimeoutMs": expected an integer number of milliseconds 100-600000',
     ],
-    [{ host: "h", user: 5 }, 'Invalid runtime option "user": expected a non-empty user name without spaces'],
+    [
+      { host: "h", user: 5 },
+      'Invalid runtime option "user": expected a non-empty user name without spaces, a leading - or shell metacharacters',
+    ],
   ])("rejects %j", (raw, expected) => {
     const msg = message(raw);
     expect(msg).toBe(expected);

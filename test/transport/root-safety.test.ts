@@ -10,12 +10,12 @@ import {
   mkdirSync,
   mkdtempSync,
   readFileSync,
+  readdirSync,
   rmSync,
   statSync,
   utimesSync,
   writeFileSync,
 } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { agentBundle } from "../../src/transport/bootstrap.js";
@@ -31,12 +31,17 @@ afterAll(() => {
   for (const b of bases) rmSync(b, { recursive: true, force: true });
 });
 
-/** A world-writable, sticky parent directory (like /tmp) for roots of this test. */
-function sharedParent(): string {
-  const base = mkdtempSync(join(tmpdir(), "paseo-root-safety-"));
+/**
+ * A directory of `uid` (mode `mode`) whose parents all pass StrictModes: under a root-owned 0755
+ * directory in /srv, not in the run's TMPDIR (sticky and world-writable, like /tmp).
+ */
+function closedParent(uid: number, mode: number): string {
+  const base = mkdtempSync("/srv/paseo-root-safety-");
   bases.push(base);
-  chmodSync(base, 0o1777);
-  return base;
+  chmodSync(base, 0o755);
+  const dir = join(base, "p");
+  dirOf(dir, uid, mode);
+  return dir;
 }
 
 function dirOf(path: string, uid: number, mode: number): void {
@@ -103,7 +108,7 @@ describe.skipIf(!!process.env.PASEO_TEST_SSH_HOST)("remote root safety", () => {
     async (_name, layout, offender, mode) => {
       const me = uidOf(rig().user);
       const other = uidOf(rig().noisyUser!);
-      const parent = sharedParent();
+      const parent = closedParent(0, 0o755);
       const root = plant(parent, layout(me, other));
       const r = await inspect(root);
       expect(existsSync(join(parent, "pwned"))).toBe(false);
@@ -122,7 +127,7 @@ describe.skipIf(!!process.env.PASEO_TEST_SSH_HOST)("remote root safety", () => {
   );
 
   it("a root created by the runtime is 0700 down to the agent, marked, and works", async () => {
-    const root = join(sharedParent(), "fresh", "root");
+    const root = join(closedParent(uidOf(rig().user), 0o755), "fresh", "root");
     const r = await inspect(root);
     expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
@@ -132,6 +137,27 @@ describe.skipIf(!!process.env.PASEO_TEST_SSH_HOST)("remote root safety", () => {
     }
     expect(existsSync(join(root, ROOT_MARKER))).toBe(true);
   });
+
+  it.each([
+    ["another user's world-writable directory", (other: number) => [other, 0o777], "drwxrwxrwx"],
+    ["a sticky world-writable directory like /tmp (OpenSSH's StrictModes refuses it too)", () => [0, 0o1777], "drwxrwxrwt"],
+    ["a group-writable directory of root", () => [0, 0o775], "drwxrwxr-x"],
+  ] as Array<[string, (other: number) => [number, number], string]>)(
+    "a root below %s is refused before anything is created or run there",
+    async (_name, owner, mode) => {
+      const other = uidOf(rig().noisyUser!);
+      const [uid, bits] = owner(other);
+      const shared = closedParent(uid, bits);
+      const root = join(shared, "r");
+      const r = await inspect(root);
+      expect(r.code, r.stderr).toBe(7);
+      const user = rig().user;
+      expect(r.stderr).toBe(
+        `directory ${shared} above the remote root on ${user}@${rig().host}:${rig().port} is owned by ${uid === 0 ? "root" : rig().noisyUser} with mode ${mode}; every directory above the root (up to ${user}'s home) must belong to root or ${user} and not be writable by group or others, as OpenSSH's StrictModes requires, or whoever can write it could replace the root: fix that or choose another root\n`,
+      );
+      expect(readdirSync(shared)).toEqual([]);
+    },
+  );
 
   /** Old cache and trash entries, as reconcile would prune them in a root of ours. */
   function prunable(root: string): string[] {
@@ -150,7 +176,7 @@ describe.skipIf(!!process.env.PASEO_TEST_SSH_HOST)("remote root safety", () => {
 
   it("reconcile touches nothing in a pre-existing directory that holds other files (no marker)", async () => {
     const me = uidOf(rig().user);
-    const root = join(sharedParent(), "home-like");
+    const root = join(closedParent(0, 0o755), "home-like");
     dirOf(root, me, 0o700);
     writeFileSync(join(root, "notes.txt"), "mine\n");
     const kept = prunable(root);
@@ -165,7 +191,7 @@ describe.skipIf(!!process.env.PASEO_TEST_SSH_HOST)("remote root safety", () => {
 
   it("a root of an earlier version (our layout, no marker) is marked on first use and reconciled", async () => {
     const me = uidOf(rig().user);
-    const root = join(sharedParent(), "earlier");
+    const root = join(closedParent(0, 0o755), "earlier");
     dirOf(root, me, 0o700);
     dirOf(join(root, "workspaces"), me, 0o700);
     const [cache, trash] = prunable(root);

@@ -132,6 +132,24 @@ describe.skipIf(!realSsh)("ssh -G answers kept between processes", () => {
     expect(askedSsh()).toBe(4);
   });
 
+  it("never keeps an answer that Match exec=cmd or localnetwork=net decided (OpenSSH splits on = too)", async () => {
+    const cfg = join(dir, "eq.conf");
+    put(cfg, `Match exec="test -e ${dir}/flag2"\n  Port 2205\n`);
+    const req: EvalRequest = { file: cfg, alias: "h1" };
+    expect(scanInputs(req, local).cacheable).toBe(false);
+    expect((await answer(req)).get("port")).toEqual(["22"]);
+    writeFileSync(join(dir, "flag2"), "");
+    // A stale entry would still say 22: ssh itself now answers 2205.
+    expect((await answer(req)).get("port")).toEqual(["2205"]);
+    expect(askedSsh()).toBe(2);
+    for (const line of ["Match host=h1 !exec=false", "Match\tExec=true", "Match localnetwork=10.0.0.0/8", "Match=exec true"]) {
+      put(cfg, `${line}\n  Port 2206\n`);
+      expect(scanInputs(req, local).cacheable, line).toBe(false);
+    }
+    put(cfg, "Match host=h1 user=executive\n  Port 2207\n");
+    expect(scanInputs(req, local).cacheable).toBe(true);
+  });
+
   it("ignores an entry that is not private to us", async () => {
     const cfg = join(dir, "main.conf");
     put(cfg, "Host h1\n  Port 2205\n");

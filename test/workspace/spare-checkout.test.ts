@@ -2,7 +2,7 @@
 // commit beside the project cache, and the next workspace of that commit takes it (one rename, no
 // file written). The workspaces stay fully independent (own files, own inodes), and a spare that
 // lost or changed a file is never handed out as it is: that workspace gets a fresh checkout.
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, unlinkSync, utimesSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, unlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -110,11 +110,58 @@ describe("spare checkouts: the next workspace of a commit without writing its fi
     });
   });
 
+  // Tampering a workload of another workspace (the same login user) could do; `git status` in the
+  // spare shows at most the untracked file, so only a stricter check can tell.
+  const tampering: Array<[string, (s: string) => void]> = [
+    [
+      "assume-unchanged and new content",
+      (s) => {
+        gitAsRemoteUser(s, ["update-index", "--assume-unchanged", "committed.txt"]);
+        writeFileSync(join(s, "committed.txt"), "planted content\n");
+      },
+    ],
+    [
+      "skip-worktree and a deleted file",
+      (s) => {
+        gitAsRemoteUser(s, ["update-index", "--skip-worktree", "committed.txt"]);
+        unlinkSync(join(s, "committed.txt"));
+      },
+    ],
+    ["an untracked file", (s) => writeFileSync(join(s, "planted.txt"), "planted\n")],
+    [
+      "an ignored file",
+      (s) => {
+        writeFileSync(join(s, ".git", "info", "exclude"), "planted.log\n");
+        writeFileSync(join(s, "planted.log"), "planted\n");
+      },
+    ],
+    ["an empty untracked directory", (s) => mkdirSync(join(s, "planted-dir"))],
+    ["a hook", (s) => writeFileSync(join(s, ".git", "hooks", "post-commit"), "#!/bin/sh\ntouch /tmp/planted\n", { mode: 0o755 })],
+    ["a config entry", (s) => gitAsRemoteUser(s, ["config", "core.fsmonitor", "touch /tmp/planted"])],
+    ["attributes in .git/info", (s) => writeFileSync(join(s, ".git", "info", "attributes"), "* filter=planted\n")],
+    [
+      "a replace ref standing in for its commit",
+      (s) => {
+        // The index, the files and the (replaced) commit agree: only the .git check can tell.
+        writeFileSync(join(s, "committed.txt"), "planted content\n");
+        gitAsRemoteUser(s, ["add", "committed.txt"]);
+        const tree = gitAsRemoteUser(s, ["write-tree"]).trim();
+        const stand = gitAsRemoteUser(s, ["commit-tree", tree, "-m", "planted"]).trim();
+        gitAsRemoteUser(s, ["replace", fixture.commit, stand]);
+      },
+    ],
+  ];
+  const tamperedId = (name: string) => `spare-t-${name.replace(/[^a-z]+/g, "-")}`;
+  const tampered = tampering.map(([name]) => tamperedId(name));
+  it.each(tampering)("a spare with %s is not handed out either", async (name, spoil) => {
+    await afterSpoiling(tamperedId(name), spoil);
+  });
+
   it("a spare unused for 30 minutes is removed by reconcile; the workspaces stay", async () => {
     const s = await spareReady();
     const old = new Date(Date.now() - 31 * 60_000);
     utimesSync(s, old, old);
-    const ids = ["spare-a", "spare-b", "spare-c", "spare-d", "spare-e"];
+    const ids = ["spare-a", "spare-b", "spare-c", "spare-d", "spare-e", ...tampered];
     expect((await d.reconcile(ids)).ok).toBe(true);
     expect(existsSync(s)).toBe(false);
     for (const id of ids) expect(gitIn(checkoutOf(id), ["rev-parse", "HEAD"]).trim()).toBe(fixture.commit);

@@ -3,6 +3,7 @@
 // nothing needs setting up; either way every step spawns this executable as Paseo would. Exits 0
 // only if every step passed; leaves no temp directory, process or remote workspace behind.
 import { mkdirSync, mkdtempSync, realpathSync, rmSync } from "node:fs";
+import { homedir } from "node:os";
 import { join } from "node:path";
 import type { Writable } from "node:stream";
 import { RuntimeError } from "../../shared/errors.js";
@@ -25,17 +26,24 @@ function remoteOptions(flags: OperationArgs["flags"]): Record<string, string | n
   return options;
 }
 
-function embeddedOptions(server: EmbeddedServer): Record<string, string | number> {
+function embeddedOptions(server: EmbeddedServer, root: string): Record<string, string | number> {
   return {
     host: server.host,
     port: server.port,
     user: server.user,
     identityFile: server.identityFile,
     knownHostsFile: server.knownHostsFile,
-    // Inside the server's temp dir, so closing the server removes the remote side too; short,
-    // because the runtime's PTY sockets live under it.
-    root: join(server.dir, "r"),
+    root,
   };
+}
+
+/**
+ * The embedded server's remote root: in the home directory (short, because the runtime's PTY
+ * sockets live under it), not in the temp dir, whose sticky world-writable /tmp a root's parents
+ * may not be (the StrictModes check); removed when the demo ends.
+ */
+function demoRoot(): string {
+  return mkdtempSync(join(homedir(), ".paseo-ssh-demo-"));
 }
 
 /** Stops the runtime's brokers and reports it as the tour's last line. */
@@ -92,14 +100,18 @@ const operation: CliOperation = {
     const brokerTmp = join(work, "t");
     mkdirSync(brokerTmp);
     let server: EmbeddedServer | undefined;
+    let root: string | undefined;
     let source: DemoSource | undefined;
     const interrupt = interruptible(io);
     try {
       const prepared = prepareSource(process.cwd(), work);
       source = prepared.source;
       if (prepared.note) io.stdout.write(`note: ${prepared.note}\n`);
-      if (!remote) server = await startEmbeddedServer();
-      const options = remote ?? embeddedOptions(server!);
+      if (!remote) {
+        server = await startEmbeddedServer();
+        root = demoRoot();
+      }
+      const options = remote ?? embeddedOptions(server!, root!);
       const where = server
         ? `embedded SSH server ${server.user}@${server.host}:${server.port}`
         : `${String(options.user ?? "")}${options.user ? "@" : ""}${options.host}:${options.port ?? 22}`;
@@ -124,6 +136,7 @@ const operation: CliOperation = {
       interrupt.release();
       source?.cleanup();
       await server?.close();
+      if (root) rmSync(root, { recursive: true, force: true });
       rmSync(work, { recursive: true, force: true });
     }
   },

@@ -2,23 +2,12 @@
 // (never outside the workspace root, symlinks included), the program file (looked up on the
 // envelope's own PATH, never through a shell), and the stdio layout that carries the process tag.
 // Shared by the pipes path (control agent) and the PTY path (pty-attach spawns what this decides).
-import {
-  accessSync,
-  closeSync,
-  constants,
-  existsSync,
-  mkdirSync,
-  openSync,
-  realpathSync,
-  renameSync,
-  statSync,
-  writeFileSync,
-} from "node:fs";
+import { accessSync, closeSync, constants, mkdirSync, openSync, realpathSync, statSync } from "node:fs";
 import { isAbsolute, join, relative, resolve } from "node:path";
-import { randomBytes } from "node:crypto";
 import type { StdioOptions } from "node:child_process";
 import { RuntimeError } from "../../shared/errors.js";
 import { TAG_FD } from "../proc/process-set.js";
+import { verifiedFile } from "../verified-file.js";
 
 declare const __HELPER_SOURCE__: string;
 
@@ -81,15 +70,13 @@ export function findOnPath(name: string, searchPath: string, cwd: string): strin
   return null;
 }
 
-/** Extracts the embedded helper next to the agent once (atomic, so a concurrent reader never sees half a file). */
+/**
+ * The embedded helper next to the agent, extracted atomically (a concurrent reader never sees half
+ * a file) and run only while it holds exactly the embedded text (verified-file.ts).
+ */
 export function ensureHelper(agentDir: string): string {
-  const path = join(agentDir, "helper.cjs");
-  if (existsSync(path)) return path;
   mkdirSync(agentDir, { recursive: true, mode: 0o700 });
-  const tmp = `${path}.${randomBytes(6).toString("hex")}.tmp`;
-  writeFileSync(tmp, __HELPER_SOURCE__, { mode: 0o700, flag: "wx" });
-  renameSync(tmp, path);
-  return path;
+  return verifiedFile(join(agentDir, "helper.cjs"), __HELPER_SOURCE__, 0o700);
 }
 
 /**

@@ -9,6 +9,7 @@ import type { Readable, Writable } from "node:stream";
 import { RuntimeError, oneLine } from "../../shared/errors.js";
 import type { UsableTerminalSupport } from "./probe.js";
 import { scriptArgs } from "./probe.js";
+import { verifiedRelayFile } from "./sources.js";
 
 export interface TerminalSpec {
   /** Program file passed to execve (already resolved). */
@@ -75,8 +76,8 @@ const validSize = (n: number) => Number.isInteger(n) && n >= 1 && n <= 65535;
 const wellFormed = (s: string) => Buffer.from(s, "utf8").toString("utf8");
 
 function relayCommand(support: UsableTerminalSupport): [string, string[]] {
-  if (support.method === "python3") return [support.python, ["-I", "-S", support.relay]];
-  return [support.script, scriptArgs(support.node, support.scriptChild)];
+  if (support.method === "python3") return [support.python, ["-I", "-S", verifiedRelayFile("python3", support.relay)]];
+  return [support.script, scriptArgs(support.node, verifiedRelayFile("script", support.scriptChild))];
 }
 
 class RelayTerminal implements Terminal {

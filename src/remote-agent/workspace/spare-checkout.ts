@@ -7,9 +7,15 @@
 // A spare is taken whole (renamed away), never shared: workspaces stay fully independent. It is
 // only an optimisation: it is built only where the disk keeps ample room after it, expires when
 // unused, and a spare that fails its check on adoption is thrown away for a fresh checkout.
+// A spare sits under the root, where anything running as the login user (a workload of another
+// workspace) can reach it; it is handed out only as this daemon built it: its whole `.git` (index,
+// config, hooks, info, refs) byte for byte as digested when it was built (so no index flag, no
+// hook or config, no replace ref was added), no untracked or ignored file or directory, and every
+// file as its index says. A spare this daemon did not build (an earlier daemon's) is thrown away.
 import { existsSync, mkdirSync, readdirSync, renameSync, statfsSync, statSync } from "node:fs";
+import { lstat, readFile, readdir, readlink } from "node:fs/promises";
 import { join } from "node:path";
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { oneLine } from "../../shared/errors.js";
 import { git, gitResult } from "../../shared/git-exec.js";
 import { checkoutFootprint, withMargin, type Footprint } from "../../shared/disk-space.js";
@@ -34,6 +40,30 @@ const RESERVE_FRACTION = 0.1;
 const PARALLEL_CHECKOUT = ["-c", "checkout.workers=0"];
 
 let enabled = false;
+/** Digest of each ready spare's `.git` as this daemon built it, by the spare's path. */
+const builtGit = new Map<string, string>();
+/** The same digest for a spare taken into a staging directory, until it is adopted. */
+const takenGit = new Map<string, string>();
+
+/**
+ * Every entry under `<checkout>/.git` (paths, types, modes, file contents, link targets), hashed.
+ * Small for a shared clone (the objects stay in the cache); the index is most of it.
+ */
+async function gitDirDigest(checkout: string): Promise<string> {
+  const hash = createHash("sha256");
+  const walk = async (rel: string): Promise<void> => {
+    const path = join(checkout, ".git", rel);
+    const st = await lstat(path);
+    hash.update(`${rel}\0${st.mode}\0`);
+    if (st.isSymbolicLink()) hash.update(await readlink(path));
+    else if (st.isFile()) hash.update(await readFile(path));
+    else if (st.isDirectory()) for (const name of (await readdir(path)).sort()) await walk(rel ? `${rel}/${name}` : name);
+    hash.update("\0");
+  };
+  await walk("");
+  return hash.digest("hex");
+}
+
 /** Builds running in this process, by `<cache>\0<commit>`. */
 const building = new Map<string, { run: Promise<void>; background: boolean }>();
 
@@ -108,7 +138,11 @@ export async function takeSpare(cache: string, commit: string, into: string): Pr
   if (pending && !pending.background) await pending.run;
   try {
     sweepSpares(cache);
-    renameSync(join(sparesDir(cache), commit), into);
+    const from = join(sparesDir(cache), commit);
+    renameSync(from, into);
+    const digest = builtGit.get(from);
+    builtGit.delete(from);
+    if (digest) takenGit.set(into, digest);
     return true;
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
@@ -126,7 +160,23 @@ export async function takeSpare(cache: string, commit: string, into: string): Pr
  * hold: only a cache of ours went bad, and the caller checks out afresh instead.
  */
 export async function adoptSpare(checkout: string, commit: string, branch: string): Promise<boolean> {
+  const built = takenGit.get(checkout);
+  takenGit.delete(checkout);
   try {
+    if (!built) {
+      log(`spare of ${commit} thrown away: this daemon did not build it, so nothing vouches for its .git`);
+      return false;
+    }
+    if ((await gitDirDigest(checkout)) !== built) {
+      log(`spare of ${commit} thrown away: its .git (index, config, hooks, info or refs) changed since it was built`);
+      return false;
+    }
+    // Untracked and ignored alike (no exclude rules given), empty directories too.
+    const others = await git(["ls-files", "-z", "--others", "--directory"], { cwd: checkout });
+    if (others !== "") {
+      log(`spare of ${commit} thrown away: it holds files its commit does not (${oneLine(others.split("\0")[0]!)}, …)`);
+      return false;
+    }
     if (branch) {
       await git(["update-ref", `refs/heads/${branch}`, commit], { cwd: checkout });
       await git(["symbolic-ref", "HEAD", `refs/heads/${branch}`], { cwd: checkout });
@@ -222,8 +272,12 @@ async function buildSpare(cache: string, commit: string, background: boolean): P
       signal,
     });
     await verifyCheckout(tmp, stderr, tmp);
+    const digest = await gitDirDigest(tmp);
     // A concurrent create's spare of the same commit may have landed first: keep that one.
-    if (!existsSync(join(dir, commit))) renameSync(tmp, join(dir, commit));
+    if (!existsSync(join(dir, commit))) {
+      renameSync(tmp, join(dir, commit));
+      builtGit.set(join(dir, commit), digest);
+    }
   } finally {
     await removeTree(tmp);
   }

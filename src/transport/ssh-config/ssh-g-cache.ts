@@ -60,6 +60,15 @@ function splitLine(line: string): { keyword: string; args: string[] } | null {
   return { keyword: m[1]!.toLowerCase(), args };
 }
 
+/**
+ * Whether a Match line names a criterion decided at run time. OpenSSH splits a Match line on `=`
+ * and quotes as well as whitespace (`exec=cmd`, `!exec"cmd"`), so any word `exec` or `localnetwork`
+ * in it counts; a host or user pattern that happens to be that word only costs a cache miss.
+ */
+function mentionsRuntimeCriterion(args: string[]): boolean {
+  return /(^|[^a-z0-9_-])(exec|localnetwork)($|[^a-z0-9_-])/i.test(args.join(" "));
+}
+
 class Scan implements Inputs {
   files = new Map<string, string | null>();
   env = new Set<string>();
@@ -90,7 +99,7 @@ class Scan implements Inputs {
     for (const raw of text.split("\n")) {
       const line = splitLine(raw);
       if (!line) continue;
-      if (line.keyword === "match" && line.args.some((a) => /^!?(exec|localnetwork)$/i.test(a))) this.cacheable = false;
+      if (line.keyword === "match" && mentionsRuntimeCriterion(line.args)) this.cacheable = false;
       if (line.keyword === "include") for (const arg of line.args) this.include(arg, user, depth);
     }
   }
