@@ -18,7 +18,8 @@ export interface UnsafeParent {
 
 /**
  * The nearest directory above `dir` that StrictModes would refuse (owned by neither root nor us, or
- * a directory group or others may write, a sticky one too), walking up to the home directory or
+ * a directory group or others may write, unless it is root's and sticky like /tmp: nobody else can
+ * rename or remove what we own there), walking up to the home directory or
  * `/`: first along the path as given (a symlink on it judged by its owner), then along its
  * canonical form. null when every one passes.
  */
@@ -38,7 +39,9 @@ export function unsafeParent(dir: string, home = homedir()): UnsafeParent | null
     while (path !== "/") {
       path = dirname(path);
       const st = lstatSync(path);
-      if ((st.uid !== 0 && st.uid !== me) || (st.isDirectory() && (st.mode & 0o022) !== 0)) return { path, uid: st.uid, mode: st.mode };
+      const rootSticky = st.uid === 0 && (st.mode & 0o1000) !== 0;
+      if ((st.uid !== 0 && st.uid !== me) || (st.isDirectory() && (st.mode & 0o022) !== 0 && !rootSticky))
+        return { path, uid: st.uid, mode: st.mode };
       if (path === stop) break;
     }
   }

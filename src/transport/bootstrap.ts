@@ -86,8 +86,8 @@ const ROOT = `R="$1"; case "$R" in "~/"*) R="$HOME/\${R#??}";; esac;`;
  * another local user could have put an `agent.cjs` there (its path is public) for us to run. A
  * symlink on the way must itself be ours or root's, or it could be pointed elsewhere in between.
  * Every directory above the root must pass OpenSSH's StrictModes rule (misc.c's safe_path): owned
- * by root or the login user and not writable by group or others, a sticky one (/tmp) included,
- * walking up until the login user's home or `/` — for the path as given (a symlink on it only by
+ * by root or the login user and not writable by group or others, except that a sticky directory of
+ * root's (/tmp) passes, since nobody else can rename or remove what we own in it, walking up until the login user's home or `/` — for the path as given (a symlink on it only by
  * its owner) and for its canonical form. Otherwise whoever can write a parent could rename the root
  * away and put their own in its place. `bad` reports `<status>:<mode>:<owner>:<path>` (status
  * `unsafe-root`, or `unsafe-parent` for a directory above the root) and stops. Needs S, R and D.
@@ -100,13 +100,16 @@ const CHECK_ROOT_FNS = [
   // Prints each path that is a directory group or others may write, or owned by neither root nor
   // us. No `!` (history expansion in csh): "owned, and writable" or else "not owned".
   `un() { find "$@" -prune "(" -user 0 -o -user "$I" ")" "(" -type d "(" -perm -020 -o -perm -002 ")" -print ")" -o "(" -user 0 -o -user "$I" ")" -o -print 2>/dev/null; };`,
+  // The same for directories above the root, where a sticky directory of root's (/tmp) passes:
+  // nobody else can rename or remove what we own in it.
+  `up() { find "$@" -prune "(" -type d -user 0 -perm -1000 ")" -o "(" -user 0 -o -user "$I" ")" "(" -type d "(" -perm -020 -o -perm -002 ")" -print ")" -o "(" -user 0 -o -user "$I" ")" -o -print 2>/dev/null; };`,
   `pa() { L="$1"; Q="$1"; C=$(cd "$1" 2>/dev/null && pwd -P) || C="$1"; set --;`,
   `while :; do case "$L" in */*) ;; *) break;; esac; L="\${L%/*}"; set -- "$@" "\${L:-/}"; [ -n "$L" ] || break; [ "$L" = "$HOME" ] && break; done;`,
   // The parents, lexical then canonical (only when it differs: a symlink on the way), as arguments.
   `[ "$C" = "$Q" ] || { G=$(cd "$HOME" 2>/dev/null && pwd -P) || G="$HOME";`,
   `while :; do case "$C" in */*) ;; *) break;; esac; C="\${C%/*}"; set -- "$@" "\${C:-/}"; [ -n "$C" ] || break; [ "$C" = "$G" ] && break; done; };`,
-  `W=$(un "$R/" "$R/agent/" "$D/" "$@"); ck "$R"; ck "$R/agent"; ck "$D";`,
-  `[ -z "$W" ] && return 0; for p in "$@"; do [ -z "$(un "$p")" ] || bad "$p" "$p" unsafe-parent; done; };`,
+  `W=$(un "$R/" "$R/agent/" "$D/"; [ $# -eq 0 ] || up "$@"); ck "$R"; ck "$R/agent"; ck "$D";`,
+  `[ -z "$W" ] && return 0; for p in "$@"; do [ -z "$(up "$p")" ] || bad "$p" "$p" unsafe-parent; done; };`,
 ].join(" ");
 // Ownership with test builtins, group/other write bits (and, above the root, owners) with one find
 // over the root, agent/, the agent's directory and the parents, and `ls` only when it found one, to

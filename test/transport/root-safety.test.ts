@@ -140,7 +140,7 @@ describe.skipIf(!!process.env.PASEO_TEST_SSH_HOST)("remote root safety", () => {
 
   it.each([
     ["another user's world-writable directory", (other: number) => [other, 0o777], "drwxrwxrwx"],
-    ["a sticky world-writable directory like /tmp (OpenSSH's StrictModes refuses it too)", () => [0, 0o1777], "drwxrwxrwt"],
+    ["another user's sticky world-writable directory", (other: number) => [other, 0o1777], "drwxrwxrwt"],
     ["a group-writable directory of root", () => [0, 0o775], "drwxrwxr-x"],
   ] as Array<[string, (other: number) => [number, number], string]>)(
     "a root below %s is refused before anything is created or run there",
@@ -158,6 +158,16 @@ describe.skipIf(!!process.env.PASEO_TEST_SSH_HOST)("remote root safety", () => {
       expect(readdirSync(shared)).toEqual([]);
     },
   );
+
+  it("a root below a sticky world-writable directory of root's (like /tmp) is accepted: nobody else can rename it away", async () => {
+    const shared = closedParent(0, 0o1777);
+    const root = join(shared, "r");
+    const r = await inspect(root);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(statSync(root).uid).toBe(uidOf(rig().user));
+    expect(statSync(root).mode & 0o777).toBe(0o700);
+  });
 
   /** Old cache and trash entries, as reconcile would prune them in a root of ours. */
   function prunable(root: string): string[] {

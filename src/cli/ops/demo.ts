@@ -39,8 +39,7 @@ function embeddedOptions(server: EmbeddedServer, root: string): Record<string, s
 
 /**
  * The embedded server's remote root: in the home directory (short, because the runtime's PTY
- * sockets live under it), not in the temp dir, whose sticky world-writable /tmp a root's parents
- * may not be (the StrictModes check); removed when the demo ends.
+ * sockets live under it, where a private TMPDIR can be long); removed when the demo ends.
  */
 function demoRoot(): string {
   return mkdtempSync(join(homedir(), ".paseo-ssh-demo-"));
