@@ -12,6 +12,7 @@ import { normaliseRelativePath } from "../shared/relative-path.js";
 import { sealIntegration } from "./integration-seal.js";
 import { resolveLocalSource } from "./local-source.js";
 import { localHaves, requireRemoteSpace, sendObjects, startPack } from "./object-transfer.js";
+import { lfsPlan, sendLfsObjects, type LfsPlan } from "./lfs-objects.js";
 import type { Progress } from "./progress.js";
 
 /** Whole-create bound: large first transfers over slow links need minutes, never forever. */
@@ -23,6 +24,8 @@ export interface PreparedCreate {
   request: CreateRequest;
   /** Local repository objects are packed from (directory sources only). */
   repo: string | null;
+  /** The commit's LFS pointers and the local store their objects are shipped from. */
+  lfs: LfsPlan | null;
 }
 
 /** Cache key of a directory project: its id plus canonical repository path, hashed. */
@@ -55,9 +58,11 @@ export async function prepareCreate(input: CreateInput, owner: string): Promise<
   let source: SourceSpec;
   let repo: string | null = null;
   let integration: IntegrationTarget | null = null;
+  let lfs: LfsPlan | null = null;
   if (src.kind === "directory") {
     const local = await resolveLocalSource(src.path, input.placement);
     repo = local.topLevel;
+    lfs = await lfsPlan(local.topLevel, local.commit);
     if (local.baseBranch) {
       integration = sealIntegration(local.topLevel, local.baseBranch, { owner, workspaceId: input.workspaceId, commit: local.commit });
     }
@@ -74,8 +79,17 @@ export async function prepareCreate(input: CreateInput, owner: string): Promise<
     source = { kind: "git", url: src.url, revision, newBranch, subdirectory };
   }
   return {
-    request: { workspaceId: input.workspaceId, owner, source, relativeCwd, purpose: input.purpose ?? null, integration },
+    request: {
+      workspaceId: input.workspaceId,
+      owner,
+      source,
+      relativeCwd,
+      purpose: input.purpose ?? null,
+      integration,
+      ...(lfs ? { lfs: lfs.spec } : {}),
+    },
     repo,
+    lfs,
   };
 }
 
@@ -91,8 +105,26 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
   let transferError: unknown = null;
   // Set once the agent has answered: our stream then stops, and its failure is no news.
   const stop = new AbortController();
+  const failed = (err: unknown) => {
+    // A stream cut because the agent stopped or went away is its consequence, not the cause.
+    if (stop.signal.aborted || channel.closed) return;
+    transferError = err;
+    channel.sendJson({ type: "abort", message: oneLine(err instanceof Error ? err.message : String(err)) });
+  };
+  let lfsTransfer: Promise<void> | null = null;
   const onFrame = (f: Frame) => {
     const msg = agentMessage(f);
+    if (msg?.type === "lfs-pointers")
+      progress.mark("lfs-pointers", { files: msg.paths.length, paths: msg.paths.join(", "), reason: msg.reason });
+    if (msg?.type === "need-lfs" && prepared.lfs && !lfsTransfer) {
+      const plan = prepared.lfs;
+      // Starts after the pack's stream (the agent asks once its objects are in): one stream at a time.
+      lfsTransfer = (async () => {
+        await transfer;
+        const sent = await sendLfsObjects(channel, plan, msg.oids, stop.signal);
+        progress.mark("lfs-sent", sent);
+      })().catch(failed);
+    }
     if (msg?.type === "progress") {
       // Checkout starts only after objects are in place: none were needed if no transfer began.
       if (msg.phase === "checkout" && !transfer) noObjects();
@@ -115,12 +147,7 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
       const bytes = await sendObjects(channel, pack, stop.signal);
       reported = true;
       progress.mark("objects-sent", { bytes });
-    })().catch((err: unknown) => {
-      // A stream cut because the agent stopped or went away is its consequence, not the cause.
-      if (stop.signal.aborted || channel.closed) return;
-      transferError = err;
-      channel.sendJson({ type: "abort", message: oneLine(err instanceof Error ? err.message : String(err)) });
-    });
+    })().catch(failed);
   };
   channel.on("frame", onFrame);
   const requestedAt = performance.now();
@@ -133,6 +160,7 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
     // The agent's own failure (e.g. its index-pack died) ends our stream at once.
     if (!transferError) stop.abort();
     await transfer;
+    await lfsTransfer;
     // The local cause (e.g. pack-objects failing) explains more than the agent's "aborted".
     if (transferError) throw transferError instanceof RuntimeError ? transferError : new RuntimeError("input", String(transferError));
     throw err;

@@ -22,6 +22,9 @@ import { diskInfo, explainNoSpace } from "./disk.js";
 import { materializeCheckout, resolveWorkspaceRoot } from "./checkout.js";
 import { createUnderWay } from "./spare-checkout.js";
 import { FrameInbox } from "./frame-inbox.js";
+import { fillLfsStore, parseLfsSpec } from "./lfs-store.js";
+import { hasGitLfs } from "./lfs-checkout.js";
+import { hostGitSearchPath } from "../test-hooks.js";
 import { killWorkspaceProcesses } from "../proc/process-set.js";
 import { isComplete, lifecycleEnvironment, str, target, view } from "./common.js";
 
@@ -110,6 +113,8 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
   const purpose = typeof req.purpose === "string" ? req.purpose : null;
   const inbox = new FrameInbox(ctx);
   const projectKey = sourceKey(source);
+  const lfsSpec = source.kind === "directory" ? parseLfsSpec(req.lfs) : null;
+  const searchPath = hostGitSearchPath(ctx.root) ?? process.env.PATH ?? "";
 
   const loaded = loadWorkspace(ctx.root, workspaceId, owner);
   const layout = loaded.layout;
@@ -145,13 +150,21 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
     const cache = await ensureCache(ctx.root, projectKey);
     ctx.sendJson({ type: "progress", phase: "negotiate" });
     const { commit, branch } = await fillCache(ctx, inbox, cache, source, startedAt);
+    if (lfsSpec) await fillLfsStore(ctx, inbox, cache, lfsSpec, hasGitLfs(searchPath));
     inbox.assertAttended();
     verifyOwned(ctx.root, workspaceId, owner);
     await pinCommit(cache, layout.key, commit);
     ctx.sendJson({ type: "progress", phase: "checkout" });
     const staging = join(rootLayout(ctx.root).tmpBase, `${STAGING_PREFIX}${layout.key}-${randomBytes(4).toString("hex")}`);
     const owned = () => void verifyOwned(ctx.root, workspaceId, owner);
-    await materializeCheckout(staging, layout.checkout, cache, commit, branch, owned, source.kind === "directory");
+    const lfs = {
+      spec: lfsSpec,
+      cache,
+      searchPath,
+      report: (paths: string[], reason: string) => ctx.sendJson({ type: "lfs-pointers", paths, reason }),
+    };
+    // A spare is a plain checkout: an LFS commit's content comes from its store each time.
+    await materializeCheckout(staging, layout.checkout, cache, commit, branch, owned, source.kind === "directory" && !lfsSpec, lfs);
     const workspaceRoot = resolveWorkspaceRoot(layout.checkout, source.subdirectory, relativeCwd);
     const current = verifyOwned(ctx.root, workspaceId, owner);
     const done = replaceManifest(layout, {
