@@ -13,6 +13,7 @@ import { sealIntegration } from "./integration-seal.js";
 import { resolveLocalSource } from "./local-source.js";
 import { localHaves, requireRemoteSpace, sendObjects, startPack } from "./object-transfer.js";
 import { lfsPlan, sendLfsObjects, type LfsPlan } from "./lfs-objects.js";
+import { holdsBigBlob } from "./big-objects.js";
 import type { Progress } from "./progress.js";
 
 /** Whole-create bound: large first transfers over slow links need minutes, never forever. */
@@ -26,6 +27,8 @@ export interface PreparedCreate {
   repo: string | null;
   /** The commit's LFS pointers and the local store their objects are shipped from. */
   lfs: LfsPlan | null;
+  /** Whether the commit holds a big blob (big-objects.ts), found while the connection is made. */
+  bigBlob: Promise<boolean>;
 }
 
 /** Cache key of a directory project: its id plus canonical repository path, hashed. */
@@ -90,6 +93,8 @@ export async function prepareCreate(input: CreateInput, owner: string): Promise<
     },
     repo,
     lfs,
+    // Never rejects: without the answer the pack is compressed as for any commit.
+    bigBlob: repo && source.kind === "directory" ? holdsBigBlob(repo, source.commit).catch(() => false) : Promise.resolve(false),
   };
 }
 
@@ -137,7 +142,7 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
     const rttMs = msg.agentMs === undefined ? Infinity : performance.now() - requestedAt - msg.agentMs;
     transfer = (async () => {
       const haves = await localHaves(repo, msg.haves);
-      const pack = startPack(repo, commit, haves, rttMs < FAST_LINK_RTT_MS);
+      const pack = startPack(repo, commit, haves, rttMs < FAST_LINK_RTT_MS, await prepared.bigBlob);
       try {
         if (msg.disk) await requireRemoteSpace(repo, commit, haves, msg.disk);
       } catch (err) {

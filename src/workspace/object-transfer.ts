@@ -6,6 +6,7 @@ import { FrameKind, encodeData, encodeFrame } from "../shared/frames.js";
 import type { AgentChannel } from "../transport/agent-channel.js";
 import { gitResult, gitStream, knownCommits, type GitStream } from "../shared/git-exec.js";
 import { checkoutFootprint, formatBytes, requireSpace, withMargin, type DiskInfo } from "../shared/disk-space.js";
+import { configEnv, STREAM_BIG_BLOBS } from "../shared/big-blobs.js";
 
 const PACK_TIMEOUT_MS = 600_000;
 
@@ -56,18 +57,17 @@ export async function requireRemoteSpace(repo: string, commit: string, haves: st
  * `fastLink`: the link moves bytes faster than zlib's default level makes them (a round trip of a
  * few milliseconds: the same host or a LAN), so objects that must be compressed here use level 1,
  * which costs a third of the CPU for a few percent more bytes; deltas and objects already
- * compressed in the repository's packs are reused as they are either way.
+ * compressed in the repository's packs are reused as they are either way. `stored`: the commit
+ * holds a big blob (big-objects.ts): on a fast link everything goes at level 0 instead.
  */
-export function startPack(repo: string, commit: string, haves: string[], fastLink: boolean): GitStream {
+export function startPack(repo: string, commit: string, haves: string[], fastLink: boolean, stored = false): GitStream {
   const revs = [commit, ...haves.map((h) => `^${h}`)].join("\n") + "\n";
   // A first transfer (nothing on the host yet) skips the delta search among loose objects: it
   // dominated create time (5,000 fresh files: 4.2 s of pack-objects vs 1.6 s) while deltas already
   // in the repository's packs are still reused. Later, small transfers keep the search, where a
   // delta against the host's copy of a large file is what keeps them small.
   const search = haves.length === 0 ? ["--window=0"] : [];
-  const level: Record<string, string> = fastLink
-    ? { GIT_CONFIG_COUNT: "1", GIT_CONFIG_KEY_0: "pack.compression", GIT_CONFIG_VALUE_0: "1" }
-    : {};
+  const level = configEnv({ ...STREAM_BIG_BLOBS, ...(fastLink ? { "pack.compression": stored ? "0" : "1" } : {}) });
   const pack = gitStream(["pack-objects", "--revs", "--thin", "--stdout", "--delta-base-offset", "--quiet", ...search], {
     cwd: repo,
     timeoutMs: PACK_TIMEOUT_MS,

@@ -10,6 +10,7 @@ import { checkoutFootprint, requireSpace } from "../../shared/disk-space.js";
 import { diskInfo } from "./disk.js";
 import { verifyCheckout } from "./checkout-verify.js";
 import { adoptSpare, scheduleSpare, takeSpare } from "./spare-checkout.js";
+import { configEnv, STREAM_BIG_BLOBS } from "../../shared/big-blobs.js";
 import { finishLfsCheckout, lfsCheckoutRun, prepareLfsCheckout, type LfsCheckout } from "./lfs-checkout.js";
 
 /**
@@ -72,7 +73,8 @@ async function buildCheckout(checkout: string, cache: string, commit: string, br
   const run = lfsCheckoutRun(lfs);
   const { stderr } = await gitResult([...PARALLEL_CHECKOUT, ...run.args, "checkout", "--quiet", ...target], {
     cwd: checkout,
-    env: run.env,
+    // Big blobs are written as they are read, not inflated into memory first.
+    env: { ...run.env, ...configEnv(STREAM_BIG_BLOBS) },
   });
   await verifyCheckout(checkout, stderr, dirname(checkout));
   await finishLfsCheckout(checkout, lfs);

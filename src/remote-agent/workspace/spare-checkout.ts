@@ -17,6 +17,7 @@ import { diskInfo } from "./disk.js";
 import { verifyCheckout } from "./checkout-verify.js";
 import { isGone, readProcStat } from "../../shared/proc-stat.js";
 import { sleep } from "../../shared/async.js";
+import { configEnv, STREAM_BIG_BLOBS } from "../../shared/big-blobs.js";
 
 const SPARES = "paseo-spares";
 const BUILDING = ".building-";
@@ -217,6 +218,7 @@ async function buildSpare(cache: string, commit: string, background: boolean): P
       timeoutMs: 600_000,
       background,
       signal,
+      env: configEnv(STREAM_BIG_BLOBS),
     });
     await verifyCheckout(tmp, stderr, tmp);
     // A concurrent create's spare of the same commit may have landed first: keep that one.
