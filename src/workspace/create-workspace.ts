@@ -14,6 +14,7 @@ import { resolveLocalSource } from "./local-source.js";
 import { localHaves, requireRemoteSpace, sendObjects, startPack } from "./object-transfer.js";
 import { lfsPlan, sendLfsObjects, type LfsPlan } from "./lfs-objects.js";
 import { holdsBigBlob } from "./big-objects.js";
+import { withTransferProgress } from "./transfer-progress.js";
 import type { Progress } from "./progress.js";
 
 /** Whole-create bound: large first transfers over slow links need minutes, never forever. */
@@ -142,7 +143,7 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
     const rttMs = msg.agentMs === undefined ? Infinity : performance.now() - requestedAt - msg.agentMs;
     transfer = (async () => {
       const haves = await localHaves(repo, msg.haves);
-      const pack = startPack(repo, commit, haves, rttMs < FAST_LINK_RTT_MS, await prepared.bigBlob);
+      const pack = withTransferProgress(startPack(repo, commit, haves, rttMs < FAST_LINK_RTT_MS, await prepared.bigBlob), progress);
       try {
         if (msg.disk) await requireRemoteSpace(repo, commit, haves, msg.disk);
       } catch (err) {
