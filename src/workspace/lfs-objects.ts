@@ -51,40 +51,40 @@ function withoutCredentials(url: string): string | null {
   }
 }
 
+/** An http(s) URL without credentials, an SSH URL as it is, null for anything meaningless on the host. */
+function hostUsable(url: string): string | null {
+  if (/^https?:\/\//i.test(url)) return withoutCredentials(url);
+  if (/^(ssh|git\+ssh|ssh\+git):\/\//i.test(url) || /^[^/:]+@[^/:]+:/.test(url) || /^[a-z0-9.-]+:[^/]/i.test(url)) return url;
+  return null;
+}
+
 /**
  * The endpoint `git lfs pull/push` on the host should use, as git-lfs itself would find it here:
  * lfs.url, else remote.origin.lfsurl, else derived from origin's URL (http(s): `<repo>.git/info/lfs`;
  * ssh and scp-like URLs are given as they are, git-lfs authenticates over SSH). A local path or
  * file URL means nothing on the host: none then. A .lfsconfig in the tree outranks the remote keys,
- * as it does here.
+ * as it does here. Values are the local repository's config ("" = unset).
  */
-async function lfsEndpoint(repo: string): Promise<LfsSpec["endpoint"]> {
-  const get = async (key: string) => (await localGit(repo, ["config", "--get", key], undefined, [1])).stdout.trim();
-  const fromUrl = (url: string): string | null => {
-    if (/^https?:\/\//i.test(url)) return withoutCredentials(url);
-    if (/^(ssh|git\+ssh|ssh\+git):\/\//i.test(url) || /^[^/:]+@[^/:]+:/.test(url) || /^[a-z0-9.-]+:[^/]/i.test(url)) return url;
-    return null;
-  };
-  const explicit = await get("lfs.url");
-  if (explicit) {
-    const url = fromUrl(explicit);
+export function lfsEndpointFrom(c: { lfsUrl: string; remoteLfsUrl: string; originUrl: string }): LfsSpec["endpoint"] {
+  if (c.lfsUrl) {
+    const url = hostUsable(c.lfsUrl);
     return url ? { key: "lfs.url", url } : null;
   }
-  const remote = await get("remote.origin.lfsurl");
-  if (remote) {
-    const url = fromUrl(remote);
+  if (c.remoteLfsUrl) {
+    const url = hostUsable(c.remoteLfsUrl);
     return url ? { key: "remote.origin.lfsurl", url } : null;
   }
-  const origin = await get("remote.origin.url");
-  if (!origin) return null;
-  if (/^https?:\/\//i.test(origin)) {
-    const clean = withoutCredentials(origin);
-    if (!clean) return null;
-    const trimmed = clean.replace(/\/+$/, "");
-    return { key: "remote.origin.lfsurl", url: trimmed.endsWith(".git") ? `${trimmed}/info/lfs` : `${trimmed}.git/info/lfs` };
-  }
-  const url = fromUrl(origin);
-  return url ? { key: "remote.origin.lfsurl", url } : null;
+  const url = c.originUrl ? hostUsable(c.originUrl) : null;
+  if (!url) return null;
+  if (!/^https?:\/\//i.test(url)) return { key: "remote.origin.lfsurl", url };
+  const trimmed = url.replace(/\/+$/, "");
+  return { key: "remote.origin.lfsurl", url: trimmed.endsWith(".git") ? `${trimmed}/info/lfs` : `${trimmed}.git/info/lfs` };
+}
+
+async function lfsEndpoint(repo: string): Promise<LfsSpec["endpoint"]> {
+  const get = async (key: string) => (await localGit(repo, ["config", "--get", key], undefined, [1])).stdout.trim();
+  const [lfsUrl, remoteLfsUrl, originUrl] = await Promise.all([get("lfs.url"), get("remote.origin.lfsurl"), get("remote.origin.url")]);
+  return lfsEndpointFrom({ lfsUrl, remoteLfsUrl, originUrl });
 }
 
 /** Whether any .gitattributes of the commit's tree names the lfs filter (one tree walk in git). */
