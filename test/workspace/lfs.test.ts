@@ -5,7 +5,18 @@
 // and the create's progress names it. The rig's host is this machine, so git-lfs must be
 // installed here for any of it.
 import { execFileSync, spawnSync } from "node:child_process";
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  unlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { randomBytes } from "node:crypto";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -15,6 +26,7 @@ import { gitIn, localRepoFingerprint } from "../fixtures/repo.js";
 import { cliDriver, dirInput, progressLines, type Driver } from "../support/workspace.js";
 import { setHostGitSearchPath } from "../support/test-hooks.js";
 import { runCli } from "../support/run-cli.js";
+import { rig } from "../rig/rig.js";
 
 const which = (name: string) =>
   execFileSync("sh", ["-c", `command -v ${name}`])
@@ -105,11 +117,9 @@ describe.skipIf(!HAVE_GIT_LFS)("Git LFS over SSH (skipped when git-lfs is not in
     expect(readFileSync(join(checkout, "nested dir", "weights.bin")).equals(repo.weights)).toBe(true);
     expect(remoteGit(checkout, ["status", "--porcelain"])).toBe("");
     // "*": the content is there (a pointer would show "-").
-    const listed = remoteGit(checkout, ["lfs", "ls-files"]).trim().split("\n").sort();
-    expect(listed).toEqual([
-      expect.stringMatching(/^[0-9a-f]{10} \* model\.bin$/),
-      expect.stringMatching(/^[0-9a-f]{10} \* nested dir\/weights\.bin$/),
-    ]);
+    const listed = remoteGit(checkout, ["lfs", "ls-files"]).trim().split("\n");
+    expect(listed.every((l) => /^[0-9a-f]{10} [*-] /.test(l))).toBe(true);
+    expect(listed.map((l) => l.slice(11)).sort()).toEqual(["* model.bin", "* nested dir/weights.bin"]);
     // The repository's real endpoint, not the host's cache.
     expect(remoteGit(checkout, ["config", "remote.origin.lfsurl"]).trim()).toBe(`${DEAD_ORIGIN}.git/info/lfs`);
     expect(remoteGit(checkout, ["lfs", "env"])).toContain(`Endpoint=${DEAD_ORIGIN}.git/info/lfs`);
@@ -175,5 +185,41 @@ describe.skipIf(!HAVE_GIT_LFS)("Git LFS over SSH (skipped when git-lfs is not in
     // The host tried the repository's endpoint (nothing listens there).
     expect(String(mark?.reason)).toMatch(/^not in the Paseo side's LFS store and not fetched on the remote host \(.+\)$/);
     expect(lfsMark(r.stderr, "lfs-sent")).toMatchObject({ bytes: 300_000, objects: 1 });
+  });
+
+  it("an LFS object damaged on the Paseo side is refused by the host (sha256) and stays a pointer; nothing is left in the host's tmp", async () => {
+    const d = driver("lfs-damaged");
+    const clone = join(base, "damaged");
+    execFileSync("cp", ["-a", repo.path, clone]);
+    const oid = /oid sha256:([0-9a-f]{64})/.exec(gitIn(clone, ["cat-file", "-p", "HEAD:model.bin"]))![1]!;
+    writeFileSync(join(clone, ".git", "lfs", "objects", oid.slice(0, 2), oid.slice(2, 4), oid), randomBytes(repo.model.length));
+    const r = await d.create(dirInput("lfs-d", clone), progress);
+    expect(r.message).toBe("");
+    expect(r.ok).toBe(true);
+    const checkout = workspaceLayout(d.root, "lfs-d").checkout;
+    expect(readFileSync(join(checkout, "model.bin"), "utf8")).toMatch(POINTER);
+    expect(readFileSync(join(checkout, "nested dir", "weights.bin")).equals(repo.weights)).toBe(true);
+    expect(remoteGit(checkout, ["status", "--porcelain"])).toBe("");
+    expect(lfsMark(r.stderr, "lfs-pointers")).toMatchObject({ files: 1, paths: "model.bin" });
+    expect(readdirSync(join(d.root, "tmp")).filter((n) => n.startsWith("incoming-"))).toEqual([]);
+  });
+
+  it("a git source with LFS files on a host whose git-lfs cannot reach a server: the create succeeds with pointer files", async () => {
+    const d = driver("lfs-git");
+    const bare = join(base, "lfs-source.git");
+    gitIn(base, ["clone", "-q", "--bare", repo.path, bare]);
+    execFileSync("chmod", ["-R", "a+rX", bare]);
+    // Owned by the host's user, as a repository it fetches from would be (git's ownership check).
+    execFileSync("chown", ["-R", `${rig().user}:`, bare]);
+    const r = await d.create({
+      workspaceId: "lfs-g",
+      project: { projectId: "lfs-git", source: { kind: "git", url: `file://${bare}`, revision: "main" } },
+      placement: { kind: "existing" },
+    });
+    expect(r.message).toBe("");
+    expect(r.ok).toBe(true);
+    const checkout = workspaceLayout(d.root, "lfs-g").checkout;
+    expect(readFileSync(join(checkout, "model.bin"), "utf8")).toMatch(POINTER);
+    expect(readFileSync(join(checkout, "readme.txt"), "utf8")).toBe("plain\n");
   });
 });
