@@ -12,7 +12,7 @@ import { normaliseRelativePath } from "../shared/relative-path.js";
 import { sealIntegration } from "./integration-seal.js";
 import { resolveLocalSource } from "./local-source.js";
 import { localHaves, requireRemoteSpace, sendObjects, startPack } from "./object-transfer.js";
-import { lfsPlan, sendLfsObjects, type LfsPlan } from "./lfs-objects.js";
+import { lfsPlan, namePaths, sendLfsObjects, type LfsPlan } from "./lfs-objects.js";
 import { holdsBigBlob } from "./big-objects.js";
 import { withTransferProgress } from "./transfer-progress.js";
 import type { Progress } from "./progress.js";
@@ -121,7 +121,7 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
   const onFrame = (f: Frame) => {
     const msg = agentMessage(f);
     if (msg?.type === "lfs-pointers")
-      progress.mark("lfs-pointers", { files: msg.paths.length, paths: msg.paths.join(", "), reason: msg.reason });
+      progress.mark("lfs-pointers", { files: msg.paths.length, paths: namePaths(msg.paths), reason: msg.reason });
     if (msg?.type === "need-lfs" && prepared.lfs && !lfsTransfer) {
       const plan = prepared.lfs;
       // Starts after the pack's stream (the agent asks once its objects are in): one stream at a time.

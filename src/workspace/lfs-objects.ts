@@ -141,6 +141,12 @@ export async function lfsPlan(repo: string, commit: string): Promise<LfsPlan | n
   return { spec: { pointers, endpoint }, objects };
 }
 
+/** Paths for a progress line: the first few by name, then how many more (a tree may hold thousands). */
+export function namePaths(paths: string[], shown = 20): string {
+  const more = paths.length - shown;
+  return paths.slice(0, shown).join(", ") + (more > 0 ? `, … (${more} more)` : "");
+}
+
 /** Streams the requested objects (each one the runtime offered as local) to the agent, then Eof. */
 export async function sendLfsObjects(
   channel: AgentChannel,

@@ -1,7 +1,7 @@
-// Which LFS endpoint a workspace's checkout is given, from the local repository's config (pure
-// logic: the end-to-end behaviour is in lfs.test.ts).
+// Which LFS endpoint a workspace's checkout is given, from the local repository's config, and how
+// progress names pointer files (pure logic: the end-to-end behaviour is in lfs.test.ts).
 import { describe, expect, it } from "vitest";
-import { lfsEndpointFrom } from "../../src/workspace/lfs-objects.js";
+import { lfsEndpointFrom, namePaths } from "../../src/workspace/lfs-objects.js";
 
 const none = { lfsUrl: "", remoteLfsUrl: "", originUrl: "" };
 
@@ -37,5 +37,11 @@ describe("the LFS endpoint given to the host", () => {
     expect(lfsEndpointFrom({ ...none, originUrl: "/srv/git/repo.git" })).toBeNull();
     expect(lfsEndpointFrom({ ...none, originUrl: "file:///srv/git/repo.git" })).toBeNull();
     expect(lfsEndpointFrom({ ...none, originUrl: "../sibling" })).toBeNull();
+  });
+
+  it("a progress line names at most 20 pointer files, then how many more", () => {
+    const paths = Array.from({ length: 23 }, (_, i) => `f${i}.bin`);
+    expect(namePaths(paths.slice(0, 2))).toBe("f0.bin, f1.bin");
+    expect(namePaths(paths)).toBe(`${paths.slice(0, 20).join(", ")}, … (3 more)`);
   });
 });
