@@ -74,21 +74,62 @@ export class FrameError extends Error {}
  * are joined with the Json frame that ends their message, so consumers only see whole messages.
  */
 export class BinaryFrameDecoder {
-  private buf: Buffer = Buffer.alloc(0);
+  /**
+   * Chunks not yet decoded, oldest first (the first may be partly consumed: `offset`). A frame's
+   * bytes are copied once, into its payload, however many chunks it spans: joining the buffered
+   * bytes with every chunk instead copied a 1 MiB frame arriving in 32 KiB SSH packets ~16 times.
+   */
+  private parts: Buffer[] = [];
+  private offset = 0;
+  private size = 0;
   private jsonParts: Buffer[] = [];
   private jsonBytes = 0;
 
+  /** Copies `n` buffered bytes from the front into a new buffer and drops them. */
+  private take(n: number): Buffer {
+    const out = Buffer.allocUnsafe(n);
+    let filled = 0;
+    while (filled < n) {
+      const head = this.parts[0]!;
+      const part = head.subarray(this.offset, this.offset + (n - filled));
+      part.copy(out, filled);
+      filled += part.length;
+      this.offset += part.length;
+      if (this.offset === head.length) {
+        this.parts.shift();
+        this.offset = 0;
+      }
+    }
+    this.size -= n;
+    return out;
+  }
+
+  /** The next frame's header without consuming it (the caller made sure HEADER bytes are buffered). */
+  private peekHeader(): { kind: number; len: number } {
+    const head = this.parts[0]!;
+    if (head.length - this.offset >= HEADER) {
+      return { kind: head.readUInt8(this.offset), len: head.readUInt32BE(this.offset + 1) };
+    }
+    // Split across chunks (rare): join just the buffered bytes once.
+    const joined = Buffer.concat([head.subarray(this.offset), ...this.parts.slice(1)]);
+    this.parts = [joined];
+    this.offset = 0;
+    return { kind: joined.readUInt8(0), len: joined.readUInt32BE(1) };
+  }
+
   push(chunk: Buffer): Frame[] {
-    this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
+    if (chunk.length > 0) {
+      this.parts.push(chunk);
+      this.size += chunk.length;
+    }
     const frames: Frame[] = [];
-    while (this.buf.length >= HEADER) {
-      const kind = this.buf.readUInt8(0);
-      const len = this.buf.readUInt32BE(1);
+    while (this.size >= HEADER) {
+      const { kind, len } = this.peekHeader();
       if (!KINDS.has(kind)) throw new FrameError(`unknown frame kind 0x${kind.toString(16)}`);
       if (len > MAX_FRAME_PAYLOAD) throw new FrameError(`frame too large: ${len}`);
-      if (this.buf.length < HEADER + len) break;
-      const payload = Buffer.from(this.buf.subarray(HEADER, HEADER + len));
-      this.buf = this.buf.subarray(HEADER + len);
+      if (this.size < HEADER + len) break;
+      this.take(HEADER);
+      const payload = this.take(len);
       if (kind === FrameKind.JsonPart || (kind === FrameKind.Json && this.jsonParts.length > 0)) {
         this.jsonBytes += len;
         if (this.jsonBytes > MAX_JSON_MESSAGE) throw new FrameError(`JSON message longer than ${MAX_JSON_MESSAGE} bytes`);
@@ -106,7 +147,7 @@ export class BinaryFrameDecoder {
 
   /** Bytes of an incomplete frame still buffered (non-zero at stream end means truncation). */
   get pending(): number {
-    return this.buf.length;
+    return this.size;
   }
 }
 
