@@ -80,6 +80,8 @@ export class BinaryFrameDecoder {
    * bytes with every chunk instead copied a 1 MiB frame arriving in 32 KiB SSH packets ~16 times.
    */
   private parts: Buffer[] = [];
+  /** Index of the first chunk still in use (dropping from the front of an array is O(length)). */
+  private first = 0;
   private offset = 0;
   private size = 0;
   private jsonParts: Buffer[] = [];
@@ -90,29 +92,38 @@ export class BinaryFrameDecoder {
     const out = Buffer.allocUnsafe(n);
     let filled = 0;
     while (filled < n) {
-      const head = this.parts[0]!;
+      const head = this.parts[this.first]!;
       const part = head.subarray(this.offset, this.offset + (n - filled));
       part.copy(out, filled);
       filled += part.length;
       this.offset += part.length;
       if (this.offset === head.length) {
-        this.parts.shift();
+        this.first++;
         this.offset = 0;
       }
     }
     this.size -= n;
+    if (this.first === this.parts.length) {
+      this.parts = [];
+      this.first = 0;
+    } else if (this.first > 1024 && this.first * 2 > this.parts.length) {
+      this.parts = this.parts.slice(this.first);
+      this.first = 0;
+    }
     return out;
   }
 
   /** The next frame's header without consuming it (the caller made sure HEADER bytes are buffered). */
   private peekHeader(): { kind: number; len: number } {
-    const head = this.parts[0]!;
+    const head = this.parts[this.first]!;
     if (head.length - this.offset >= HEADER) {
       return { kind: head.readUInt8(this.offset), len: head.readUInt32BE(this.offset + 1) };
     }
-    // Split across chunks (rare): join just the buffered bytes once.
-    const joined = Buffer.concat([head.subarray(this.offset), ...this.parts.slice(1)]);
-    this.parts = [joined];
+    // Split across chunks (rare): join the chunks that hold it (a header spans at most 5).
+    const upTo = Math.min(this.parts.length, this.first + HEADER);
+    const joined = Buffer.concat([head.subarray(this.offset), ...this.parts.slice(this.first + 1, upTo)]);
+    this.parts = [joined, ...this.parts.slice(upTo)];
+    this.first = 0;
     this.offset = 0;
     return { kind: joined.readUInt8(0), len: joined.readUInt32BE(1) };
   }
