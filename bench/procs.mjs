@@ -49,6 +49,17 @@ export function rssKb(pid) {
   return m ? Number(m[1]) : 0;
 }
 
+/**
+ * Resident memory (kB) and its private part: RssAnon (heap, stacks, anonymous maps). Pages of
+ * mmapped files (git's pack windows, a loose object it maps) are resident but not private: the
+ * kernel drops them under pressure, and they do not grow a process's own footprint.
+ */
+export function memoryKb(pid) {
+  const text = read(`/proc/${pid}/status`) ?? "";
+  const field = (name) => Number(new RegExp(`${name}:\\s+(\\d+)`).exec(text)?.[1] ?? 0);
+  return { rss: field("VmRSS"), private: field("RssAnon") };
+}
+
 function exe(pid) {
   try {
     return realpathSync(readlinkSync(`/proc/${pid}/exe`));
@@ -199,7 +210,17 @@ export function startTimeline({ hostMark, localDirs, rootPid, watch = [], since 
       }
       // A process already running (the host agent) counts only the CPU it uses from now on.
       const before = start < t0 - everyMs;
-      tracked.set(pid, { side, label, before, start: Math.max(start, t0), end: t, cpu0: before ? s.cpuMs : 0, cpuMs: s.cpuMs });
+      tracked.set(pid, {
+        side,
+        label,
+        before,
+        start: Math.max(start, t0),
+        end: t,
+        cpu0: before ? s.cpuMs : 0,
+        cpuMs: s.cpuMs,
+        rssKb: 0,
+        privateKb: 0,
+      });
     }
     for (const [pid, p] of tracked) {
       if (p.done) continue;
@@ -210,6 +231,9 @@ export function startTimeline({ hostMark, localDirs, rootPid, watch = [], since 
       }
       p.end = t;
       p.cpuMs = s.cpuMs;
+      const m = memoryKb(pid);
+      p.rssKb = Math.max(p.rssKb, m.rss);
+      p.privateKb = Math.max(p.privateKb, m.private);
       // Forked git helpers exec into their own command after we first saw them.
       const cmd = p.side !== "runtime" && /^git/.test(s.comm) ? cmdline(pid) : "";
       if (cmd) p.label = labelOf(p.side, s, cmd) ?? p.label;
@@ -219,7 +243,18 @@ export function startTimeline({ hostMark, localDirs, rootPid, watch = [], since 
   // during the create.
   for (const { pid, label } of watch) {
     const s = stat(pid);
-    if (s) tracked.set(pid, { side: "runtime", label, before: false, start: t0, end: t0, cpu0: s.cpuMs, cpuMs: s.cpuMs });
+    if (s)
+      tracked.set(pid, {
+        side: "runtime",
+        label,
+        before: false,
+        start: t0,
+        end: t0,
+        cpu0: s.cpuMs,
+        cpuMs: s.cpuMs,
+        rssKb: 0,
+        privateKb: 0,
+      });
   }
   tick();
   const timer = setInterval(tick, everyMs);
@@ -232,6 +267,8 @@ export function startTimeline({ hostMark, localDirs, rootPid, watch = [], since 
         start: p.start,
         end: Math.max(p.end, p.start),
         cpuMs: p.cpuMs - p.cpu0,
+        rssKb: p.rssKb,
+        privateKb: p.privateKb,
       }));
     },
   };
@@ -256,8 +293,10 @@ function gitSub(cmd) {
 export function summariseTimeline(entries, t0) {
   const rows = new Map();
   for (const e of entries) {
-    const r = rows.get(e.label) ?? { label: e.label, n: 0, from: Infinity, to: -Infinity, cpuMs: 0 };
+    const r = rows.get(e.label) ?? { label: e.label, n: 0, from: Infinity, to: -Infinity, cpuMs: 0, peakRssKb: 0, peakPrivateKb: 0 };
     r.n++;
+    r.peakRssKb = Math.max(r.peakRssKb, e.rssKb ?? 0);
+    r.peakPrivateKb = Math.max(r.peakPrivateKb, e.privateKb ?? 0);
     r.from = Math.min(r.from, e.start - t0);
     r.to = Math.max(r.to, e.end - t0);
     r.cpuMs += e.cpuMs;

@@ -3,6 +3,7 @@
 // and create time goes) and a short targets summary for the terminal.
 import { readFileSync, writeFileSync } from "node:fs";
 import { NOTES, OP_NOTES, OP_PHASES, PHASES } from "./exec-profile.mjs";
+import { bigFileMarkdown } from "./big-file.mjs";
 
 const r0 = (x) => (Number.isFinite(x) ? Math.round(x) : "–");
 const verdict = (met) => (met === null ? "n/a" : met ? "met" : "**missed**");
@@ -222,6 +223,7 @@ export function markdown(results) {
       }
     }
   }
+  out.push(...bigFileMarkdown(results.bigFile, table));
   if (timelines.length) {
     out.push("", "### Where a create's time goes (processes sampled from /proc every 25 ms; shorter ones may be missing)", ...timelines);
   }
@@ -238,6 +240,8 @@ export function summary(results) {
       lines.push(`    ${v} ${t.id.padEnd(3)} ${t.what}: ${t.cell.text}`);
     }
   }
+  if (results.bigFile?.target)
+    lines.push(`  large object: ${results.bigFile.target.met ? "met   " : "MISSED"} ${results.bigFile.target.text}`);
   return lines.join("\n");
 }
 

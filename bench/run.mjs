@@ -5,9 +5,10 @@
 // block of bench/RESULTS.md. Everything it starts (sshd, proxies, brokers, host processes, remote
 // roots, temp files) is removed at the end, on Ctrl-C and on its own time limit.
 //
-//   node bench/run.mjs [--quick] [--only=create,exec,signal,rss,profile] [--write]
+//   node bench/run.mjs [--quick] [--only=create,exec,signal,rss,profile,big] [--write]
 //
-// --quick (or BENCH_QUICK=1): fewer samples, creates and the 100 live execs at 50 ms RTT only.
+// --quick (or BENCH_QUICK=1): fewer samples, creates and the 100 live execs at 50 ms RTT only, a
+// 512 MiB large object instead of 1.5 GiB (BENCH_BIG_MB sets its size in any run).
 // --only: just those groups. --write: also rewrite RESULTS.md after a quick or partial run.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, connect } from "node:net";
@@ -23,9 +24,10 @@ import { median, stats } from "./sampling.mjs";
 import { benchNetwork } from "./network.mjs";
 import { evaluate } from "./targets.mjs";
 import { markdown, summary, writeResults } from "./report.mjs";
+import { benchBigFile } from "./big-file.mjs";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
-const GROUPS = ["create", "exec", "signal", "rss", "profile"];
+const GROUPS = ["create", "exec", "signal", "rss", "profile", "big"];
 /** Whole-bench guard: nothing here may hang a terminal or a CI job. */
 const BENCH_LIMIT_MS = 30 * 60_000;
 const DELAY_MS = 25;
@@ -192,6 +194,11 @@ async function main() {
       res.rows.rtt = rtt;
       res.targets = evaluate(res);
       results.networks[net.key] = res;
+    }
+
+    if (plan.groups.has("big")) {
+      const sizeMb = Number(process.env.BENCH_BIG_MB) || (plan.mode === "quick" ? 512 : 1536);
+      results.bigFile = await benchBigFile(ctx, { cacheDir: join(ROOT, "bench", "results", "cache"), sizeMb });
     }
 
     clearInterval(loadTimer);

@@ -5,6 +5,8 @@ import { arch, platform, release } from "node:os";
 import type { OneShotHandlers } from "./context.js";
 import type { HostFacts } from "../shared/agent-api.js";
 import { terminalSupport } from "./exec/pty.js";
+import { gitLfsVersion } from "./workspace/lfs-checkout.js";
+import { hostGitSearchPath } from "./test-hooks.js";
 
 function gitVersion(): string | null {
   try {
@@ -38,6 +40,7 @@ export const systemOps: Pick<OneShotHandlers, "ping" | "facts"> = {
       node: process.version,
       nodePath: ctx.nodePath,
       git: gitVersion(),
+      gitLfs: await gitLfsVersion(hostGitSearchPath(ctx.root) ?? process.env.PATH ?? ""),
       root: ctx.root,
       freeBytes,
       terminal: await terminalFacts(ctx.agentDir),

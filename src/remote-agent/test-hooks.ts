@@ -8,6 +8,8 @@
 //    "execs": {"<execId>": {"delayIdentityMs": n, "terminalSearchPath": "<dir>:<dir>"}}}
 // `terminalSearchPath` replaces where a PTY exec looks for the programs that let this host own a
 // terminal (python3, script, stty): a directory without them forces the sshd pty fallback.
+//   {"host": {"git": {"searchPath": "<dir>:<dir>"}}} replaces the PATH a create's checkout and
+// `facts` find git and git-lfs on: a directory holding only git hides git-lfs from this host.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { isRecord, parseJson } from "../shared/guards.js";
@@ -15,7 +17,7 @@ import { sleep } from "../shared/async.js";
 
 export const TEST_HOOKS_FILE = "test-hooks.json";
 
-function hooksFor(root: string, section: "workspaces" | "execs", id: string): Record<string, unknown> {
+function hooksFor(root: string, section: "workspaces" | "execs" | "host", id: string): Record<string, unknown> {
   let text: string;
   try {
     text = readFileSync(join(root, TEST_HOOKS_FILE), "utf8");
@@ -57,4 +59,10 @@ export function execHooks(root: string, execId: string): { delayIdentityMs: numb
     delayIdentityMs: ms(h.delayIdentityMs, 30_000),
     ...(typeof h.terminalSearchPath === "string" ? { terminalSearchPath: h.terminalSearchPath } : {}),
   };
+}
+
+/** The PATH git and git-lfs are looked up on for checkouts and facts (undefined: the agent's own). */
+export function hostGitSearchPath(root: string): string | undefined {
+  const h = hooksFor(root, "host", "git");
+  return typeof h.searchPath === "string" ? h.searchPath : undefined;
 }

@@ -137,6 +137,8 @@ export interface HostFacts {
   node: string;
   nodePath: string;
   git: string | null;
+  /** `git lfs version`, or null when git-lfs is not on the agent's PATH (LFS files stay pointers). */
+  gitLfs: string | null;
   root: string;
   freeBytes: number | null;
   /**
@@ -164,6 +166,24 @@ export interface CreateRequest extends WorkspaceTarget {
   purpose: string | null;
   /** Recorded for merge-to-base (directory sources whose base is a local branch). */
   integration: IntegrationTarget | null;
+  /** The commit's Git LFS pointers (directory sources whose tree has any; src/workspace/lfs-objects.ts). */
+  lfs?: LfsSpec | null;
+}
+
+/** One LFS pointer of the committed tree. */
+export interface LfsPointer {
+  path: string;
+  /** sha256 of the content, lowercase hex. */
+  oid: string;
+  size: number;
+  /** Whether the Paseo side's LFS store holds the content (it is shipped from there). */
+  local: boolean;
+}
+
+export interface LfsSpec {
+  pointers: LfsPointer[];
+  /** The repository's real LFS endpoint, as the git config key to set in the checkout (none: git-lfs derives it). */
+  endpoint: { key: "lfs.url" | "remote.origin.lfsurl"; url: string } | null;
 }
 
 export interface ExecRunRequest extends WorkspaceTarget {
@@ -264,6 +284,19 @@ export interface NeedObjectsMessage {
   agentMs?: number;
 }
 
+/** create, agent → runtime: send these LFS objects (content, in this order, then Eof); may be none. */
+export interface NeedLfsMessage {
+  type: "need-lfs";
+  oids: string[];
+}
+
+/** create, agent → runtime: these LFS files stay pointer files in the workspace, and why. */
+export interface LfsPointersMessage {
+  type: "lfs-pointers";
+  paths: string[];
+  reason: string;
+}
+
 /** create, agent → runtime: progress marks. */
 export interface ProgressMessage {
   type: "progress";
@@ -337,7 +370,8 @@ export type ExecAgentMessage =
 export type ExecRuntimeMessage = SignalMessage | AckMessage | ResizeMessage;
 
 /** Every JSON frame an agent sends. */
-export type AgentMessage = ResultMessage | ErrorMessage | NeedObjectsMessage | ProgressMessage | ExecAgentMessage;
+export type AgentMessage =
+  ResultMessage | ErrorMessage | NeedObjectsMessage | NeedLfsMessage | LfsPointersMessage | ProgressMessage | ExecAgentMessage;
 /** Every JSON frame a runtime sends after its request. */
 export type RuntimeMessage = AbortMessage | ExecRuntimeMessage;
 
@@ -357,6 +391,8 @@ const AGENT_MESSAGES: { [T in AgentMessage["type"]]: Guard<Extract<AgentMessage,
     disk: optional(object({ mount: isString, freeBytes: isNumber, freeFiles: nullable(isNumber), blockSize: isNumber })),
     agentMs: optional(isNumber),
   }),
+  "need-lfs": object({ type: literal("need-lfs"), oids: arrayOf(isString) }),
+  "lfs-pointers": object({ type: literal("lfs-pointers"), paths: arrayOf(isString), reason: isString }),
   progress: object({ type: literal("progress"), phase: literal("negotiate", "checkout") }),
   "pty-token": object({ type: literal("pty-token"), token: isString }),
   started: object({ type: literal("started"), pid: nullable(isInteger) }),
@@ -410,6 +446,7 @@ export const ANSWERS: { [Op in OneShotOp]: Guard<AgentAnswer<Op>> } = {
     node: isString,
     nodePath: isString,
     git: nullable(isString),
+    gitLfs: nullable(isString),
     root: isString,
     freeBytes: nullable(isNumber),
     terminal: object({ method: literal("python3", "script", "none"), detail: isString }),

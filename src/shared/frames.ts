@@ -74,23 +74,75 @@ export class FrameError extends Error {}
  * are joined with the Json frame that ends their message, so consumers only see whole messages.
  */
 export class BinaryFrameDecoder {
-  private buf: Buffer = Buffer.alloc(0);
+  /**
+   * Chunks not yet decoded, oldest first (the first may be partly consumed: `offset`). A frame's
+   * bytes are copied once, into its payload, however many chunks it spans: joining the buffered
+   * bytes with every chunk instead copied a 1 MiB frame arriving in 32 KiB SSH packets ~16 times.
+   */
+  private parts: Buffer[] = [];
+  /** Index of the first chunk still in use (dropping from the front of an array is O(length)). */
+  private first = 0;
+  private offset = 0;
+  private size = 0;
   private jsonParts: Buffer[] = [];
   private jsonBytes = 0;
   /** Longest JSON message accepted from now on (a conversation lowers it after its request). */
   maxJsonMessage = MAX_JSON_MESSAGE;
 
+  /** Copies `n` buffered bytes from the front into a new buffer and drops them. */
+  private take(n: number): Buffer {
+    const out = Buffer.allocUnsafe(n);
+    let filled = 0;
+    while (filled < n) {
+      const head = this.parts[this.first]!;
+      const part = head.subarray(this.offset, this.offset + (n - filled));
+      part.copy(out, filled);
+      filled += part.length;
+      this.offset += part.length;
+      if (this.offset === head.length) {
+        this.first++;
+        this.offset = 0;
+      }
+    }
+    this.size -= n;
+    if (this.first === this.parts.length) {
+      this.parts = [];
+      this.first = 0;
+    } else if (this.first > 1024 && this.first * 2 > this.parts.length) {
+      this.parts = this.parts.slice(this.first);
+      this.first = 0;
+    }
+    return out;
+  }
+
+  /** The next frame's header without consuming it (the caller made sure HEADER bytes are buffered). */
+  private peekHeader(): { kind: number; len: number } {
+    const head = this.parts[this.first]!;
+    if (head.length - this.offset >= HEADER) {
+      return { kind: head.readUInt8(this.offset), len: head.readUInt32BE(this.offset + 1) };
+    }
+    // Split across chunks (rare): join the chunks that hold it (a header spans at most 5).
+    const upTo = Math.min(this.parts.length, this.first + HEADER);
+    const joined = Buffer.concat([head.subarray(this.offset), ...this.parts.slice(this.first + 1, upTo)]);
+    this.parts = [joined, ...this.parts.slice(upTo)];
+    this.first = 0;
+    this.offset = 0;
+    return { kind: joined.readUInt8(0), len: joined.readUInt32BE(1) };
+  }
+
   push(chunk: Buffer): Frame[] {
-    this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
+    if (chunk.length > 0) {
+      this.parts.push(chunk);
+      this.size += chunk.length;
+    }
     const frames: Frame[] = [];
-    while (this.buf.length >= HEADER) {
-      const kind = this.buf.readUInt8(0);
-      const len = this.buf.readUInt32BE(1);
+    while (this.size >= HEADER) {
+      const { kind, len } = this.peekHeader();
       if (!KINDS.has(kind)) throw new FrameError(`unknown frame kind 0x${kind.toString(16)}`);
       if (len > MAX_FRAME_PAYLOAD) throw new FrameError(`frame too large: ${len}`);
-      if (this.buf.length < HEADER + len) break;
-      const payload = Buffer.from(this.buf.subarray(HEADER, HEADER + len));
-      this.buf = this.buf.subarray(HEADER + len);
+      if (this.size < HEADER + len) break;
+      this.take(HEADER);
+      const payload = this.take(len);
       if (kind === FrameKind.JsonPart || (kind === FrameKind.Json && this.jsonParts.length > 0)) {
         this.jsonBytes += len;
         if (this.jsonBytes > this.maxJsonMessage) throw new FrameError(`JSON message longer than ${this.maxJsonMessage} bytes`);
@@ -108,12 +160,12 @@ export class BinaryFrameDecoder {
 
   /** Bytes of an incomplete frame still buffered (non-zero at stream end means truncation). */
   get pending(): number {
-    return this.buf.length;
+    return this.size;
   }
 
   /** Bytes held for an unfinished message: the incomplete frame plus the parts of a long JSON message. */
   get held(): number {
-    return this.buf.length + this.jsonBytes;
+    return this.size + this.jsonBytes;
   }
 }
 

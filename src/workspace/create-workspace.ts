@@ -12,6 +12,9 @@ import { normaliseRelativePath } from "../shared/relative-path.js";
 import { sealIntegration } from "./integration-seal.js";
 import { resolveLocalSource } from "./local-source.js";
 import { localHaves, requireRemoteSpace, sendObjects, startPack } from "./object-transfer.js";
+import { lfsPlan, namePaths, sendLfsObjects, type LfsPlan } from "./lfs-objects.js";
+import { holdsBigBlob } from "./big-objects.js";
+import { withTransferProgress } from "./transfer-progress.js";
 import type { Progress } from "./progress.js";
 import { localShallow, deepeningRevs } from "./shallow.js";
 import { planSubmodules, type LocalSubmodule } from "./submodules.js";
@@ -29,6 +32,10 @@ export interface PreparedCreate {
   modules: LocalSubmodule[];
   /** Submodules left uninitialised (the Paseo side lacks their commit), by path. */
   missingModules: string[];
+  /** The commit's LFS pointers and the local store their objects are shipped from. */
+  lfs: LfsPlan | null;
+  /** Whether the commit holds a big blob (big-objects.ts), found while the connection is made. */
+  bigBlob: Promise<boolean>;
 }
 
 /** A submodule's transfer failing names the submodule (its git dir is not where the user looks). */
@@ -80,9 +87,11 @@ export async function prepareCreate(input: CreateInput, owner: string): Promise<
   let integration: IntegrationTarget | null = null;
   let modules: LocalSubmodule[] = [];
   let missingModules: string[] = [];
+  let lfs: LfsPlan | null = null;
   if (src.kind === "directory") {
     const local = await resolveLocalSource(src.path, input.placement);
     repo = local.topLevel;
+    lfs = await lfsPlan(local.topLevel, local.commit);
     if (local.baseBranch) {
       integration = sealIntegration(local.topLevel, local.baseBranch, { owner, workspaceId: input.workspaceId, commit: local.commit });
     }
@@ -104,10 +113,21 @@ export async function prepareCreate(input: CreateInput, owner: string): Promise<
     source = { kind: "git", url: src.url, revision, newBranch, subdirectory };
   }
   return {
-    request: { workspaceId: input.workspaceId, owner, source, relativeCwd, purpose: input.purpose ?? null, integration },
+    request: {
+      workspaceId: input.workspaceId,
+      owner,
+      source,
+      relativeCwd,
+      purpose: input.purpose ?? null,
+      integration,
+      ...(lfs ? { lfs: lfs.spec } : {}),
+    },
     repo,
     modules,
     missingModules,
+    lfs,
+    // Never rejects: without the answer the pack is compressed as for any commit.
+    bigBlob: repo && source.kind === "directory" ? holdsBigBlob(repo, source.commit).catch(() => false) : Promise.resolve(false),
   };
 }
 
@@ -124,8 +144,26 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
   let transferError: unknown = null;
   // Set once the agent has answered: our stream then stops, and its failure is no news.
   const stop = new AbortController();
+  const failed = (err: unknown) => {
+    // A stream cut because the agent stopped or went away is its consequence, not the cause.
+    if (stop.signal.aborted || channel.closed) return;
+    transferError = err;
+    channel.sendJson({ type: "abort", message: oneLine(err instanceof Error ? err.message : String(err)) });
+  };
+  let lfsTransfer: Promise<void> | null = null;
   const onFrame = (f: Frame) => {
     const msg = agentMessage(f);
+    if (msg?.type === "lfs-pointers")
+      progress.mark("lfs-pointers", { files: msg.paths.length, paths: namePaths(msg.paths), reason: msg.reason });
+    if (msg?.type === "need-lfs" && prepared.lfs && !lfsTransfer) {
+      const plan = prepared.lfs;
+      // Starts after the pack's stream (the agent asks once its objects are in): one stream at a time.
+      lfsTransfer = (async () => {
+        await transfer;
+        const sent = await sendLfsObjects(channel, plan, msg.oids, stop.signal);
+        progress.mark("lfs-sent", sent);
+      })().catch(failed);
+    }
     if (msg?.type === "progress") {
       // Checkout starts only after all objects are in place: the superproject needed none if it
       // reported none (a submodule's transfer alone does not count).
@@ -147,7 +185,9 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
       const haves = await localHaves(repo, msg.haves);
       const cut = msg.shallow ?? [];
       const deepen = shallow.length + cut.length > 0 ? { revs: await deepeningRevs(repo, commit, cut, shallow) } : null;
-      const pack = startPack(repo, commit, haves, rttMs < FAST_LINK_RTT_MS, deepen);
+      // The big-blob probe looked at the superproject's commit; a submodule's pack is compressed as usual.
+      const stored = path === null && (await prepared.bigBlob);
+      const pack = withTransferProgress(startPack(repo, commit, haves, rttMs < FAST_LINK_RTT_MS, { shallow: deepen, stored }), progress);
       try {
         if (msg.disk) await requireRemoteSpace(repo, commit, haves, msg.disk);
       } catch (err) {
@@ -158,12 +198,7 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
       if (path !== null) return progress.mark("submodule-objects-sent", { path, bytes });
       reported = true;
       progress.mark("objects-sent", { bytes });
-    })().catch((err: unknown) => {
-      // A stream cut because the agent stopped or went away is its consequence, not the cause.
-      if (stop.signal.aborted || channel.closed) return;
-      transferError = path === null ? err : submoduleFailure(path, err);
-      channel.sendJson({ type: "abort", message: oneLine(err instanceof Error ? err.message : String(err)) });
-    });
+    })().catch((err: unknown) => failed(path === null ? err : submoduleFailure(path, err)));
   };
   channel.on("frame", onFrame);
   const requestedAt = performance.now();
@@ -176,6 +211,7 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
     // The agent's own failure (e.g. its index-pack died) ends our stream at once.
     if (!transferError) stop.abort();
     await transfer;
+    await lfsTransfer;
     // The local cause (e.g. pack-objects failing) explains more than the agent's "aborted".
     if (transferError) throw transferError instanceof RuntimeError ? transferError : new RuntimeError("input", String(transferError));
     throw err;

@@ -6,6 +6,7 @@ import { FrameKind, encodeData, encodeFrame } from "../shared/frames.js";
 import type { AgentChannel } from "../transport/agent-channel.js";
 import { gitResult, gitStream, knownCommits, type GitStream } from "../shared/git-exec.js";
 import { checkoutFootprint, formatBytes, requireSpace, withMargin, type DiskInfo } from "../shared/disk-space.js";
+import { configEnv, STREAM_BIG_BLOBS } from "../shared/big-blobs.js";
 
 const PACK_TIMEOUT_MS = 600_000;
 
@@ -56,16 +57,17 @@ export async function requireRemoteSpace(repo: string, commit: string, haves: st
  * `fastLink`: the link moves bytes faster than zlib's default level makes them (a round trip of a
  * few milliseconds: the same host or a LAN), so objects that must be compressed here use level 1,
  * which costs a third of the CPU for a few percent more bytes; deltas and objects already
- * compressed in the repository's packs are reused as they are either way.
+ * compressed in the repository's packs are reused as they are either way (see PackShape for the rest).
  */
-export function startPack(
-  repo: string,
-  commit: string,
-  haves: string[],
-  fastLink: boolean,
-  shallow: { revs: string[] } | null = null,
-): GitStream {
-  // A shallow history on either side (shallow.ts): its lines come before the revisions, and
+export interface PackShape {
+  /** A shallow history on either side (shallow.ts): the boundary lines that come before the revisions. */
+  shallow?: { revs: string[] } | null;
+  /** The commit holds a big blob (big-objects.ts): on a fast link everything goes at level 0. */
+  stored?: boolean;
+}
+
+export function startPack(repo: string, commit: string, haves: string[], fastLink: boolean, shape: PackShape = {}): GitStream {
+  const { shallow = null, stored = false } = shape;
   // `--shallow` takes every have's tree as a delta base, not only those of the commit's parents
   // (a commit cut from its parents has none: the pack would carry every file again).
   const extra = shallow ? shallow.revs : [];
@@ -75,9 +77,7 @@ export function startPack(
   // in the repository's packs are still reused. Later, small transfers keep the search, where a
   // delta against the host's copy of a large file is what keeps them small.
   const search = haves.length === 0 ? ["--window=0"] : [];
-  const level: Record<string, string> = fastLink
-    ? { GIT_CONFIG_COUNT: "1", GIT_CONFIG_KEY_0: "pack.compression", GIT_CONFIG_VALUE_0: "1" }
-    : {};
+  const level = configEnv({ ...STREAM_BIG_BLOBS, ...(fastLink ? { "pack.compression": stored ? "0" : "1" } : {}) });
   const edges = shallow ? ["--shallow"] : [];
   const pack = gitStream(["pack-objects", "--revs", "--thin", "--stdout", "--delta-base-offset", "--quiet", ...search, ...edges], {
     cwd: repo,

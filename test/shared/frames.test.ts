@@ -40,6 +40,20 @@ describe("frames", () => {
     }
   });
 
+  it("data frames decode intact whatever the chunking: headers split across chunks, a frame over many chunks", () => {
+    const data = Buffer.from(Array.from({ length: MAX_FRAME_PAYLOAD + 12_345 }, (_, i) => (i * 7) & 0xff));
+    const stream = Buffer.concat([
+      ...encodeData(FrameKind.Stdin, data),
+      encodeFrame(FrameKind.Eof, Buffer.from([0])),
+      ...encodeData(FrameKind.Stdout, Buffer.alloc(0)),
+    ]);
+    for (const size of [3, 4_099, 32_768]) {
+      const frames = decodeInChunks(stream, size);
+      expect(frames.map((f) => f.kind)).toEqual([FrameKind.Stdin, FrameKind.Stdin, FrameKind.Eof]);
+      expect(Buffer.concat(frames.slice(0, 2).map((f) => f.payload)).equals(data)).toBe(true);
+    }
+  });
+
   it("re-encoding decoded frames (the broker's relay) keeps a long message intact", () => {
     const [frame] = decodeInChunks(encodeJson(big), 1 << 16);
     const relayed = decodeInChunks(Buffer.concat(encodeMessage(frame!.kind, frame!.payload)), 1 << 16);

@@ -18,7 +18,7 @@ export interface ExecHooks {
   terminalSearchPath?: string;
 }
 
-function write(root: string, section: "workspaces" | "execs", id: string, hooks: object): void {
+function write(root: string, section: "workspaces" | "execs" | "host", id: string, hooks: object): void {
   if (!root.startsWith("/")) throw new Error(`test hooks need an absolute root, got ${root}`);
   if (!existsSync(root)) {
     // Created for the agent's user, as its first operation would have.
@@ -48,4 +48,9 @@ export function releaseWorkspaceHooks(root: string, workspaceId: string): void {
 /** Delays publishing the identity (`started`) of exec `execId`; how its terminal is owned. */
 export function setExecHooks(root: string, execId: string, hooks: ExecHooks): void {
   write(root, "execs", execId, hooks);
+}
+
+/** The PATH the agent finds git and git-lfs on for checkouts and facts (a dir with only git hides git-lfs). */
+export function setHostGitSearchPath(root: string, searchPath: string): void {
+  write(root, "host", "git", { searchPath });
 }

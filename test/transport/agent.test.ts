@@ -63,7 +63,7 @@ describe("remote agent over sshd", () => {
     const root = uniqueTestRoot("noisy");
     const h = await open({ user: r.noisyUser, root });
     const facts = await h.call("facts", {});
-    expect(Object.keys(facts).sort()).toEqual(["arch", "freeBytes", "git", "node", "nodePath", "os", "root", "terminal"]);
+    expect(Object.keys(facts).sort()).toEqual(["arch", "freeBytes", "git", "gitLfs", "node", "nodePath", "os", "root", "terminal"]);
     expect(facts.root.endsWith(`/${r.noisyUser}/${root.slice(2)}`)).toBe(true);
     expect(h.installs).toBe(1);
   });

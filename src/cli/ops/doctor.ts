@@ -38,6 +38,9 @@ function readOptions(flags: Record<string, string>): RuntimeOptions {
   return parseRuntimeOptions(raw);
 }
 
+/** Not a failure: LFS files then arrive as pointer files (docs/workspaces.md). */
+const LFS_MISSING = "git-lfs missing (Git LFS files arrive as pointer files)";
+
 function gib(bytes: number | null): string {
   return bytes === null ? "unknown" : `${(bytes / 1024 ** 3).toFixed(1)} GiB`;
 }
@@ -128,7 +131,7 @@ const operation: CliOperation = {
       const f = await host.call("facts", {});
       pass(
         "facts",
-        `${f.os} ${f.arch}; node ${f.node} (${f.nodePath}); ${f.git ?? "git missing"}; ${gib(f.freeBytes)} free under ${f.root}`,
+        `${f.os} ${f.arch}; node ${f.node} (${f.nodePath}); ${f.git ?? "git missing"}; ${f.gitLfs ?? LFS_MISSING}; ${gib(f.freeBytes)} free under ${f.root}`,
       );
       pass("terminals", terminalLine(f.terminal));
       return 0;

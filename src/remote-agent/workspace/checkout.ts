@@ -11,6 +11,8 @@ import { diskInfo } from "./disk.js";
 import { verifyCheckout } from "./checkout-verify.js";
 import { adoptSpare, scheduleSpare, takeSpare } from "./spare-checkout.js";
 import { removeTree } from "./trash.js";
+import { configEnv, STREAM_BIG_BLOBS } from "../../shared/big-blobs.js";
+import { finishLfsCheckout, lfsCheckoutRun, prepareLfsCheckout, type LfsCheckout } from "./lfs-checkout.js";
 
 /**
  * Builds the checkout in `staging` (under `<root>/tmp`) and renames it to `checkout` at the end.
@@ -27,7 +29,8 @@ export async function materializeCheckout(
   commit: string,
   branch: string,
   beforeRename: () => void,
-  spares = false,
+  spares: boolean,
+  lfs: LfsCheckout,
   finish?: (staging: string) => Promise<void>,
 ): Promise<void> {
   mkdirSync(dirname(staging), { recursive: true, mode: 0o700 });
@@ -37,7 +40,7 @@ export async function materializeCheckout(
       const disk = diskInfo(dirname(staging));
       const footprint = await checkoutFootprint(cache, commit, disk.blockSize);
       requireSpace(disk, footprint, "the checkout");
-      await buildCheckout(staging, cache, commit, branch);
+      await buildCheckout(staging, cache, commit, branch, lfs);
       // Written once this checkout is done (not beside it: on a busy host two checkouts at once
       // take far longer than one after the other), for the next workspace of the commit.
       if (spares) scheduleSpare(cache, commit, footprint, "now");
@@ -68,12 +71,19 @@ async function fromSpare(staging: string, cache: string, commit: string, branch:
 // quarter off a 5,000-file checkout here, which is most of a second workspace's create time.
 const PARALLEL_CHECKOUT = ["-c", "checkout.workers=0"];
 
-async function buildCheckout(checkout: string, cache: string, commit: string, branch: string): Promise<void> {
+async function buildCheckout(checkout: string, cache: string, commit: string, branch: string, lfs: LfsCheckout): Promise<void> {
   mkdirSync(checkout, { mode: 0o700 });
   await git(["clone", "--quiet", "--shared", "--no-checkout", cache, checkout]);
+  await prepareLfsCheckout(checkout, lfs);
   const target = branch ? ["-B", branch, commit] : ["--detach", commit];
-  const { stderr } = await gitResult([...PARALLEL_CHECKOUT, "checkout", "--quiet", ...target], { cwd: checkout });
+  const run = lfsCheckoutRun(lfs);
+  const { stderr } = await gitResult([...PARALLEL_CHECKOUT, ...run.args, "checkout", "--quiet", ...target], {
+    cwd: checkout,
+    // Big blobs are written as they are read, not inflated into memory first.
+    env: { ...run.env, ...configEnv(STREAM_BIG_BLOBS) },
+  });
   await verifyCheckout(checkout, stderr, dirname(checkout));
+  await finishLfsCheckout(checkout, lfs);
   if (branch) {
     // Git sources: track the fetched branch so status/pull behave as in a normal clone.
     const upstream = await gitResult(["rev-parse", "--verify", "--quiet", `refs/remotes/origin/${branch}`], {

@@ -24,6 +24,9 @@ import { explainNoSpace } from "./disk.js";
 import { materializeCheckout, resolveWorkspaceRoot } from "./checkout.js";
 import { createUnderWay } from "./spare-checkout.js";
 import { FrameInbox } from "./frame-inbox.js";
+import { fillLfsStore, parseLfsSpec } from "./lfs-store.js";
+import { hasGitLfs } from "./lfs-checkout.js";
+import { hostGitSearchPath } from "../test-hooks.js";
 import { killWorkspaceProcesses } from "../proc/process-set.js";
 import { isComplete, lifecycleEnvironment, str, target, view } from "./common.js";
 
@@ -107,6 +110,8 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
   const purpose = typeof req.purpose === "string" ? req.purpose : null;
   const inbox = new FrameInbox(ctx);
   const projectKey = sourceKey(source);
+  const lfsSpec = source.kind === "directory" ? parseLfsSpec(req.lfs) : null;
+  const searchPath = hostGitSearchPath(ctx.root) ?? process.env.PATH ?? "";
 
   const loaded = loadWorkspace(ctx.root, workspaceId, owner);
   const layout = loaded.layout;
@@ -142,6 +147,8 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
     const cache = await ensureCache(ctx.root, projectKey);
     ctx.sendJson({ type: "progress", phase: "negotiate" });
     const { commit, branch } = await fillCache(ctx, inbox, cache, source, startedAt);
+    if (lfsSpec) await fillLfsStore(ctx, inbox, cache, lfsSpec, hasGitLfs(searchPath));
+    // After the LFS objects: the runtime sends one stream at a time.
     const modules =
       source.kind === "directory" ? await fillSubmodules(ctx, inbox, cache, source.submodules ?? [], layout.key, startedAt) : [];
     inbox.assertAttended();
@@ -150,8 +157,15 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
     ctx.sendJson({ type: "progress", phase: "checkout" });
     const staging = join(rootLayout(ctx.root).tmpBase, `${STAGING_PREFIX}${layout.key}-${randomBytes(4).toString("hex")}`);
     const owned = () => void verifyOwned(ctx.root, workspaceId, owner);
+    const lfs = {
+      spec: lfsSpec,
+      cache,
+      searchPath,
+      report: (paths: string[], reason: string) => ctx.sendJson({ type: "lfs-pointers", paths, reason }),
+    };
     const finish = (dir: string) => finishCheckout(dir, source.kind === "directory" ? (source.shallow ?? []) : [], modules);
-    await materializeCheckout(staging, layout.checkout, cache, commit, branch, owned, source.kind === "directory", finish);
+    // A spare is a plain checkout: an LFS commit's content comes from its store each time.
+    await materializeCheckout(staging, layout.checkout, cache, commit, branch, owned, source.kind === "directory" && !lfsSpec, lfs, finish);
     const workspaceRoot = resolveWorkspaceRoot(layout.checkout, source.subdirectory, relativeCwd);
     const current = verifyOwned(ctx.root, workspaceId, owner);
     const done = replaceManifest(layout, {

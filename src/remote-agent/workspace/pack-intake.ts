@@ -12,6 +12,7 @@ import { rootLayout } from "../layout.js";
 import { TRANSFER_TIMEOUT_MS } from "./git-cache.js";
 import { explainNoSpace } from "./disk.js";
 import { removeTree } from "./trash.js";
+import { configEnv, STREAM_BIG_BLOBS } from "../../shared/big-blobs.js";
 import type { FrameInbox } from "./frame-inbox.js";
 
 /** Name prefix of quarantine directories in `<root>/tmp` (pruned by reconcile when abandoned). */
@@ -55,7 +56,7 @@ export async function receivePack(root: string, cache: string, inbox: FrameInbox
     const stream = gitStream(["index-pack", "--stdin", "--fix-thin"], {
       cwd: cache,
       timeoutMs: TRANSFER_TIMEOUT_MS,
-      env: { GIT_OBJECT_DIRECTORY: quarantine, GIT_ALTERNATE_OBJECT_DIRECTORIES: join(cache, "objects") },
+      env: { GIT_OBJECT_DIRECTORY: quarantine, GIT_ALTERNATE_OBJECT_DIRECTORIES: join(cache, "objects"), ...configEnv(STREAM_BIG_BLOBS) },
     });
     stream.stdout.resume();
     const exited = stream.done.catch((err: unknown) => {

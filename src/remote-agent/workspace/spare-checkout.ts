@@ -25,6 +25,7 @@ import { isGone, readProcStat } from "../../shared/proc-stat.js";
 import { sleep } from "../../shared/async.js";
 import { discardTreeLater, removeTree } from "./trash.js";
 import { rootOfCache } from "./git-cache.js";
+import { configEnv, STREAM_BIG_BLOBS } from "../../shared/big-blobs.js";
 
 const SPARES = "paseo-spares";
 const BUILDING = ".building-";
@@ -270,6 +271,7 @@ async function buildSpare(cache: string, commit: string, background: boolean): P
       timeoutMs: 600_000,
       background,
       signal,
+      env: configEnv(STREAM_BIG_BLOBS),
     });
     await verifyCheckout(tmp, stderr, tmp);
     const digest = await gitDirDigest(tmp);

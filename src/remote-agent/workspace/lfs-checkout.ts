@@ -1,0 +1,112 @@
+// Git LFS in a workspace's checkout. Every checkout runs with the smudge filter skipped, so no
+// create ever fails or waits because a filter cannot reach a server. Where the commit has LFS
+// pointers and this host has git-lfs, the checkout becomes a normal LFS checkout: `git lfs install
+// --local`, `lfs.storage` = the project's LFS store (filled from the Paseo side, lfs-store.ts),
+// the repository's real endpoint, then `git lfs checkout` writes the content from the store; an
+// object the store lacks is fetched from that endpoint if the host can reach it (with the host's
+// own credential helpers; nothing of ours carries credentials), else its file stays a pointer and
+// the runtime is told which. Without git-lfs the lfs filter is switched off in the checkout's
+// config (a system-wide `filter.lfs.required` would otherwise fail every status): pointer files,
+// clean status.
+import { accessSync, constants } from "node:fs";
+import { join } from "node:path";
+import { oneLine } from "../../shared/errors.js";
+import type { LfsSpec } from "../../shared/agent-api.js";
+import { git, gitResult } from "../../shared/git-exec.js";
+import { hasLfsObject, lfsStoreDir } from "./lfs-store.js";
+
+const LFS_TIMEOUT_MS = 600_000;
+/** Bounded: a host that cannot reach the endpoint must not hold the create for long. */
+const FETCH_TIMEOUT_MS = 120_000;
+/** Keeps git from running a filter it does not have (the values are git's "no filter"). */
+const LFS_FILTER_OFF: Array<[string, string]> = [
+  ["filter.lfs.process", ""],
+  ["filter.lfs.smudge", ""],
+  ["filter.lfs.clean", ""],
+  ["filter.lfs.required", "false"],
+];
+
+export interface LfsCheckout {
+  /** The commit's pointers (null: not known, e.g. a git source: only the smudge skip applies). */
+  spec: LfsSpec | null;
+  cache: string;
+  /** The PATH git and git-lfs are found on (the agent's own unless a test hook replaces it). */
+  searchPath: string;
+  /** Tells the runtime which files stay pointers and why. */
+  report(paths: string[], reason: string): void;
+}
+
+/** Whether git-lfs is an executable on `searchPath` (where git's filters look for it). */
+export function hasGitLfs(searchPath: string): boolean {
+  return searchPath.split(":").some((dir) => {
+    if (dir === "") return false;
+    try {
+      accessSync(join(dir, "git-lfs"), constants.X_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+}
+
+/** `git lfs version`'s line, or null without git-lfs (doctor). */
+export async function gitLfsVersion(searchPath: string): Promise<string | null> {
+  if (!hasGitLfs(searchPath)) return null;
+  const r = await gitResult(["lfs", "version"], { env: { PATH: searchPath }, timeoutMs: 10_000, okCodes: [1, 2, 128] });
+  return r.code === 0 ? r.stdout.trim() : null;
+}
+
+/** What the `git checkout` of a workspace runs with. */
+export function lfsCheckoutRun(plan: LfsCheckout): { args: string[]; env: Record<string, string> } {
+  const args = hasGitLfs(plan.searchPath) ? [] : LFS_FILTER_OFF.flatMap(([k, v]) => ["-c", `${k}=${v}`]);
+  return { args, env: { GIT_LFS_SKIP_SMUDGE: "1", PATH: plan.searchPath } };
+}
+
+/** Configures a fresh clone (before its checkout) for the commit's LFS files. */
+export async function prepareLfsCheckout(checkout: string, plan: LfsCheckout): Promise<void> {
+  if (!plan.spec) return;
+  const opts = { cwd: checkout, env: { PATH: plan.searchPath } };
+  if (!hasGitLfs(plan.searchPath)) {
+    for (const [k, v] of LFS_FILTER_OFF) await git(["config", k, v], opts);
+    return;
+  }
+  await git(["lfs", "install", "--local"], opts);
+  await git(["config", "lfs.storage", lfsStoreDir(plan.cache)], opts);
+  const e = plan.spec.endpoint;
+  if (e) await git(["config", e.key, e.url], opts);
+}
+
+/** Writes the LFS content into a checked-out tree and reports the files left as pointers. */
+export async function finishLfsCheckout(checkout: string, plan: LfsCheckout): Promise<void> {
+  const spec = plan.spec;
+  if (!spec) return;
+  const all = [...new Set(spec.pointers.map((p) => p.path))];
+  if (!hasGitLfs(plan.searchPath)) {
+    plan.report(all, "git-lfs is not installed on the remote host");
+    return;
+  }
+  const opts = { cwd: checkout, env: { PATH: plan.searchPath }, timeoutMs: LFS_TIMEOUT_MS };
+  const absent = () => spec.pointers.filter((p) => !hasLfsObject(plan.cache, p));
+  let why = "";
+  if (absent().length > 0) {
+    // What the Paseo side did not have: from the repository's endpoint, if this host reaches it.
+    const r = await gitResult(["-c", "lfs.transfer.maxretries=1", "lfs", "fetch"], {
+      ...opts,
+      timeoutMs: FETCH_TIMEOUT_MS,
+      okCodes: [1, 2, 128],
+    }).catch((err: unknown) => ({ code: -1, stderr: err instanceof Error ? err.message : String(err) }));
+    if (r.code !== 0)
+      why = oneLine(
+        r.stderr
+          .split("\n")
+          .filter((l) => l.trim() !== "")
+          .pop() ?? `exit ${r.code}`,
+      ).slice(0, 200);
+  }
+  await git(["lfs", "checkout"], opts);
+  const left = [...new Set(absent().map((p) => p.path))];
+  if (left.length > 0) {
+    const reason = `not in the Paseo side's LFS store and not fetched on the remote host${why ? ` (${why})` : ""}`;
+    plan.report(left, reason);
+  }
+}

@@ -1,0 +1,184 @@
+// Git LFS on the Paseo side: finds the LFS pointers of the committed tree (only where a
+// .gitattributes of that tree routes files through the lfs filter), which of their objects the
+// local LFS store holds (`<git common dir>/lfs/objects`, or `lfs.storage`), and the repository's
+// real LFS endpoint for the host's checkout. Then streams the objects the host's per-project store
+// lacks, as their raw content back to back (the agent knows each size), read from the store
+// without loading any object into memory. Reads only: nothing is written in the local repository.
+import { createReadStream, statSync } from "node:fs";
+import { isAbsolute, join } from "node:path";
+import { FrameKind, encodeData, encodeFrame } from "../shared/frames.js";
+import type { AgentChannel } from "../transport/agent-channel.js";
+import type { LfsPointer, LfsSpec } from "../shared/agent-api.js";
+import { RuntimeError } from "../shared/errors.js";
+import { gitResult, gitStream } from "../shared/git-exec.js";
+
+/** Pointer files are small (git-lfs refuses to parse one over 1024 bytes). */
+const MAX_POINTER_BYTES = 1024;
+const POINTER_RE = /^version https:\/\/git-lfs\.github\.com\/spec\/v1\noid sha256:([0-9a-f]{64})\nsize (\d+)\n/;
+const GIT_TIMEOUT_MS = 120_000;
+
+export interface LfsPlan {
+  spec: LfsSpec;
+  /** The local store's objects directory. */
+  objects: string;
+}
+
+function localGit(repo: string, args: string[], input?: string, okCodes: number[] = []) {
+  return gitResult(args, { cwd: repo, errorClass: "input", timeoutMs: GIT_TIMEOUT_MS, okCodes, ...(input ? { input } : {}) });
+}
+
+export function objectPath(objects: string, oid: string): string {
+  return join(objects, oid.slice(0, 2), oid.slice(2, 4), oid);
+}
+
+/** The local LFS objects directory, as git-lfs finds it (lfs.storage is relative to the git dir). */
+async function localObjects(repo: string): Promise<string> {
+  const common = (await localGit(repo, ["rev-parse", "--path-format=absolute", "--git-common-dir"])).stdout.trim();
+  const storage = (await localGit(repo, ["config", "--get", "lfs.storage"], undefined, [1])).stdout.trim();
+  const base = storage === "" ? join(common, "lfs") : isAbsolute(storage) ? storage : join(common, storage);
+  return join(base, "objects");
+}
+
+/** Drops user info (a token or password) from an http(s) URL: credentials never travel to the host. */
+function withoutCredentials(url: string): string | null {
+  try {
+    const u = new URL(url);
+    u.username = "";
+    u.password = "";
+    return u.toString();
+  } catch {
+    return null;
+  }
+}
+
+/** An http(s) URL without credentials, an SSH URL as it is, null for anything meaningless on the host. */
+function hostUsable(url: string): string | null {
+  if (/^https?:\/\//i.test(url)) return withoutCredentials(url);
+  if (/^(ssh|git\+ssh|ssh\+git):\/\//i.test(url) || /^[^/:]+@[^/:]+:/.test(url) || /^[a-z0-9.-]+:[^/]/i.test(url)) return url;
+  return null;
+}
+
+/**
+ * The endpoint `git lfs pull/push` on the host should use, as git-lfs itself would find it here:
+ * lfs.url, else remote.origin.lfsurl, else derived from origin's URL (http(s): `<repo>.git/info/lfs`;
+ * ssh and scp-like URLs are given as they are, git-lfs authenticates over SSH). A local path or
+ * file URL means nothing on the host: none then. A .lfsconfig in the tree outranks the remote keys,
+ * as it does here. Values are the local repository's config ("" = unset).
+ */
+export function lfsEndpointFrom(c: { lfsUrl: string; remoteLfsUrl: string; originUrl: string }): LfsSpec["endpoint"] {
+  if (c.lfsUrl) {
+    const url = hostUsable(c.lfsUrl);
+    return url ? { key: "lfs.url", url } : null;
+  }
+  if (c.remoteLfsUrl) {
+    const url = hostUsable(c.remoteLfsUrl);
+    return url ? { key: "remote.origin.lfsurl", url } : null;
+  }
+  const url = c.originUrl ? hostUsable(c.originUrl) : null;
+  if (!url) return null;
+  if (!/^https?:\/\//i.test(url)) return { key: "remote.origin.lfsurl", url };
+  const trimmed = url.replace(/\/+$/, "");
+  return { key: "remote.origin.lfsurl", url: trimmed.endsWith(".git") ? `${trimmed}/info/lfs` : `${trimmed}.git/info/lfs` };
+}
+
+async function lfsEndpoint(repo: string): Promise<LfsSpec["endpoint"]> {
+  const get = async (key: string) => (await localGit(repo, ["config", "--get", key], undefined, [1])).stdout.trim();
+  const [lfsUrl, remoteLfsUrl, originUrl] = await Promise.all([get("lfs.url"), get("remote.origin.lfsurl"), get("remote.origin.url")]);
+  return lfsEndpointFrom({ lfsUrl, remoteLfsUrl, originUrl });
+}
+
+/** Whether any .gitattributes of the commit's tree names the lfs filter (one tree walk in git). */
+async function usesLfs(repo: string, commit: string): Promise<boolean> {
+  const r = await localGit(repo, ["grep", "-q", "-F", "filter=lfs", commit, "--", ":(glob)**/.gitattributes"], undefined, [1]);
+  return r.code === 0;
+}
+
+/** Small blobs of the tree whose content is an LFS pointer. */
+async function treePointers(repo: string, commit: string): Promise<Array<Omit<LfsPointer, "local">>> {
+  const listing = await localGit(repo, ["ls-tree", "-r", "-l", "-z", "--full-tree", commit]);
+  // "<mode> blob <oid> <size>\t<path>\0"
+  const small: Array<{ blob: string; path: string }> = [];
+  for (const entry of listing.stdout.split("\0")) {
+    const m = /^100[0-7]{3} blob ([0-9a-f]+) +(\d+)\t(.*)$/s.exec(entry);
+    if (m && Number(m[2]) <= MAX_POINTER_BYTES) small.push({ blob: m[1]!, path: m[3]! });
+  }
+  if (small.length === 0) return [];
+  // Bytes, not text: other small blobs may hold anything, and sizes count bytes.
+  const batch = gitStream(["cat-file", "--batch"], { cwd: repo, errorClass: "input", timeoutMs: GIT_TIMEOUT_MS });
+  batch.stdin.end(small.map((s) => s.blob).join("\n") + "\n");
+  const chunks: Buffer[] = [];
+  for await (const c of batch.stdout as AsyncIterable<Buffer>) chunks.push(c);
+  await batch.done;
+  // "<oid> blob <size>\n<content>\n" per line of input, in order.
+  const out = Buffer.concat(chunks);
+  const found: Array<Omit<LfsPointer, "local">> = [];
+  let at = 0;
+  for (const s of small) {
+    const eol = out.indexOf(0x0a, at);
+    const size = Number(out.subarray(at, eol).toString("latin1").split(" ")[2]);
+    const m = POINTER_RE.exec(out.subarray(eol + 1, eol + 1 + size).toString("latin1"));
+    at = eol + 1 + size + 1;
+    if (m) found.push({ path: s.path, oid: m[1]!, size: Number(m[2]) });
+  }
+  return found;
+}
+
+function heldLocally(objects: string, oid: string, size: number): boolean {
+  try {
+    const st = statSync(objectPath(objects, oid));
+    return st.isFile() && st.size === size;
+  } catch {
+    return false;
+  }
+}
+
+/** The commit's LFS pointers and where their objects are, or null when its tree uses no LFS. */
+export async function lfsPlan(repo: string, commit: string): Promise<LfsPlan | null> {
+  if (!(await usesLfs(repo, commit))) return null;
+  const [found, objects, endpoint] = await Promise.all([treePointers(repo, commit), localObjects(repo), lfsEndpoint(repo)]);
+  if (found.length === 0) return null;
+  const pointers = found.map((p) => ({ ...p, local: heldLocally(objects, p.oid, p.size) }));
+  return { spec: { pointers, endpoint }, objects };
+}
+
+/** Paths for a progress line: the first few by name, then how many more (a tree may hold thousands). */
+export function namePaths(paths: string[], shown = 20): string {
+  const more = paths.length - shown;
+  return paths.slice(0, shown).join(", ") + (more > 0 ? `, … (${more} more)` : "");
+}
+
+/** Streams the requested objects (each one the runtime offered as local) to the agent, then Eof. */
+export async function sendLfsObjects(
+  channel: AgentChannel,
+  plan: LfsPlan,
+  oids: string[],
+  stop: AbortSignal,
+): Promise<{ bytes: number; objects: number }> {
+  const offered = new Map(plan.spec.pointers.filter((p) => p.local).map((p) => [p.oid, p.size]));
+  let bytes = 0;
+  for (const oid of oids) {
+    const size = offered.get(oid);
+    if (size === undefined) throw new RuntimeError("remote", `the agent asked for an LFS object that was not offered: ${oid}`);
+    let sent = 0;
+    const file = createReadStream(objectPath(plan.objects, oid), { highWaterMark: 256 * 1024 });
+    try {
+      for await (const chunk of file as AsyncIterable<Buffer>) {
+        if (stop.aborted || channel.closed) throw new RuntimeError("network", "the LFS object stream was cut");
+        // The agent splits the stream by the sizes it was told: a file that grew must not shift it.
+        const part = chunk.subarray(0, Math.max(0, size - sent));
+        sent += part.length;
+        if (part.length > 0) channel.send(encodeData(FrameKind.Stdin, part));
+        await channel.drained();
+      }
+    } catch (err) {
+      if (err instanceof RuntimeError) throw err;
+      throw new RuntimeError("input", `Cannot read LFS object ${oid} from ${plan.objects}: ${(err as Error).message}`);
+    } finally {
+      file.destroy();
+    }
+    if (sent !== size) throw new RuntimeError("input", `LFS object ${oid} in ${plan.objects} is shorter than its pointer says`);
+    bytes += sent;
+  }
+  channel.send(encodeFrame(FrameKind.Eof, Buffer.from([0])));
+  return { bytes, objects: oids.length };
+}

@@ -1,0 +1,47 @@
+// Which LFS endpoint a workspace's checkout is given, from the local repository's config, and how
+// progress names pointer files (pure logic: the end-to-end behaviour is in lfs.test.ts).
+import { describe, expect, it } from "vitest";
+import { lfsEndpointFrom, namePaths } from "../../src/workspace/lfs-objects.js";
+
+const none = { lfsUrl: "", remoteLfsUrl: "", originUrl: "" };
+
+describe("the LFS endpoint given to the host", () => {
+  it("derives it from an https origin as git-lfs does, without credentials", () => {
+    expect(lfsEndpointFrom({ ...none, originUrl: "https://git.example.com/team/repo" })).toEqual({
+      key: "remote.origin.lfsurl",
+      url: "https://git.example.com/team/repo.git/info/lfs",
+    });
+    expect(lfsEndpointFrom({ ...none, originUrl: "https://user:s3cret@git.example.com/team/repo.git/" })).toEqual({
+      key: "remote.origin.lfsurl",
+      url: "https://git.example.com/team/repo.git/info/lfs",
+    });
+  });
+
+  it("keeps SSH and scp-like origins as they are (git-lfs authenticates over SSH)", () => {
+    for (const url of ["git@git.example.com:team/repo.git", "ssh://git@git.example.com/team/repo.git"])
+      expect(lfsEndpointFrom({ ...none, originUrl: url })).toEqual({ key: "remote.origin.lfsurl", url });
+  });
+
+  it("prefers lfs.url, then remote.origin.lfsurl, and drops their credentials too", () => {
+    const all = {
+      lfsUrl: "https://t0ken@lfs.example.com/x",
+      remoteLfsUrl: "https://lfs2.example.com/y",
+      originUrl: "https://git.example.com/z",
+    };
+    expect(lfsEndpointFrom(all)).toEqual({ key: "lfs.url", url: "https://lfs.example.com/x" });
+    expect(lfsEndpointFrom({ ...all, lfsUrl: "" })).toEqual({ key: "remote.origin.lfsurl", url: "https://lfs2.example.com/y" });
+  });
+
+  it("gives none for a local path or file URL, or no origin", () => {
+    expect(lfsEndpointFrom(none)).toBeNull();
+    expect(lfsEndpointFrom({ ...none, originUrl: "/srv/git/repo.git" })).toBeNull();
+    expect(lfsEndpointFrom({ ...none, originUrl: "file:///srv/git/repo.git" })).toBeNull();
+    expect(lfsEndpointFrom({ ...none, originUrl: "../sibling" })).toBeNull();
+  });
+
+  it("a progress line names at most 20 pointer files, then how many more", () => {
+    const paths = Array.from({ length: 23 }, (_, i) => `f${i}.bin`);
+    expect(namePaths(paths.slice(0, 2))).toBe("f0.bin, f1.bin");
+    expect(namePaths(paths)).toBe(`${paths.slice(0, 20).join(", ")}, … (3 more)`);
+  });
+});
