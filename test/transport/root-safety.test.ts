@@ -210,6 +210,8 @@ describe.skipIf(!!process.env.PASEO_TEST_SSH_HOST)("remote root safety", () => {
     expect(r.code).toBe(0);
     expect(existsSync(join(root, ROOT_MARKER))).toBe(true);
     expect(existsSync(cache!)).toBe(false);
-    expect(existsSync(trash!)).toBe(false);
+    // Trash is judged by when it was moved there (its ctime, which a backdated mtime does not
+    // change): under a minute ago, so a deleter may still be at work on it and it stays.
+    expect(existsSync(trash!)).toBe(true);
   });
 });
