@@ -1,7 +1,10 @@
 // The remote root is ours before anything under it runs: another local user of the host (the rig's
 // second account) must not be able to get their code run as the SSH user by planting an
 // `agent.cjs` at its public path, and reconcile never deletes by name in a directory that is not a
-// root of ours (the marker). The host is this machine, so the test (root) plants state directly.
+// root of ours (the marker). The host is this machine, so the test plants state directly: as root
+// for the rig's login user and for another user (the rig's second login user, or `nobody` where
+// the rig has none: the embedded server); otherwise as the current user, who is the login user,
+// and the cases that give a directory to another user are skipped (only root can chown).
 import { execFileSync } from "node:child_process";
 import {
   chmodSync,
@@ -22,6 +25,7 @@ import { agentBundle } from "../../src/transport/bootstrap.js";
 import { ROOT_MARKER } from "../../src/remote-agent/root-marker.js";
 import { rig, rigOptions } from "../rig/rig.js";
 import { lifecycleRequest, runCli } from "../support/run-cli.js";
+import { needs, skipUnless } from "../support/needs.js";
 import type { Options } from "../../src/contract/index.js";
 
 const uidOf = (user: string) => Number(execFileSync("id", ["-u", user]).toString().trim());
@@ -39,11 +43,23 @@ function sharedParent(): string {
   return base;
 }
 
+/** Another local user of the host: the rig's second login user, else `nobody` (any account will do). */
+const otherUser = () => rig().noisyUser ?? "nobody";
+
+/** Gives `path` to `uid` (root only; a non-root run creates everything as the login user already). */
+function own(path: string, uid: number, recursive = false): void {
+  if (uid === process.getuid?.()) return;
+  if (recursive) execFileSync("chown", ["-R", `${uid}:${uid}`, path]);
+  else chownSync(path, uid, uid);
+}
+
 function dirOf(path: string, uid: number, mode: number): void {
   mkdirSync(path, { recursive: true });
-  chownSync(path, uid, uid);
+  own(path, uid);
   chmodSync(path, mode);
 }
+
+const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 function inspect(root: string) {
   const options = rigOptions({ root }) as Options;
@@ -66,43 +82,49 @@ describe.skipIf(!!process.env.PASEO_TEST_SSH_HOST)("remote root safety", () => {
     dirOf(join(root, "agent", hash), ...owners.hashDir);
     const agent = join(root, "agent", hash, "agent.cjs");
     writeFileSync(agent, `require("fs").writeFileSync(${JSON.stringify(join(parent, "pwned"))}, String(process.getuid()));\n`);
-    chownSync(agent, owners.hashDir[0], owners.hashDir[0]);
+    own(agent, owners.hashDir[0]);
     chmodSync(agent, 0o755);
     return root;
   }
 
-  const cases: Array<[string, (me: number, other: number) => Parameters<typeof plant>[1], (root: string) => string, RegExp]> = [
+  // [case, whether it gives something to another user, layout, offending path, its mode]
+  const cases: Array<[string, boolean, (me: number, other: number) => Parameters<typeof plant>[1], (root: string) => string, RegExp]> = [
     [
       "the root belongs to another user",
+      true,
       (me, other) => ({ root: [other, 0o755], agent: [other, 0o755], hashDir: [other, 0o755] }),
       (r) => r,
       /^drwxr-xr-x$/,
     ],
     [
       "the root is world-writable",
+      true,
       (me, other) => ({ root: [me, 0o777], agent: [other, 0o755], hashDir: [other, 0o755] }),
       (r) => r,
       /^drwxrwxrwx$/,
     ],
     [
       "agent/ belongs to another user",
+      true,
       (me, other) => ({ root: [me, 0o700], agent: [other, 0o755], hashDir: [other, 0o755] }),
       (r) => join(r, "agent"),
       /^drwxr-xr-x$/,
     ],
     [
       "the agent's directory is group-writable",
+      false,
       (me) => ({ root: [me, 0o700], agent: [me, 0o700], hashDir: [me, 0o770] }),
       (r) => join(r, "agent", hash),
       /^drwxrwx---$/,
     ],
   ];
 
-  it.each(cases)(
+  it.for(cases)(
     "a planted agent is never run when %s: one ownership error names the path, owner and mode",
-    async (_name, layout, offender, mode) => {
+    async ([, givesAway, layout, offender, mode], ctx) => {
+      if (givesAway) skipUnless(ctx, needs.root("gives a directory to another local user (chown)"));
       const me = uidOf(rig().user);
-      const other = uidOf(rig().noisyUser!);
+      const other = givesAway ? uidOf(otherUser()) : me;
       const parent = sharedParent();
       const root = plant(parent, layout(me, other));
       const r = await inspect(root);
@@ -110,14 +132,13 @@ describe.skipIf(!!process.env.PASEO_TEST_SSH_HOST)("remote root safety", () => {
       expect(r.code).toBe(7);
       const line = r.stderr.trim();
       expect(line.split("\n")).toHaveLength(1);
-      const m =
-        /^remote root directory (.*) on \S+ is owned by (\S+) with mode (\S+); the root, its agent\/ and agent\/[0-9a-f]{16}\/ must belong to paseotest and not be writable by group or others: fix that or choose another root$/.exec(
-          line,
-        );
+      const m = new RegExp(
+        `^remote root directory (.*) on \\S+ is owned by (\\S+) with mode (\\S+); the root, its agent/ and agent/[0-9a-f]{16}/ must belong to ${escapeRegExp(rig().user)} and not be writable by group or others: fix that or choose another root$`,
+      ).exec(line);
       expect(m, line).not.toBeNull();
       expect(m![1]).toBe(offender(root));
       expect(m![3]).toMatch(mode);
-      expect(m![2]).toBe(statSync(offender(root)).uid === me ? rig().user : rig().noisyUser);
+      expect(m![2]).toBe(statSync(offender(root)).uid === me ? rig().user : otherUser());
     },
   );
 
@@ -142,7 +163,7 @@ describe.skipIf(!!process.env.PASEO_TEST_SSH_HOST)("remote root safety", () => {
       mkdirSync(p, { recursive: true });
       writeFileSync(join(p, "keep"), "user data\n");
     }
-    execFileSync("chown", ["-R", `${me}:${me}`, root]);
+    own(root, me, true);
     const old = new Date(Date.now() - 3600_000);
     for (const p of [cache, trash]) utimesSync(p, old, old);
     return [cache, trash];
