@@ -21,6 +21,7 @@ import { alive, brokerStats } from "../support/broker.js";
 import { ExecWorkspace, exitOf, sleep, type ExecHandle, type ExecResult } from "../support/exec.js";
 import { daemonsOf, finish, relaysOf, runtimeProcesses, throughProxy } from "../support/host-daemon.js";
 import { waitFor } from "../rig/rig.js";
+import { needs, skipUnless } from "../support/needs.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -286,7 +287,8 @@ describe("resumable execs", () => {
     expect(r.code).toBe(5);
   }, 120_000);
 
-  it("a PTY exec on a terminal the daemon owns: a reset after line 20 keeps the exit code and output 1..N once and in order; resizes issued during the outage are coalesced and each acknowledged once after it", async () => {
+  it("a PTY exec on a terminal the daemon owns: a reset after line 20 keeps the exit code and output 1..N once and in order; resizes issued during the outage are coalesced and each acknowledged once after it", async (ctx) => {
+    skipUnless(ctx, needs.hostTerminal());
     const { proxy, ws } = await proxiedWorkspace("resume-pty");
     const N = 80;
     // After the count the workload waits until the terminal has the last size sent during the
@@ -309,7 +311,8 @@ describe("resumable execs", () => {
     expect(daemonLog(ws)).toMatch(/a detached exec was re-attached/);
   }, 120_000);
 
-  it("a PTY exec on sshd's pty (the host has no way to own one) ends with a clear network error on a reset, and its tree is reaped", async () => {
+  it("a PTY exec on sshd's pty (the host has no way to own one) ends with a clear network error on a reset, and its tree is reaped", async (ctx) => {
+    skipUnless(ctx, needs.serverPty());
     const { proxy, ws } = await proxiedWorkspace("resume-sshd-pty");
     ws.terminalSearchPath = "";
     const h = ws.start({ argv: ["/bin/sh", "-c", "echo ready; exec sleep 75"], env: PATH, stdio: { kind: "pty", rows: 24, cols: 80 } });

@@ -61,6 +61,25 @@ export const needs = {
   command(name: string, why = "not installed (not on PATH)"): Need {
     return findProgram(name) ? null : `${NEEDS}${name}: ${why}`;
   },
+  /** A program the rig host's login users find (/usr/local/bin:/usr/bin:/bin: not this process's PATH). */
+  hostCommand(name: string, why: string): Need {
+    return findProgram(name, LOGIN_PATH) ? null : `${NEEDS}${name}: ${why} (not in ${LOGIN_PATH.join(":")})`;
+  },
+  /** A server that gives an exec a PTY of its own (sshd started as root, or the embedded server with util-linux script). */
+  serverPty(): Need {
+    return rig().ptySkipReason;
+  },
+  /** A terminal the host daemon can own: the host's python3 (the relay) or util-linux script. */
+  hostTerminal(): Need {
+    if (needs.hostCommand("python3", "relay") === null || needs.utilLinuxScript() === null) return null;
+    return `${NEEDS}python3 or util-linux script: the host daemon owns a terminal through one of them`;
+  },
+  /** Some way to give an exec a terminal: one the host daemon owns, else the server's PTY. */
+  pty(): Need {
+    const server = needs.serverPty();
+    if (needs.hostTerminal() === null || server === null) return null;
+    return `${NEEDS}a PTY: the host has no python3 or util-linux script, and the server gives none (${server})`;
+  },
   /** A program at exactly this path (e.g. the /usr/bin/python3 the rig's users see). */
   file(path: string, why: string): Need {
     try {
