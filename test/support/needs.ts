@@ -69,6 +69,12 @@ export const needs = {
   serverPty(): Need {
     return rig().ptySkipReason;
   },
+  /** What this machine needs to own a terminal by `method` (the terminal tests run host code here). */
+  terminalMethod(method: "python3" | "script"): Need {
+    return method === "python3"
+      ? needs.command("python3", "the terminal relay runs on python3")
+      : needs.utilLinuxScript("the terminal fallback");
+  },
   /** A terminal the host daemon can own: the host's python3 (the relay) or util-linux script. */
   hostTerminal(): Need {
     if (needs.hostCommand("python3", "relay") === null || needs.utilLinuxScript() === null) return null;

@@ -18,6 +18,8 @@ import { resolveHostConfig, resolvePlan } from "../../src/transport/ssh-config/r
 import type { EvalRequest } from "../../src/transport/ssh-config/ssh-g.js";
 import { connectSsh } from "../../src/transport/ssh-connection.js";
 import { rig, waitFor } from "../rig/rig.js";
+import { writeKeyFile } from "../rig/keys.js";
+import { needs, unless } from "../support/needs.js";
 
 const hasSsh = (() => {
   try {
@@ -207,7 +209,7 @@ describe("ssh_config refusals, overrides and chains (both evaluators)", () => {
   it.each(evaluators)("%s: what ssh2 cannot honour is one line naming the keyword", async (evaluator) => {
     const key = join(dir, "certkey");
     if (!existsSync(key)) {
-      execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", key]);
+      writeKeyFile(key);
       writeFileSync(`${key}-cert.pub`, "ssh-ed25519-cert-v01@openssh.com AAAA fake\n");
     }
     const file = write(
@@ -268,43 +270,51 @@ describe("ssh_config refusals, overrides and chains (both evaluators)", () => {
   });
 });
 
-describe.skipIf(rig().external)("IdentitiesOnly with an ssh-agent holding other keys (real sshd)", () => {
-  const r = rig();
-  let agent: ChildProcess;
-  const sock = join(dir, `agent-${id}.sock`);
-  const saved = process.env.SSH_AUTH_SOCK;
-  let file: string;
+describe(
+  "IdentitiesOnly with an ssh-agent holding other keys (real sshd)",
+  unless(
+    needs.localHost("the agent must hold the rig's key"),
+    needs.command("ssh-agent", "OpenSSH's agent is not installed"),
+    needs.command("ssh-add", "loads the agent"),
+  ),
+  () => {
+    const r = rig();
+    let agent: ChildProcess;
+    const sock = join(dir, `agent-${id}.sock`);
+    const saved = process.env.SSH_AUTH_SOCK;
+    let file: string;
 
-  beforeAll(async () => {
-    agent = spawn("ssh-agent", ["-D", "-a", sock], { stdio: "ignore" });
-    await waitFor(() => existsSync(sock), 5000);
-    // The agent holds the key the server accepts; the config names another one.
-    execFileSync("ssh-add", ["-q", r.identityFile], { env: { ...process.env, SSH_AUTH_SOCK: sock }, stdio: "ignore" });
-    const stranger = join(dir, "stranger");
-    execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", stranger]);
-    const common = `  HostName ${r.host}\n  Port ${r.port}\n  User ${r.user}\n  IdentityFile ${stranger}\n  UserKnownHostsFile ${r.knownHostsFile}\n`;
-    file = join(dir, "agent.conf");
-    writeFileSync(file, `Host only\n${common}  IdentitiesOnly yes\nHost any\n${common}`);
-    process.env.SSH_AUTH_SOCK = sock;
-  });
+    beforeAll(async () => {
+      agent = spawn("ssh-agent", ["-D", "-a", sock], { stdio: "ignore" });
+      await waitFor(() => existsSync(sock), 5000);
+      // The agent holds the key the server accepts; the config names another one.
+      execFileSync("ssh-add", ["-q", r.identityFile], { env: { ...process.env, SSH_AUTH_SOCK: sock }, stdio: "ignore" });
+      const stranger = join(dir, "stranger");
+      writeKeyFile(stranger);
+      const common = `  HostName ${r.host}\n  Port ${r.port}\n  User ${r.user}\n  IdentityFile ${stranger}\n  UserKnownHostsFile ${r.knownHostsFile}\n`;
+      file = join(dir, "agent.conf");
+      writeFileSync(file, `Host only\n${common}  IdentitiesOnly yes\nHost any\n${common}`);
+      process.env.SSH_AUTH_SOCK = sock;
+    });
 
-  afterAll(() => {
-    if (saved === undefined) delete process.env.SSH_AUTH_SOCK;
-    else process.env.SSH_AUTH_SOCK = saved;
-    agent?.kill();
-  });
+    afterAll(() => {
+      if (saved === undefined) delete process.env.SSH_AUTH_SOCK;
+      else process.env.SSH_AUTH_SOCK = saved;
+      agent?.kill();
+    });
 
-  it("without IdentitiesOnly the agent's key logs in; with it, the agent may offer only the listed key", async () => {
-    const c = await connectSsh(parseRuntimeOptions({ host: "any", sshConfig: file, broker: false }));
-    c.close();
-    const err = await connectSsh(parseRuntimeOptions({ host: "only", sshConfig: file, broker: false })).then(
-      (conn) => {
-        conn.close();
-        throw new Error("IdentitiesOnly let the agent's other key in");
-      },
-      (e: unknown) => e as RuntimeError,
-    );
-    expect(err.errorClass).toBe("auth");
-    expect(err.message).toContain("IdentitiesOnly: listed keys only");
-  });
-});
+    it("without IdentitiesOnly the agent's key logs in; with it, the agent may offer only the listed key", async () => {
+      const c = await connectSsh(parseRuntimeOptions({ host: "any", sshConfig: file, broker: false }));
+      c.close();
+      const err = await connectSsh(parseRuntimeOptions({ host: "only", sshConfig: file, broker: false })).then(
+        (conn) => {
+          conn.close();
+          throw new Error("IdentitiesOnly let the agent's other key in");
+        },
+        (e: unknown) => e as RuntimeError,
+      );
+      expect(err.errorClass).toBe("auth");
+      expect(err.message).toContain("IdentitiesOnly: listed keys only");
+    });
+  },
+);

@@ -5,7 +5,6 @@
 // its criteria in order and runs `exec` only while the earlier criteria held, Include takes globs
 // and paths relative to ~/.ssh (user files) or /etc/ssh (system file) and never lets an included
 // Match change the includer's state, `Match final` re-reads the files for the final host name.
-import { spawnSync } from "node:child_process";
 import { readFileSync, statSync } from "node:fs";
 import { globSync } from "tinyglobby";
 import { isAbsolute } from "node:path";
@@ -168,6 +167,10 @@ class Evaluation {
   private exec(command: string, source: Source): boolean {
     if (!this.runExec) throw new RuntimeError("input", `${source.file} line ${source.line}: Match exec is not evaluated here`);
     const shell = process.env.SHELL || "/bin/sh";
+    // node:child_process is loaded only here, as in tokens.ts for node:crypto: without an ssh
+    // binary every operation evaluates ssh_config here, and few configurations use Match exec.
+    const { spawnSync } =
+      process.getBuiltinModule?.("node:child_process") ?? (require("node:child_process") as typeof import("node:child_process"));
     const r = spawnSync(shell, ["-c", command], { stdio: ["ignore", "ignore", "ignore"], timeout: SSH_G_TIMEOUT_MS });
     if (r.error) throw new RuntimeError("input", `${source.file} line ${source.line}: Match exec "${command}" failed: ${r.error.message}`);
     return r.status === 0;
