@@ -126,7 +126,7 @@ async function localRig(tmpDir: string): Promise<LocalServer> {
   let user = userInfo().username;
   let remoteHome = userInfo().homedir;
   let noisyUser: string | null = null;
-  let noisyUserSkipReason: string | null = "not running as root: cannot create a second login user";
+  let noisyUserSkipReason: string | null = `${NEEDS}root: only root creates the rig's second login user`;
   if (isRoot) {
     remoteHome = ensureUser(TEST_USER);
     user = TEST_USER;

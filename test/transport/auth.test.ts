@@ -8,7 +8,7 @@ import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { connectSshHost } from "../../src/transport/ssh-host.js";
 import { rig, rigOptions, waitFor } from "../rig/rig.js";
 import { writeKeyFile } from "../rig/keys.js";
-import { needs, skipUnless } from "../support/needs.js";
+import { NEEDS, needs, skipUnless, unless } from "../support/needs.js";
 
 const r = rig();
 const savedSock = process.env.SSH_AUTH_SOCK;
@@ -32,7 +32,7 @@ async function failure(extra: Record<string, unknown>): Promise<RuntimeError> {
   return err as RuntimeError;
 }
 
-describe.skipIf(r.encryptedIdentityFile === null)("authentication", () => {
+describe("authentication", unless(r.encryptedIdentityFile === null ? `${NEEDS}a local rig host: the rig's encrypted key` : null), () => {
   it("an encrypted key without ssh-agent is an auth error that says to use ssh-agent", async () => {
     const err = await failure({ identityFile: r.encryptedIdentityFile });
     expect(err.errorClass).toBe("auth");

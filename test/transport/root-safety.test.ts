@@ -25,7 +25,7 @@ import { agentBundle } from "../../src/transport/bootstrap.js";
 import { ROOT_MARKER } from "../../src/remote-agent/root-marker.js";
 import { rig, rigOptions } from "../rig/rig.js";
 import { lifecycleRequest, runCli } from "../support/run-cli.js";
-import { needs, skipUnless } from "../support/needs.js";
+import { needs, skipUnless, unless } from "../support/needs.js";
 import type { Options } from "../../src/contract/index.js";
 
 const uidOf = (user: string) => Number(execFileSync("id", ["-u", user]).toString().trim());
@@ -71,7 +71,7 @@ function reconcile(root: string) {
   return runCli(["reconcile"], { stdin: lifecycleRequest(options, { workspaceIds: [] }), timeoutMs: 60_000 });
 }
 
-describe.skipIf(!!process.env.PASEO_TEST_SSH_HOST)("remote root safety", () => {
+describe("remote root safety", unless(needs.localHost("plants files on the host directly")), () => {
   const hash = agentBundle().hash;
 
   /** Plants an agent that leaves a proof file when run, in the layout the cases below describe. */

@@ -142,7 +142,7 @@ function quoteAll(values: string[]): string {
   return values.map((v) => `"${v}"`).join(" ");
 }
 
-describe.skipIf(!hasSsh)("ssh_config golden: the runtime agrees with ssh -G", () => {
+describe("ssh_config golden: the runtime agrees with ssh -G", unless(needs.command("ssh", "OpenSSH's client answers ssh -G")), () => {
   it.each(ALIASES)("$alias (user $user, port $port): both evaluators read what ssh -G prints", async (a) => {
     const req: EvalRequest = { file: fixture, ...a };
     const viaSsh = await resolveHostConfig(req, { evaluator: "ssh -G" });
