@@ -49,7 +49,7 @@ export function findProgram(name: string, dirs: string[] = searchDirs()): string
 }
 
 function searchDirs(): string[] {
-  return [...new Set([...(process.env.PATH ?? "").split(delimiter).filter(Boolean), ...LOGIN_PATH])];
+  return (process.env.PATH ?? "").split(delimiter).filter(Boolean);
 }
 
 const isRoot = () => process.getuid?.() === 0;
@@ -57,7 +57,7 @@ const isRoot = () => process.getuid?.() === 0;
 let tmpfsVerdict: Need | undefined;
 
 export const needs = {
-  /** A program on PATH (or the login users' /usr/local/bin:/usr/bin:/bin, which the rig's host sees). */
+  /** A program on this process's PATH (run here, as the runtime runs `ssh` or a test runs `ssh-agent`). */
   command(name: string, why = "not installed (not on PATH)"): Need {
     return findProgram(name) ? null : `${NEEDS}${name}: ${why}`;
   },

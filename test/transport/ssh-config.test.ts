@@ -234,6 +234,22 @@ describe("ssh_config refusals, overrides and chains (both evaluators)", () => {
     }
   });
 
+  it.each(evaluators)("%s: a ProxyCommand is the rest of its line, verbatim: double quotes and a lone = kept", async (evaluator) => {
+    const command = `sh -c 'test "$TOKEN" = s3 || exit 5; exec nc %h %p'`;
+    const file = write(
+      "verbatim.conf",
+      `Host eq
+  ProxyCommand=${command}  
+Host sp
+  ProxyCommand ${command}
+`,
+    );
+    for (const host of ["eq", "sp"]) {
+      const plan = await resolvePlan(parseRuntimeOptions({ host, sshConfig: file }), { evaluator });
+      expect(plan.hops[0]!.proxyCommand, host).toBe(`sh -c 'test "$TOKEN" = s3 || exit 5; exec nc ${host} 22'`);
+    }
+  });
+
   it.each(evaluators)("%s: options given explicitly win over the config, for the target only", async (evaluator) => {
     const file = write(
       "override.conf",

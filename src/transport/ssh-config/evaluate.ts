@@ -19,6 +19,18 @@ const MAX_INCLUDE_DEPTH = 16;
 const DEFAULT_IDENTITIES = ["id_rsa", "id_ecdsa", "id_ecdsa_sk", "id_ed25519", "id_ed25519_sk", "id_xmss", "id_dsa"];
 const ACCUMULATING = new Set(["identityfile", "certificatefile"]);
 
+/**
+ * Keywords whose value OpenSSH takes as the rest of the line, verbatim: a shell command. The
+ * package splits it into words, dropping a lone `=` and the double quotes, so `test "$X" = y` came
+ * back as `test "$X" y`; their value is read from the line itself instead.
+ */
+const COMMAND_KEYWORDS = new Set(["proxycommand", "localcommand", "remotecommand", "knownhostscommand"]);
+
+/** The rest of `text` after its keyword and the optional `=` (OpenSSH's `Keyword[ =]value`). */
+function restOfLine(text: string): string {
+  return text.replace(/^\s*\S+?(?:\s*=\s*|\s+)/, "").trimEnd();
+}
+
 interface Line {
   keyword: string;
   /** The words after the keyword (quotes removed), as the package split them. */
@@ -38,6 +50,7 @@ function valueWords(value: unknown): Array<{ val: string; quoted?: boolean; sepa
 /** Flattens the package's Host/Match nesting back into file order, with 1-based line numbers. */
 async function readLines(file: string, text: string): Promise<Line[]> {
   const { parse } = await import("ssh-config");
+  const fileLines = text.split("\n");
   let parsed: Directive[];
   try {
     parsed = parse(text) as unknown as Directive[];
@@ -51,9 +64,12 @@ async function readLines(file: string, text: string): Promise<Line[]> {
       line += (node.before.match(/\n/g) ?? []).length;
       if (node.type === 1 && node.param) {
         const words = valueWords(node.value);
-        const raw = words.map((w, i) => `${i === 0 ? "" : w.separator}${w.quoted ? `"${w.val}"` : w.val}`).join("");
+        const keyword = node.param.toLowerCase();
+        const raw = COMMAND_KEYWORDS.has(keyword)
+          ? restOfLine(fileLines[line - 1] ?? "")
+          : words.map((w, i) => `${i === 0 ? "" : w.separator}${w.quoted ? `"${w.val}"` : w.val}`).join("");
         const text = `${node.param} ${raw}`.trim();
-        out.push({ keyword: node.param.toLowerCase(), args: words.map((w) => w.val), raw, source: { file, line, text } });
+        out.push({ keyword, args: words.map((w) => w.val), raw, source: { file, line, text } });
       }
       line += (node.after.match(/\n/g) ?? []).length;
       if (Array.isArray(node.config)) walk(node.config as Directive[]);
