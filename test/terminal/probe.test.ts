@@ -11,6 +11,10 @@ import { removeScratch, runA21, scratch, scriptOnlyPath } from "./scenarios.js";
 import { needs, unless } from "../support/needs.js";
 
 const PYTHON36 = "/root/.pyenv/versions/3.6.15/bin/python3.6";
+const python3 = unless(needs.terminalMethod("python3"));
+const usrBinScript = unless(needs.file("/usr/bin/script", "the script-only search path links it"));
+const usrBinPython3 = unless(needs.file("/usr/bin/python3", "the cached probe runs /usr/bin/python3"));
+const python36 = unless(needs.file(PYTHON36, "the oldest python the relay supports"));
 
 afterAll(removeScratch);
 
@@ -25,45 +29,33 @@ describe("terminal support probe", () => {
       unknown
     >;
 
-  it(
-    "picks python3 where it is on the path, and reports the interpreter and its version",
-    unless(needs.terminalMethod("python3")),
-    async () => {
-      const s = await probeTerminalSupport(scratch("agent"));
-      expect(s.method).toBe("python3");
-      if (s.method !== "python3") return;
-      expect(s.version).toMatch(/^3\.\d+\.\d+$/);
-      expect(execFileSync(s.python, ["-c", "import sys; print(sys.executable)"], { encoding: "utf8" }).trim()).toBe(s.python);
-    },
-  );
+  it("picks python3 where it is on the path, and reports the interpreter and its version", python3, async () => {
+    const s = await probeTerminalSupport(scratch("agent"));
+    expect(s.method).toBe("python3");
+    if (s.method !== "python3") return;
+    expect(s.version).toMatch(/^3\.\d+\.\d+$/);
+    expect(execFileSync(s.python, ["-c", "import sys; print(sys.executable)"], { encoding: "utf8" }).trim()).toBe(s.python);
+  });
 
-  it(
-    "picks script when python3 is hidden, and none when neither is found (then the caller keeps sshd's pty)",
-    unless(needs.file("/usr/bin/script", "the script-only search path links it")),
-    async () => {
-      const script = await probeTerminalSupport(scratch("agent"), { searchPath: scriptOnlyPath() });
-      expect(script.method).toBe("script");
-      const empty = scratch("empty");
-      const none = await probeTerminalSupport(scratch("agent"), { searchPath: empty });
-      expect(none).toEqual({ method: "none", reason: "no python3; no script" });
-    },
-  );
+  it("picks script when python3 is hidden, and none when neither is found (then the caller keeps sshd's pty)", usrBinScript, async () => {
+    const script = await probeTerminalSupport(scratch("agent"), { searchPath: scriptOnlyPath() });
+    expect(script.method).toBe("script");
+    const empty = scratch("empty");
+    const none = await probeTerminalSupport(scratch("agent"), { searchPath: empty });
+    expect(none).toEqual({ method: "none", reason: "no python3; no script" });
+  });
 
-  it(
-    "a python3 that cannot run the relay is skipped with its reason; script is used instead",
-    unless(needs.file("/usr/bin/script", "the script-only search path links it")),
-    async () => {
-      const bin = scriptOnlyPath();
-      writeFileSync(join(bin, "python3"), "#!/bin/sh\necho 'python too old' >&2\nexit 1\n");
-      chmodSync(join(bin, "python3"), 0o755);
-      const s = await probeTerminalSupport(scratch("agent"), { searchPath: bin });
-      expect(s.method).toBe("script");
-    },
-  );
+  it("a python3 that cannot run the relay is skipped with its reason; script is used instead", usrBinScript, async () => {
+    const bin = scriptOnlyPath();
+    writeFileSync(join(bin, "python3"), "#!/bin/sh\necho 'python too old' >&2\nexit 1\n");
+    chmodSync(join(bin, "python3"), 0o755);
+    const s = await probeTerminalSupport(scratch("agent"), { searchPath: bin });
+    expect(s.method).toBe("script");
+  });
 
   it(
     "the result is cached in the agent directory: a later process answers from the file, a different program set probes again",
-    unless(needs.file("/usr/bin/python3", "the cached probe runs /usr/bin/python3")),
+    usrBinPython3,
     async () => {
       const agentDir = scratch("agent");
       const first = probeInChild({ agentDir, searchPath: "/usr/bin" });
@@ -83,21 +75,17 @@ describe("terminal support probe", () => {
     },
   );
 
-  it(
-    "python 3.6 runs the relay: A21 as with any other python3",
-    unless(needs.file(PYTHON36, "the oldest python the relay supports")),
-    async () => {
-      const bin = scratch("bin");
-      symlinkSync(PYTHON36, join(bin, "python3"));
-      const s = await probeTerminalSupport(scratch("agent"), { searchPath: bin });
-      expect(s).toMatchObject({ method: "python3", version: "3.6.15" });
-      if (s.method === "none") return;
-      const cwd = scratch("cwd");
-      const r = await runA21(s, cwd);
-      expect(r.beforeInput).toContain(`${cwd}|true|80x24|λ`);
-      expect(r.resized).toBe(true);
-      expect(r.output).toContain("|héllo|103x39");
-      expect(r.exit).toEqual({ code: 6, signal: null });
-    },
-  );
+  it("python 3.6 runs the relay: A21 as with any other python3", python36, async () => {
+    const bin = scratch("bin");
+    symlinkSync(PYTHON36, join(bin, "python3"));
+    const s = await probeTerminalSupport(scratch("agent"), { searchPath: bin });
+    expect(s).toMatchObject({ method: "python3", version: "3.6.15" });
+    if (s.method === "none") return;
+    const cwd = scratch("cwd");
+    const r = await runA21(s, cwd);
+    expect(r.beforeInput).toContain(`${cwd}|true|80x24|λ`);
+    expect(r.resized).toBe(true);
+    expect(r.output).toContain("|héllo|103x39");
+    expect(r.exit).toEqual({ code: 6, signal: null });
+  });
 });

@@ -286,51 +286,49 @@ Host sp
   });
 });
 
-describe(
-  "IdentitiesOnly with an ssh-agent holding other keys (real sshd)",
-  unless(
-    needs.localHost("the agent must hold the rig's key"),
-    needs.command("ssh-agent", "OpenSSH's agent is not installed"),
-    needs.command("ssh-add", "loads the agent"),
-  ),
-  () => {
-    const r = rig();
-    let agent: ChildProcess;
-    const sock = join(dir, `agent-${id}.sock`);
-    const saved = process.env.SSH_AUTH_SOCK;
-    let file: string;
-
-    beforeAll(async () => {
-      agent = spawn("ssh-agent", ["-D", "-a", sock], { stdio: "ignore" });
-      await waitFor(() => existsSync(sock), 5000);
-      // The agent holds the key the server accepts; the config names another one.
-      execFileSync("ssh-add", ["-q", r.identityFile], { env: { ...process.env, SSH_AUTH_SOCK: sock }, stdio: "ignore" });
-      const stranger = join(dir, "stranger");
-      writeKeyFile(stranger);
-      const common = `  HostName ${r.host}\n  Port ${r.port}\n  User ${r.user}\n  IdentityFile ${stranger}\n  UserKnownHostsFile ${r.knownHostsFile}\n`;
-      file = join(dir, "agent.conf");
-      writeFileSync(file, `Host only\n${common}  IdentitiesOnly yes\nHost any\n${common}`);
-      process.env.SSH_AUTH_SOCK = sock;
-    });
-
-    afterAll(() => {
-      if (saved === undefined) delete process.env.SSH_AUTH_SOCK;
-      else process.env.SSH_AUTH_SOCK = saved;
-      agent?.kill();
-    });
-
-    it("without IdentitiesOnly the agent's key logs in; with it, the agent may offer only the listed key", async () => {
-      const c = await connectSsh(parseRuntimeOptions({ host: "any", sshConfig: file, broker: false }));
-      c.close();
-      const err = await connectSsh(parseRuntimeOptions({ host: "only", sshConfig: file, broker: false })).then(
-        (conn) => {
-          conn.close();
-          throw new Error("IdentitiesOnly let the agent's other key in");
-        },
-        (e: unknown) => e as RuntimeError,
-      );
-      expect(err.errorClass).toBe("auth");
-      expect(err.message).toContain("IdentitiesOnly: listed keys only");
-    });
-  },
+const agentHere = unless(
+  needs.localHost("the agent must hold the rig's key"),
+  needs.command("ssh-agent", "OpenSSH's agent is not installed"),
+  needs.command("ssh-add", "loads the agent"),
 );
+
+describe("IdentitiesOnly with an ssh-agent holding other keys (real sshd)", agentHere, () => {
+  const r = rig();
+  let agent: ChildProcess;
+  const sock = join(dir, `agent-${id}.sock`);
+  const saved = process.env.SSH_AUTH_SOCK;
+  let file: string;
+
+  beforeAll(async () => {
+    agent = spawn("ssh-agent", ["-D", "-a", sock], { stdio: "ignore" });
+    await waitFor(() => existsSync(sock), 5000);
+    // The agent holds the key the server accepts; the config names another one.
+    execFileSync("ssh-add", ["-q", r.identityFile], { env: { ...process.env, SSH_AUTH_SOCK: sock }, stdio: "ignore" });
+    const stranger = join(dir, "stranger");
+    writeKeyFile(stranger);
+    const common = `  HostName ${r.host}\n  Port ${r.port}\n  User ${r.user}\n  IdentityFile ${stranger}\n  UserKnownHostsFile ${r.knownHostsFile}\n`;
+    file = join(dir, "agent.conf");
+    writeFileSync(file, `Host only\n${common}  IdentitiesOnly yes\nHost any\n${common}`);
+    process.env.SSH_AUTH_SOCK = sock;
+  });
+
+  afterAll(() => {
+    if (saved === undefined) delete process.env.SSH_AUTH_SOCK;
+    else process.env.SSH_AUTH_SOCK = saved;
+    agent?.kill();
+  });
+
+  it("without IdentitiesOnly the agent's key logs in; with it, the agent may offer only the listed key", async () => {
+    const c = await connectSsh(parseRuntimeOptions({ host: "any", sshConfig: file, broker: false }));
+    c.close();
+    const err = await connectSsh(parseRuntimeOptions({ host: "only", sshConfig: file, broker: false })).then(
+      (conn) => {
+        conn.close();
+        throw new Error("IdentitiesOnly let the agent's other key in");
+      },
+      (e: unknown) => e as RuntimeError,
+    );
+    expect(err.errorClass).toBe("auth");
+    expect(err.message).toContain("IdentitiesOnly: listed keys only");
+  });
+});
