@@ -248,19 +248,8 @@ describe("embedded SSH server", () => {
     const proxy = await startDelayProxy({ targetPort: server.port, delayMs: 0 });
     const client = await connect({ port: proxy.port });
     client.on("error", () => undefined);
-    const pid = await new Promise<number>((resolve, reject) => {
-      // A writer that never reads its stdin: only a closed stdout ends it.
-      client.exec("echo $$; exec sh -c 'while echo x; do sleep 0.1; done' writer", (err, ch) => {
-        if (err) return reject(err);
-        let text = "";
-        ch.on("data", (d: Buffer) => {
-          text += d.toString("utf8");
-          const m = /^(\d+)\n/.exec(text);
-          if (m) resolve(Number(m[1]));
-        });
-        ch.on("close", () => reject(new Error(`the command ended before printing its pid: ${JSON.stringify(text)}`)));
-      });
-    });
+    // A writer that never reads its stdin: only a closed stdout ends it.
+    const pid = await pidOf(client, "echo $$; exec sh -c 'while echo x; do sleep 0.1; done' writer");
     const started = await until(() => {
       const st = readProcStat(pid);
       return st && readArgv(pid).join(" ").endsWith(" writer") ? st : null;
@@ -286,19 +275,7 @@ describe("embedded SSH server", () => {
     // The command names itself: the shell prints its pid, then becomes `sleep` in place. The
     // process is then known by pid and start time, never by a command-line pattern that another
     // run's process (another worker's pid with more digits, a reused pid) could also match.
-    const pidLine = new Promise<number>((resolve, reject) => {
-      client.exec("echo $$; exec sleep 31", (err, ch) => {
-        if (err) return reject(err);
-        let text = "";
-        ch.on("data", (d: Buffer) => {
-          text += d.toString("utf8");
-          const m = /^(\d+)\n/.exec(text);
-          if (m) resolve(Number(m[1]));
-        });
-        ch.on("close", () => reject(new Error(`the command ended before printing its pid: ${JSON.stringify(text)}`)));
-      });
-    });
-    const pid = await pidLine;
+    const pid = await pidOf(client, "echo $$; exec sleep 31");
     const started = await until(() => {
       const st = readProcStat(pid);
       return st && readArgv(pid).join(" ") === "sleep 31" ? st : null;
@@ -308,6 +285,22 @@ describe("embedded SSH server", () => {
     expect(existsSync(own.dir)).toBe(false);
   });
 });
+
+/** Runs `command`, which prints its shell's pid first (then becomes the process in place); resolves with it. */
+function pidOf(client: SshClient, command: string): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    client.exec(command, (err, ch) => {
+      if (err) return reject(err);
+      let text = "";
+      ch.on("data", (d: Buffer) => {
+        text += d.toString("utf8");
+        const m = /^(\d+)\n/.exec(text);
+        if (m) resolve(Number(m[1]));
+      });
+      ch.on("close", () => reject(new Error(`the command ended before printing its pid: ${JSON.stringify(text)}`)));
+    });
+  });
+}
 
 /** Polls until `value()` is non-null; the bound only keeps a broken run from hanging. */
 async function until<T>(value: () => T | null, ms = 30_000): Promise<T> {
