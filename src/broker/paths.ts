@@ -92,13 +92,28 @@ export function brokerDirCandidates(where: { xdgRuntimeDir?: string | undefined;
   return [base, ...[1, 2, 3, 4].map((i) => `${base}.${i}`)];
 }
 
+/** Characters of a broker's socket name: the 24-hex-digit key and ".sock" (brokerKey, brokerPaths). */
+const SOCKET_NAME_LENGTH = 24 + ".sock".length;
+
+/**
+ * Whether a broker socket in `dir` fits a Unix socket address on `platform`: sun_path holds 108
+ * bytes on Linux but 104 on macOS and the BSDs, with its NUL. A macOS TMPDIR
+ * (/var/folders/xx/…/T/, about 50 bytes) fits; a much longer one would make every broker start fail.
+ */
+export function socketPathFits(dir: string, platform: NodeJS.Platform = process.platform): boolean {
+  const max = (platform === "linux" ? 108 : 104) - 1;
+  return Buffer.byteLength(join(dir, "k".repeat(SOCKET_NAME_LENGTH))) <= max;
+}
+
 /**
  * The per-user broker directory: $XDG_RUNTIME_DIR/paseo-ssh or <tmpdir>/paseo-ssh-<uid>. If a
  * squatter owns that name, numbered alternatives are tried in a fixed order so every process of
- * ours agrees on one; null when none is usable (the caller then connects in-process).
+ * ours agrees on one; null when none is usable (the caller then connects in-process), which is
+ * also the case where its sockets' paths would be too long for this OS.
  */
 export function brokerDir(): string | null {
   for (const dir of brokerDirCandidates({ xdgRuntimeDir: process.env.XDG_RUNTIME_DIR, tmp: tmpdir() })) {
+    if (!socketPathFits(dir)) continue;
     try {
       mkdirSync(dir, { mode: 0o700 });
     } catch (err) {

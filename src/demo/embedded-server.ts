@@ -236,6 +236,15 @@ function wireChannel(stream: ServerChannel, child: ChildProcess, done: () => voi
   stream.pipe(child.stdin!);
   child.stdout!.pipe(stream, { end: false });
   child.stderr!.pipe(stream.stderr, { end: false });
+  // The channel gone while the command runs (the client closed it, or its connection dropped):
+  // like sshd, close the command's pipes, so it reads EOF and a write fails (EPIPE/SIGPIPE).
+  // Keeping them open kept e.g. a writer that never reads its stdin running until close().
+  stream.once("close", () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.stdin!.destroy();
+    child.stdout!.destroy();
+    child.stderr!.destroy();
+  });
   child.on("error", (err) => {
     stream.stderr.write(`embedded server: ${err.message}\n`);
     stream.exit(127);

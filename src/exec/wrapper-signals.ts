@@ -69,17 +69,30 @@ const TERMINATING = new Set([
 ]);
 
 /**
+ * Linux's numbers for the signals of a Linux host that macOS and the BSDs do not have: the
+ * workload may die of one there, and the wrapper (on a laptop) then exits 128 + that number.
+ */
+const LINUX_ONLY_SIGNALS: Readonly<Record<string, number>> = { SIGSTKFLT: 16, SIGPOLL: 29, SIGPWR: 30 };
+
+/**
  * Mirrors the workload's result in our own exit status: re-raise a terminating signal (handlers
  * removed first), else exit with the code (`code ?? 1`); a non-terminating signal maps to 128+n.
+ * Signal names come from the remote host, numbers from this OS (`local`: they differ between
+ * Linux and macOS); a signal this OS does not know is not raised, and maps to 128 + its Linux number.
  */
-export function mirrorExit(code: number | null, signal: string | null): number {
+export function mirrorExit(
+  code: number | null,
+  signal: string | null,
+  local: Readonly<Record<string, number>> = constants.signals,
+): number {
   if (signal) {
-    const n = (constants.signals as Record<string, number>)[signal];
-    if (TERMINATING.has(signal) && n !== undefined) {
+    const n = local[signal];
+    if (n === undefined) return LINUX_ONLY_SIGNALS[signal] !== undefined ? 128 + LINUX_ONLY_SIGNALS[signal] : 1;
+    if (TERMINATING.has(signal)) {
       process.removeAllListeners(signal);
       process.kill(process.pid, signal as NodeJS.Signals);
     }
-    return n !== undefined ? 128 + n : 1;
+    return 128 + n;
   }
   return code ?? 1;
 }

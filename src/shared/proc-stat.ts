@@ -35,8 +35,26 @@ export function readProcStat(pid: number): ProcStat | null {
       return null;
     }
   }
-  return psRows(["-p", String(pid)])[0] ?? null;
+  return viaPs.readProcStat(pid);
 }
+
+/**
+ * The same reads where there is no /proc (macOS, the BSDs): POSIX `ps` with only the options macOS
+ * and procps share. Exported so tests run this path on Linux too, against /proc.
+ */
+export const viaPs = {
+  readProcStat: (pid: number): ProcStat | null => psRows(["-p", String(pid)])[0] ?? null,
+  listPids: (): number[] => psRows(["-A"]).map((r) => r.pid),
+  isGone: (pid: number, startTime?: string): boolean => goneBy(viaPs.readProcStat(pid), startTime),
+  readArgv(pid: number): string[] {
+    try {
+      const line = execFileSync("ps", ["-o", "command=", "-p", String(pid)], { encoding: "utf8", timeout: 2000 }).trim();
+      return line ? [line] : [];
+    } catch {
+      return [];
+    }
+  },
+};
 
 /**
  * Whether `signo` waits to be delivered to `pid` (pending for the process or its main thread, and
@@ -69,7 +87,7 @@ export function terminalForegroundGroup(pid: number): number | null {
 
 /** Every pid on the host (Linux: /proc entries; macOS: ps). */
 export function listPids(): number[] {
-  if (!IS_LINUX) return psRows(["-A"]).map((r) => r.pid);
+  if (!IS_LINUX) return viaPs.listPids();
   const pids: number[] = [];
   for (const name of readdirSync("/proc")) {
     const n = Number(name);
@@ -88,16 +106,15 @@ export function readArgv(pid: number): string[] {
       return [];
     }
   }
-  try {
-    return [execFileSync("ps", ["-o", "command=", "-p", String(pid)], { encoding: "utf8", timeout: 2000 }).trim()];
-  } catch {
-    return [];
-  }
+  return viaPs.readArgv(pid);
 }
 
 /** True when `pid` no longer runs the process identified by `startTime` (gone, reaped or a zombie). */
 export function isGone(pid: number, startTime?: string): boolean {
-  const st = readProcStat(pid);
+  return goneBy(readProcStat(pid), startTime);
+}
+
+function goneBy(st: ProcStat | null, startTime: string | undefined): boolean {
   if (!st || st.state === "Z" || st.state === "X") return true;
   return startTime !== undefined && st.startTime !== startTime;
 }

@@ -10,6 +10,8 @@ import { lifecycleRequest, runCli } from "../support/run-cli.js";
 import { brokerStats, stopBroker } from "../support/broker.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { rig, rigOptions, uniqueTestRoot } from "../rig/rig.js";
+import { needs, unless } from "../support/needs.js";
+import { nodeNetcat } from "../support/node-netcat.js";
 
 const AGENT_SOCK = "/nonexistent/paseo-test-agent.sock";
 
@@ -30,7 +32,7 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-describe("broker environment", () => {
+describe("broker environment", unless(needs.linux("reads the broker's environment from /proc/<pid>/environ")), () => {
   it("a broker started by an operation whose env holds a secret never sees it; SSH_AUTH_SOCK is kept", async () => {
     const raw = rigOptions({ root: uniqueTestRoot("env"), brokerIdleMs: 3000 });
     const options = parseRuntimeOptions(raw);
@@ -73,7 +75,7 @@ describe("broker environment", () => {
         `  User ${r.user}`,
         `  IdentityFile ${r.identityFile}`,
         `  UserKnownHostsFile ${r.knownHostsFile}`,
-        `  ProxyCommand sh -c 'test "$PASEO_PROXY_TOKEN" = ${secret} || { echo "proxy lacks its token" >&2; exit 5; }; exec nc %h %p'`,
+        `  ProxyCommand sh -c 'test "$PASEO_PROXY_TOKEN" = ${secret} || { echo "proxy lacks its token" >&2; exit 5; }; exec ${nodeNetcat(dir)} %h %p'`,
         "",
       ].join("\n"),
     );

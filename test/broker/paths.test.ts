@@ -4,9 +4,10 @@ import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, sta
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { brokerDir, brokerVersion } from "../../src/broker/paths.js";
+import { brokerDir, brokerVersion, socketPathFits } from "../../src/broker/paths.js";
 import { brokerTarget } from "../../src/broker/client.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
+import { needs, unless } from "../support/needs.js";
 
 let base = "";
 let savedXdg: string | undefined;
@@ -22,6 +23,33 @@ afterEach(() => {
 });
 
 describe("broker directory", () => {
+  it("is used only where its sockets' paths fit the OS's Unix socket address (104 bytes on macOS, 108 on Linux)", () => {
+    // macOS's per-user TMPDIR, as the broker directory under it.
+    const macTmp = "/var/folders/zz/zyxvpxvq6csfxvn_n0000000000000/T/paseo-ssh-501";
+    expect(socketPathFits(macTmp, "darwin")).toBe(true);
+    // 73 + 1 + 29 bytes: 103 fits macOS exactly, 104 does not (its NUL needs the last byte).
+    const edge = `/${"d".repeat(72)}`;
+    expect(socketPathFits(edge, "darwin")).toBe(true);
+    expect(socketPathFits(`${edge}x`, "darwin")).toBe(false);
+    expect(socketPathFits(`${edge}x`, "linux")).toBe(true);
+    expect(socketPathFits(`${edge}xxxxx`, "linux")).toBe(false);
+    // Multi-byte characters count as bytes.
+    expect(socketPathFits(`/${"é".repeat(37)}`, "darwin")).toBe(false);
+  });
+
+  it("is none (connect in-process) when every candidate's sockets would be too long", () => {
+    process.env.XDG_RUNTIME_DIR = join(base, "x".repeat(100));
+    mkdirSync(process.env.XDG_RUNTIME_DIR);
+    const savedTmp = process.env.TMPDIR;
+    process.env.TMPDIR = process.env.XDG_RUNTIME_DIR;
+    try {
+      expect(brokerDir()).toBeNull();
+    } finally {
+      if (savedTmp === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = savedTmp;
+    }
+  });
+
   it("is created 0700 under XDG_RUNTIME_DIR", () => {
     const dir = brokerDir();
     expect(dir).toBe(join(base, "paseo-ssh"));
@@ -35,7 +63,7 @@ describe("broker directory", () => {
     expect(statSync(join(base, "paseo-ssh")).mode & 0o777).toBe(0o700);
   });
 
-  it.skipIf(process.getuid?.() !== 0)("skips a directory owned by someone else", () => {
+  it("skips a directory owned by someone else", unless(needs.root("gives the directory to another user (chown)")), () => {
     mkdirSync(join(base, "paseo-ssh"), { mode: 0o700 });
     chownSync(join(base, "paseo-ssh"), 65534, 65534);
     expect(brokerDir()).toBe(join(base, "paseo-ssh.1"));

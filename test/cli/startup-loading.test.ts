@@ -9,13 +9,15 @@
 // that does load the thing (an argv refusal loads commander, `--help` writes through
 // process.stdout, an in-process connection loads ssh2, node:child_process and node:crypto, any other operation
 // its bundle and every contract schema).
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ExecWorkspace, exitOf } from "../support/exec.js";
 import { lifecycleRequest, runCli } from "../support/run-cli.js";
+import { needs, skipUnless } from "../support/needs.js";
+import { SYSTEM_CONFIG } from "../../src/transport/ssh-config/ssh-g.js";
 
 const dir = mkdtempSync(join(tmpdir(), "paseo-loading-"));
 let runs = 0;
@@ -177,7 +179,11 @@ describe("modules each operation loads", () => {
     beforeAll(() => ws.create());
     afterAll(() => ws.cleanup());
 
-    it("exec and signal through the broker load neither commander nor ssh2", async () => {
+    it("exec and signal through the broker load neither commander nor ssh2", async (ctx) => {
+      // Without an ssh binary an ssh_config file is read by the ssh-config package, which loads
+      // node:child_process (for its own Match exec): only a machine with neither is like one with ssh.
+      const configs = [SYSTEM_CONFIG, join(homedir(), ".ssh", "config")].filter((f) => existsSync(f));
+      skipUnless(ctx, configs.length === 0 ? null : needs.command("ssh", `${configs.join(" and ")} would be parsed without it`));
       const t = traced();
       const done = await ws.run({ argv: ["/bin/true"] }, { env: t.env });
       expect(exitOf(done)).toEqual({ code: 0, signal: null });

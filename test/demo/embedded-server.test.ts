@@ -9,6 +9,8 @@ import { promisify } from "node:util";
 import { userInfo } from "node:os";
 import { startEmbeddedServer, type EmbeddedServer } from "../../src/demo/embedded-server.js";
 import { rig } from "../rig/rig.js";
+import { startDelayProxy } from "../../bench/delay-proxy.mjs";
+import { needs, skipUnless, unless } from "../support/needs.js";
 import { generateKeyPair } from "../../src/demo/key-pair.js";
 import { isGone, readArgv, readProcStat } from "../../src/shared/proc-stat.js";
 
@@ -31,7 +33,7 @@ function knownHostKey(): Buffer {
   return Buffer.from(b64!, "base64");
 }
 
-function connect(overrides: { privateKey?: string; username?: string } = {}): Promise<SshClient> {
+function connect(overrides: { privateKey?: string; username?: string; port?: number } = {}): Promise<SshClient> {
   const expected = knownHostKey();
   return new Promise((resolve, reject) => {
     const client = new Client();
@@ -39,7 +41,7 @@ function connect(overrides: { privateKey?: string; username?: string } = {}): Pr
     client.once("error", reject);
     client.connect({
       host: server.host,
-      port: server.port,
+      port: overrides.port ?? server.port,
       username: overrides.username ?? server.user,
       privateKey: overrides.privateKey ?? readFileSync(server.identityFile, "utf8"),
       hostVerifier: (key: Buffer) => key.equals(expected),
@@ -121,7 +123,8 @@ describe("embedded SSH server", () => {
   });
 
   // Asynchronous on purpose: the server lives in this process, a sync spawn would starve it.
-  it("is accepted by OpenSSH's client with strict host-key checking against its known_hosts", async () => {
+  it("is accepted by OpenSSH's client with strict host-key checking against its known_hosts", async (ctx) => {
+    skipUnless(ctx, needs.command("ssh", "OpenSSH's client is not installed"));
     const { stdout } = await execFileAsync(
       "ssh",
       [
@@ -151,7 +154,7 @@ describe("embedded SSH server", () => {
     expect(server.ptySupported).toBe(utilLinuxScript);
   });
 
-  it.runIf(utilLinuxScript)("serves pty-req with the initial size and applies window-change", async () => {
+  it("serves pty-req with the initial size and applies window-change", unless(needs.utilLinuxScript()), async () => {
     const client = await connect();
     try {
       const initial = await run(client, "stty size; test -t 0 && echo is-a-tty", { pty: { rows: 30, cols: 100, term: "xterm" } });
@@ -241,6 +244,26 @@ describe("embedded SSH server", () => {
     }
   });
 
+  it("a command whose connection is reset while it runs: its pipes close as under sshd, so it reads EOF and a write fails", async () => {
+    const proxy = await startDelayProxy({ targetPort: server.port, delayMs: 0 });
+    const client = await connect({ port: proxy.port });
+    client.on("error", () => undefined);
+    // A writer that never reads its stdin: only a closed stdout ends it.
+    const pid = await pidOf(client, "echo $$; exec sh -c 'while echo x; do sleep 0.1; done' writer");
+    const started = await until(() => {
+      const st = readProcStat(pid);
+      return st && readArgv(pid).join(" ").endsWith(" writer") ? st : null;
+    });
+    proxy.cutAll({ reset: true });
+    try {
+      // The bound only keeps a broken run from hanging: before, the writer wrote on until close().
+      await until(() => (isGone(pid, started.startTime) ? true : null), 20_000);
+    } finally {
+      client.destroy();
+      await proxy.close();
+    }
+  });
+
   it("close() kills what it started and removes its directory", async () => {
     const own = await startEmbeddedServer();
     const client = await new Promise<SshClient>((resolve, reject) => {
@@ -252,19 +275,7 @@ describe("embedded SSH server", () => {
     // The command names itself: the shell prints its pid, then becomes `sleep` in place. The
     // process is then known by pid and start time, never by a command-line pattern that another
     // run's process (another worker's pid with more digits, a reused pid) could also match.
-    const pidLine = new Promise<number>((resolve, reject) => {
-      client.exec("echo $$; exec sleep 31", (err, ch) => {
-        if (err) return reject(err);
-        let text = "";
-        ch.on("data", (d: Buffer) => {
-          text += d.toString("utf8");
-          const m = /^(\d+)\n/.exec(text);
-          if (m) resolve(Number(m[1]));
-        });
-        ch.on("close", () => reject(new Error(`the command ended before printing its pid: ${JSON.stringify(text)}`)));
-      });
-    });
-    const pid = await pidLine;
+    const pid = await pidOf(client, "echo $$; exec sleep 31");
     const started = await until(() => {
       const st = readProcStat(pid);
       return st && readArgv(pid).join(" ") === "sleep 31" ? st : null;
@@ -274,6 +285,22 @@ describe("embedded SSH server", () => {
     expect(existsSync(own.dir)).toBe(false);
   });
 });
+
+/** Runs `command`, which prints its shell's pid first (then becomes the process in place); resolves with it. */
+function pidOf(client: SshClient, command: string): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    client.exec(command, (err, ch) => {
+      if (err) return reject(err);
+      let text = "";
+      ch.on("data", (d: Buffer) => {
+        text += d.toString("utf8");
+        const m = /^(\d+)\n/.exec(text);
+        if (m) resolve(Number(m[1]));
+      });
+      ch.on("close", () => reject(new Error(`the command ended before printing its pid: ${JSON.stringify(text)}`)));
+    });
+  });
+}
 
 /** Polls until `value()` is non-null; the bound only keeps a broken run from hanging. */
 async function until<T>(value: () => T | null, ms = 30_000): Promise<T> {

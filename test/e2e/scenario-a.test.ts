@@ -14,6 +14,7 @@ import { gitIn, LARGE_BIN_SIZE, seedRepo, type FixtureRepo } from "../fixtures/r
 import { rig, rigOptions, waitFor } from "../rig/rig.js";
 import { CLI_PATH } from "../support/run-cli.js";
 import { absoluteRoot, suiteRoot } from "../support/workspace.js";
+import { needs, unless } from "../support/needs.js";
 
 const PATH = "/usr/local/bin:/usr/bin:/bin";
 const SIZE_PROBE =
@@ -76,7 +77,9 @@ function processesIn(dir: string): string[] {
 }
 const sleepers = (dir: string) => processesIn(dir).filter((c) => c.includes("sleep 30"));
 
-describe.skipIf(rig().external)("scenario A: materialization, pipes, files, git, PTY, lifecycle", () => {
+const onThisHost = unless(needs.localHost("looks at the checkout on the host"));
+
+describe("scenario A: materialization, pipes, files, git, PTY, lifecycle", onThisHost, () => {
   let repo: FixtureRepo;
   let cwd = "";
   let staleRevision = "";
@@ -269,7 +272,7 @@ describe.skipIf(rig().external)("scenario A: materialization, pipes, files, git,
     expect({ code: r.code, signal: r.signal, stdout: text(r.stdout) }).toEqual({ ...ok, stdout: "docker-state" });
   });
 
-  describe.skipIf(rig().ptySkipReason !== null)("PTY", () => {
+  describe("PTY", unless(needs.pty()), () => {
     it("A21 the size probe sees the initial size, a resize and raw UTF-8", async () => {
       const node = execFileSync("which", ["node"], { encoding: "utf8" }).trim();
       const handle = execWorkload(

@@ -6,6 +6,7 @@ import { ExecWorkspace, eventually, exitOf, sleep } from "../support/exec.js";
 import { execRecordPath, readRecordFile } from "../../src/remote-agent/exec/records.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { rig } from "../rig/rig.js";
+import { needs, skipUnless } from "../support/needs.js";
 
 const pty = { kind: "pty" as const, rows: 24, cols: 80 };
 
@@ -14,7 +15,8 @@ describe("PTY wrapper death", () => {
   beforeAll(() => ws.create());
   afterAll(() => ws.cleanup());
 
-  it("S2 (PTY): a SIGKILLed wrapper leaves no remote process; the exec is recorded abandoned", async () => {
+  it("S2 (PTY): a SIGKILLed wrapper leaves no remote process; the exec is recorded abandoned", async (ctx) => {
+    skipUnless(ctx, needs.pty());
     const h = ws.start({ argv: ["/bin/sh", "-c", "trap '' HUP; sleep 33 & echo ready; wait"], env: { PATH: "/usr/bin:/bin" }, stdio: pty });
     await h.waitOutput("ready");
     expect((await ws.processes()).some((p) => p.command.includes("sleep 33"))).toBe(true);

@@ -3,6 +3,7 @@
 import { spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { checkArgSpace, hostArgSpace } from "../../src/remote-agent/exec/arg-space.js";
+import { needs, unless } from "../support/needs.js";
 
 const TRUE = "/bin/true";
 const launch = { file: TRUE, args: [], argv0: TRUE, cwd: "/" };
@@ -42,7 +43,7 @@ function envNeeding(need: number): Record<string, string> {
   }
 }
 
-describe.skipIf(process.platform !== "linux")("arg space check (Linux)", () => {
+describe("arg space check (Linux)", unless(needs.linux("the host's argument space as Linux counts it")), () => {
   const space = hostArgSpace();
 
   it("one string: MAX_ARG_STRLEN bytes with its NUL pass, one more byte is refused by both", () => {

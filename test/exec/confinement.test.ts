@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ExecWorkspace, eventually, exitOf } from "../support/exec.js";
 import { rig } from "../rig/rig.js";
+import { needs, skipUnless } from "../support/needs.js";
 
 /** Live pids whose command line matches `pattern` (pgrep -f; the remote host is this machine). */
 function pidsWith(pattern: string): number[] {
@@ -121,7 +122,8 @@ describe("workspace process membership", () => {
     expect(both.map(stateOf)).toEqual(["S", "S"]);
   });
 
-  it("PTY: a descendant that closed descriptor 47 is found through the terminal's session (pty-attach itself is not a member)", async () => {
+  it("PTY: a descendant that closed descriptor 47 is found through the terminal's session (pty-attach itself is not a member)", async (ctx) => {
+    skipUnless(ctx, needs.pty());
     const ws = await workspace("confine-pty");
     const tag = `${5000 + Math.floor(Math.random() * 1000)}`;
     const h = ws.start({

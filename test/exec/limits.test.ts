@@ -5,6 +5,7 @@ import { ExecWorkspace, exitOf, flood } from "../support/exec.js";
 import { alive, brokerStats } from "../support/broker.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { waitFor } from "../rig/rig.js";
+import { needs, skipUnless } from "../support/needs.js";
 
 const MiB = 1024 * 1024;
 
@@ -32,7 +33,8 @@ describe("exec under large or hostile input", () => {
   const bigEnv = (count: number, size: number) =>
     Object.fromEntries(Array.from({ length: count }, (_, i) => [`BIG${String(i).padStart(2, "0")}`, String(i % 10).repeat(size)]));
 
-  it.each([["pipes"], ["pty"]])("%s: an envelope over 1 MiB that execve accepts runs (ten env values of 120 KB)", async (kind) => {
+  it.for([["pipes"], ["pty"]])("%s: an envelope over 1 MiB that execve accepts runs (ten env values of 120 KB)", async ([kind], ctx) => {
+    if (kind === "pty") skipUnless(ctx, needs.pty());
     const env = bigEnv(10, 120_000);
     const stdio = kind === "pty" ? { kind: "pty" as const, rows: 24, cols: 200 } : { kind: "pipes" as const };
     const r = await ws.run({ argv: [process.execPath, "-e", PRINT_SIZES], env, stdio });
@@ -65,7 +67,8 @@ describe("exec under large or hostile input", () => {
   const lines = Buffer.from(("y".repeat(1023) + "\n").repeat(256));
   const pty = { kind: "pty" as const, rows: 24, cols: 80 };
 
-  it("PTY: 500 MB offered to fd0 of a PTY `sleep` keeps the wrapper's memory bounded; the exec still answers", async () => {
+  it("PTY: 500 MB offered to fd0 of a PTY `sleep` keeps the wrapper's memory bounded; the exec still answers", async (ctx) => {
+    skipUnless(ctx, needs.pty());
     const h = ws.start({ argv: ["/bin/sleep", "600"], stdio: pty });
     await h.waitEvent("started");
     const { written, maxRss } = await flood(h.stdin, h.child.pid!, 500 * MiB, lines);
@@ -82,7 +85,8 @@ describe("exec under large or hostile input", () => {
     await waitFor(() => !alive(broker!.pid), 15_000);
   });
 
-  it("PTY: a wrapper killed while terminal output is unread leaves a broker that still exits when idle", async () => {
+  it("PTY: a wrapper killed while terminal output is unread leaves a broker that still exits when idle", async (ctx) => {
+    skipUnless(ctx, needs.pty());
     const h = ws.start({ argv: ["/usr/bin/yes"], stdio: pty }, { pauseStdout: true });
     await h.waitEvent("started");
     await new Promise((r) => setTimeout(r, 500));
@@ -93,7 +97,8 @@ describe("exec under large or hostile input", () => {
     await waitFor(() => !alive(broker!.pid), 15_000);
   });
 
-  it("PTY: input a program reads keeps flowing under the same bound", async () => {
+  it("PTY: input a program reads keeps flowing under the same bound", async (ctx) => {
+    skipUnless(ctx, needs.pty());
     const h = ws.start({ argv: ["/bin/sh", "-c", "head -c 4000000 >/dev/null"], env: { PATH: "/usr/bin:/bin" }, stdio: pty });
     await h.waitEvent("started");
     const { maxRss } = await flood(h.stdin, h.child.pid!, 500 * MiB, lines);
@@ -107,7 +112,8 @@ describe("exec under large input, connected in-process (broker: false)", () => {
   beforeAll(() => ws.create());
   afterAll(() => ws.cleanup());
 
-  it("PTY: 500 MB offered to fd0 of a PTY `sleep` keeps the wrapper's memory bounded", async () => {
+  it("PTY: 500 MB offered to fd0 of a PTY `sleep` keeps the wrapper's memory bounded", async (ctx) => {
+    skipUnless(ctx, needs.pty());
     const h = ws.start({ argv: ["/bin/sleep", "600"], stdio: { kind: "pty", rows: 24, cols: 80 } });
     await h.waitEvent("started");
     const { maxRss } = await flood(h.stdin, h.child.pid!, 500 * MiB, Buffer.from(("y".repeat(1023) + "\n").repeat(256)));

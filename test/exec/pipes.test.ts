@@ -6,6 +6,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ExecWorkspace, eventually, exitOf, newExecId, secretLeaks, sleep } from "../support/exec.js";
+import { needs, skipUnless } from "../support/needs.js";
 
 describe("exec, pipes mode, over SSH", () => {
   const ws = new ExecWorkspace("exec-pipes");
@@ -212,9 +213,10 @@ describe("exec, pipes mode, over SSH", () => {
     expect(r.stderr).toMatch(/unrecognized key/i);
   });
 
-  it.each([["pipes"], ["pty"]])(
+  it.for([["pipes"], ["pty"]])(
     "S3 (%s): a secret env value appears in no argv, no other environment, no file under the root",
-    async (mode) => {
+    async ([mode], ctx) => {
+      if (mode === "pty") skipUnless(ctx, needs.pty());
       const secret = `s3cr3t-${randomBytes(12).toString("hex")}`;
       const stdio = mode === "pty" ? { kind: "pty" as const, rows: 24, cols: 80 } : { kind: "pipes" as const };
       const h = ws.start({ argv: ["/bin/sh", "-c", "echo ready; sleep 5"], env: { SECRET_TOKEN: secret, PATH: "/usr/bin:/bin" }, stdio });

@@ -6,10 +6,11 @@
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync, readFileSync, readdirSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { ExecWorkspace, eventually, exitOf, secretLeaks } from "../support/exec.js";
 import { hostProcesses } from "../support/host-processes.js";
 import { removeScratch, scriptOnlyPath } from "../terminal/scenarios.js";
+import { needs, skipUnless, unless } from "../support/needs.js";
 
 const PROBE =
   "process.stdin.setEncoding('utf8');process.stdout.write(`${process.cwd()}|${process.stdout.isTTY}|${process.stdout.columns}x${process.stdout.rows}|λ`);process.stdin.once('data',data=>{process.stdout.write(`|${data.trim()}|${process.stdout.columns}x${process.stdout.rows}`);process.exit(6)})";
@@ -20,22 +21,31 @@ const MODES = [
     mode: "a terminal the host daemon owns (python3)",
     searchPath: (): string | undefined => undefined,
     parent: /python3? -I -S \S*terminal-relay\.py/,
+    need: () => needs.hostCommand("python3", "the host daemon's terminal relay runs on the host's python3"),
   },
-  { mode: "a terminal the host daemon owns (util-linux script)", searchPath: scriptOnlyPath, parent: /terminal-script-child\.cjs/ },
-  { mode: "sshd's pty (the host has no way to own one)", searchPath: () => "", parent: /agent\.cjs pty-attach/ },
+  {
+    mode: "a terminal the host daemon owns (util-linux script)",
+    searchPath: scriptOnlyPath,
+    parent: /terminal-script-child\.cjs/,
+    need: () => needs.utilLinuxScript("the host daemon's terminal fallback"),
+  },
+  { mode: "sshd's pty (the host has no way to own one)", searchPath: () => "", parent: /agent\.cjs pty-attach/, need: needs.serverPty },
 ];
 
 afterAll(removeScratch);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-describe.each(MODES)("exec, PTY mode, over SSH, on $mode", ({ searchPath, parent }) => {
+describe.each(MODES)("exec, PTY mode, over SSH, on $mode", ({ searchPath, parent, need }) => {
+  const unmet = need();
   const ws = new ExecWorkspace("exec-pty");
   beforeAll(async () => {
+    if (unmet) return;
     ws.terminalSearchPath = searchPath();
     await ws.create();
   });
-  afterAll(() => ws.cleanup());
+  afterAll(() => (unmet ? undefined : ws.cleanup()));
+  beforeEach((ctx) => skipUnless(ctx, unmet));
 
   const pty = { kind: "pty" as const, rows: 24, cols: 80 };
 
@@ -65,7 +75,7 @@ describe.each(MODES)("exec, PTY mode, over SSH, on $mode", ({ searchPath, parent
   });
 
   it("a rendezvous socket left by a killed agent is swept by the next PTY exec on sshd's pty; a fresh one and the daemon's socket are kept", async (ctx) => {
-    if (ws.terminalSearchPath !== "") ctx.skip(); // only sshd's pty uses rendezvous sockets
+    if (ws.terminalSearchPath !== "") ctx.skip("not applicable: only sshd's pty uses rendezvous sockets");
     const first = await ws.run({ argv: ["/bin/true"], stdio: pty });
     expect(exitOf(first)).toEqual({ code: 0, signal: null });
     const run = join(ws.configuredRoot, "run");
@@ -247,7 +257,7 @@ describe.each(MODES)("exec, PTY mode, over SSH, on $mode", ({ searchPath, parent
   });
 });
 
-describe("exec, PTY mode, under a long root", () => {
+describe("exec, PTY mode, under a long root", unless(needs.pty()), () => {
   // The control socket lives in <root>/run; a Unix socket path must stay under ~104 bytes.
   const ws = new ExecWorkspace(`exec-pty-long-${"r".repeat(70)}`);
   beforeAll(() => ws.create());

@@ -20,6 +20,7 @@ import { startEmbeddedServer } from "../../src/demo/embedded-server.js";
 import { stopPrivateBrokers } from "../../src/demo/brokers.js";
 import { ENCRYPTED_KEY_PASSPHRASE, writeKnownHosts, writeRigKeys } from "./keys.js";
 import { openSshOnly } from "./needs-openssh.js";
+import { NEEDS } from "../support/needs.js";
 import type { RigInfo } from "./rig.js";
 import { RUN_MARK_VARIABLE, WATCHDOG, pin, reapRun, runProcesses, signal, type RunIdentity } from "./run-processes.js";
 import { chooseServer } from "./server-choice.js";
@@ -125,7 +126,7 @@ async function localRig(tmpDir: string): Promise<LocalServer> {
   let user = userInfo().username;
   let remoteHome = userInfo().homedir;
   let noisyUser: string | null = null;
-  let noisyUserSkipReason: string | null = "not running as root: cannot create a second login user";
+  let noisyUserSkipReason: string | null = `${NEEDS}root: only root creates the rig's second login user`;
   if (isRoot) {
     remoteHome = ensureUser(TEST_USER);
     user = TEST_USER;
@@ -143,7 +144,7 @@ async function localRig(tmpDir: string): Promise<LocalServer> {
   if (openssh) {
     port = await freePort();
     const sshd = await startSshd(tmpDir, port, noisyUser ? [user, noisyUser] : [user]);
-    const ptySkipReason = isRoot ? null : "sshd not started as root cannot allocate pseudo-terminals";
+    const ptySkipReason = isRoot ? null : `${NEEDS}root: sshd not started as root cannot allocate pseudo-terminals`;
     server = { stop: () => sshd.stop(), pid: sshd.pid, log: sshd.log, ptySkipReason };
   } else {
     // Same credentials as sshd gets; it serves its commands as the login user, through /bin/sh.
@@ -153,7 +154,7 @@ async function localRig(tmpDir: string): Promise<LocalServer> {
       login: { user, ...account(user) },
     });
     port = embedded.port;
-    const ptySkipReason = embedded.ptySupported ? null : openSshOnly("PTYs (the embedded server needs util-linux script for them)");
+    const ptySkipReason = embedded.ptySupported ? null : `${NEEDS}util-linux script: the embedded server's PTYs run under it`;
     server = { stop: () => embedded.close(), pid: null, log: null, ptySkipReason };
   }
   const { knownHostsFile, hashedKnownHostsFile } = writeKnownHosts(tmpDir, port, keys.hostPublicKeys);

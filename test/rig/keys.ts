@@ -50,6 +50,17 @@ export function writeRigKeys(dir: string): RigKeys {
   return { hostKeyFiles, hostPublicKeys, identityFile, encryptedIdentityFile, authorizedKeys, authorizedKeysFile };
 }
 
+/**
+ * A fresh unencrypted ed25519 key pair at `path` and `path`.pub, as `ssh-keygen -q -N ""` writes
+ * one (made with ssh2: a fresh machine has no ssh-keygen). Returns the public key as `type base64`.
+ */
+export function writeKeyFile(path: string): string {
+  return writeKeyPair(path, generateKeyPair({ type: "ed25519" }))
+    .split(" ")
+    .slice(0, 2)
+    .join(" ");
+}
+
 /** `|1|salt|hash` as `ssh-keygen -H` writes it: base64 salt and base64 HMAC-SHA1(salt, name). */
 export function hashedHostName(name: string, salt = randomBytes(20)): string {
   return `|1|${salt.toString("base64")}|${createHmac("sha1", salt).update(name).digest("base64")}`;

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { waitFor } from "./rig.js";
 import { RUN_MARK_VARIABLE, pin, reapRun, runProcesses, signal, type RunIdentity } from "./run-processes.js";
+import { needs, unless } from "../support/needs.js";
 
 const started: ChildProcess[] = [];
 afterEach(() => {
@@ -34,7 +35,7 @@ function start(argv: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string } =
 
 const pids = (id: RunIdentity) => runProcesses(id).map((p) => p.pid);
 
-describe.runIf(process.platform === "linux")("processes of a test run", () => {
+describe("processes of a test run", unless(needs.linux("reads processes from /proc")), () => {
   it("are those carrying the run's mark, running in its roots, and their descendants; not another run's", async () => {
     const id = identity();
     const other = identity();

@@ -8,6 +8,7 @@ import { freePort } from "../rig/global-setup.js";
 import { HOST_KEY_NAMES } from "../rig/keys.js";
 import { rig } from "../rig/rig.js";
 import { startSshd } from "../rig/sshd.js";
+import { firstUnmet, needs } from "./needs.js";
 
 export interface ExtraSshd {
   port: number;
@@ -21,11 +22,11 @@ export interface ExtraSshd {
 
 /** Why an extra sshd cannot run here, or null. */
 export function extraSshdSkipReason(): string | null {
-  const r = rig();
-  if (r.external) return "external host: cannot start a second sshd";
-  if (r.server !== "openssh") return "the rig runs the embedded server, not OpenSSH's sshd";
-  if (process.getuid?.() !== 0) return "not root: cannot start a second sshd for the rig's users";
-  return null;
+  return firstUnmet(
+    needs.localHost("starts a second sshd on the rig's host"),
+    needs.openssh("starts a second sshd with its own sshd_config"),
+    needs.root("a second sshd serves the rig's users"),
+  );
 }
 
 /** Starts sshd with the rig's set-up plus `lines` (e.g. "MaxSessions 10", "AllowStreamLocalForwarding no"). */

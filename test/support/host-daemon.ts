@@ -50,6 +50,11 @@ export function daemonsOf(root: string): HostProc[] {
   return runtimeProcesses(root).filter((p) => / daemon( |$)/.test(p.args));
 }
 
+/** Relays carrying a connection's link to the daemon (`agent.cjs relay`: a server that forwards no Unix sockets). */
+export function relaysOf(root: string): HostProc[] {
+  return runtimeProcesses(root).filter((p) => / relay( |$)/.test(p.args));
+}
+
 /**
  * Destroys the workspace, stops the broker (asking its daemon to retire), removes the root (any
  * other daemon of it then exits) and checks that nothing of the runtime runs for it any more.

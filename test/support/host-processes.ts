@@ -27,9 +27,14 @@ export function hostProcesses(): HostProcess[] {
     }));
 }
 
-/** The runtime's host daemon (`agent.cjs daemon`, cwd `<root>/run`): long-lived by design, never one operation's leftover. */
+/**
+ * The runtime's host daemon (`agent.cjs daemon`, cwd `<root>/run`) or the relay that carries a
+ * connection's link to it where the server forwards no Unix sockets (`agent.cjs relay`: the
+ * embedded server): long-lived by design, living as long as the daemon or the connection, never
+ * one operation's leftover.
+ */
 export function isHostDaemon(p: HostProcess): boolean {
-  return p.argv[1]?.endsWith("/agent.cjs") === true && p.argv[2] === "daemon";
+  return p.argv[1]?.endsWith("/agent.cjs") === true && (p.argv[2] === "daemon" || p.argv[2] === "relay");
 }
 
 /** Polls (every 5 ms, bounded) until a process matches; resolves with it. */

@@ -11,16 +11,23 @@ import { chmodSync, existsSync, mkdtempSync, openSync, readFileSync, readdirSync
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sshdConfigText } from "../rig/sshd-config.js";
+import { NEEDS, firstUnmet, needs } from "./needs.js";
 
 const SSHD = "/usr/sbin/sshd";
 
 export function jumpRigSkipReason(): string | null {
-  if (process.getuid?.() !== 0) return "network namespaces need root";
-  if (!existsSync(SSHD)) return "no sshd";
+  const unmet = firstUnmet(
+    needs.root("network namespaces"),
+    existsSync(SSHD) ? null : `${NEEDS}OpenSSH: ${SSHD} runs in each namespace`,
+    needs.command("ip", "iproute2 (ip netns) is not installed"),
+    needs.command("nc", "the ProxyCommand case and the readiness probe run nc"),
+    needs.command("ssh-keygen", "makes the namespaced sshds' host keys"),
+  );
+  if (unmet) return unmet;
   try {
     execFileSync("ip", ["netns", "list"], { stdio: "ignore" });
   } catch {
-    return "iproute2 (ip netns) is not usable here";
+    return `${NEEDS}ip netns: iproute2's network namespaces are not usable here`;
   }
   return null;
 }

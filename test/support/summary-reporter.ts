@@ -1,48 +1,63 @@
-// Ends every run with two plain lines any CI log reader understands without knowing vitest's own
-// summary format: `N passed, N failed[, N skipped]`, then which SSH server the suites ran against
-// and how many OpenSSH-only cases that skipped (needs-openssh.ts), with how to run them.
-import type { Reporter, TestModule } from "vitest/node";
-import { NEEDS_OPENSSH } from "../rig/needs-openssh.js";
+// Ends every run with plain lines any CI log reader understands without knowing vitest's own
+// summary format: `N passed, N failed[, N skipped]`, then which SSH server the suites ran against,
+// then every skip reason with its count ("needs nc", "needs root", "needs OpenSSH", …: the labels
+// of test/support/needs.ts), so a run on a machine that lacks something says what it did not test.
+import type { Reporter, TestCase, TestModule } from "vitest/node";
 import type { RigInfo } from "../rig/rig.js";
+import { needLabel } from "./needs.js";
 
 const FULL_SUITE = "for the full suite: apt-get install openssh-server, or npm run test:compose with Docker";
 
-export function serverLine(
-  info: Pick<RigInfo, "server" | "serverBecause" | "user" | "host" | "port"> | null,
-  openSshOnlySkipped: number,
-): string {
-  const skipped = `${openSshOnlySkipped} OpenSSH-only case${openSshOnlySkipped === 1 ? "" : "s"} skipped`;
+/** A skip that names no reason (a bare ctx.skip() or skipIf): counted so it shows. */
+export const NO_REASON = "no reason given";
+
+export function serverLine(info: Pick<RigInfo, "server" | "serverBecause" | "user" | "host" | "port"> | null): string {
   switch (info?.server) {
     case "openssh":
-      return `SSH server: OpenSSH sshd (${info.serverBecause}); ${skipped}`;
+      return `SSH server: OpenSSH sshd (${info.serverBecause})`;
     case "embedded":
-      return `SSH server: embedded ssh2 server (${info.serverBecause}); ${skipped}; ${FULL_SUITE}`;
+      return `SSH server: embedded ssh2 server (${info.serverBecause}); ${FULL_SUITE}`;
     case "external":
-      return `SSH server: external host ${info.user}@${info.host}:${info.port}; ${skipped}`;
+      return `SSH server: external host ${info.user}@${info.host}:${info.port}`;
     default:
-      return `SSH server: none started (the rig did not set up); ${skipped}`;
+      return "SSH server: none started (the rig did not set up)";
   }
+}
+
+/** `skipped: 12 needs OpenSSH, 3 needs nc, …`, most frequent first; null when nothing was skipped. */
+export function skipLine(reasons: ReadonlyMap<string, number>): string | null {
+  if (reasons.size === 0) return null;
+  const sorted = [...reasons].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+  return `skipped by reason: ${sorted.map(([label, n]) => `${n} ${label}`).join(", ")}`;
+}
+
+/** The reason a skipped test gives: its ctx.skip note, else the need it was declared with (unless()). */
+export function skipReason(note: string | undefined, declared: string | undefined): string {
+  const reason = note || declared;
+  return reason ? needLabel(reason) : NO_REASON;
 }
 
 export default class SummaryReporter implements Reporter {
   onTestRunEnd(testModules: ReadonlyArray<TestModule>): void {
-    const counts = { passed: 0, failed: 0, skipped: 0, openSshOnly: 0 };
+    const counts = { passed: 0, failed: 0, skipped: 0 };
+    const reasons = new Map<string, number>();
+    const count = (test: TestCase) => {
+      const result = test.result();
+      if (result.state === "passed") return counts.passed++;
+      if (result.state === "failed") return counts.failed++;
+      counts.skipped++;
+      const label = skipReason(result.state === "skipped" ? result.note : undefined, test.meta().needs);
+      reasons.set(label, (reasons.get(label) ?? 0) + 1);
+    };
     for (const mod of testModules) {
-      for (const test of mod.children.allTests()) {
-        const result = test.result();
-        if (result.state === "passed") counts.passed++;
-        else if (result.state === "failed") counts.failed++;
-        else {
-          counts.skipped++;
-          if (result.state === "skipped" && result.note?.startsWith(NEEDS_OPENSSH)) counts.openSshOnly++;
-        }
-      }
+      for (const test of mod.children.allTests()) count(test);
       // A file that failed to load has no tests but must not read as green.
       if (mod.state() === "failed" && [...mod.children.allTests()].length === 0) counts.failed++;
     }
     const skipped = counts.skipped ? `, ${counts.skipped} skipped` : "";
     const raw = process.env.PASEO_TEST_RIG;
     const info = raw ? (JSON.parse(raw) as RigInfo) : null;
-    process.stdout.write(`\n${counts.passed} passed, ${counts.failed} failed${skipped}\n${serverLine(info, counts.openSshOnly)}\n`);
+    const lines = [`${counts.passed} passed, ${counts.failed} failed${skipped}`, serverLine(info), skipLine(reasons)];
+    process.stdout.write(`\n${lines.filter((l) => l !== null).join("\n")}\n`);
   }
 }

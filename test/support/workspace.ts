@@ -118,10 +118,17 @@ export function bytesSent(stderr: string): number {
   return line.bytes;
 }
 
-/** Runs git in a remote checkout as the workspace's own (remote) user, the way workloads do. */
+/**
+ * Runs git in a remote checkout as the workspace's own (remote) user, the way workloads do: through
+ * setpriv when that is another user (the suite runs as root), directly when it is us (not root).
+ */
 export function gitAsRemoteUser(checkout: string, args: string[]): string {
   const st = statSync(checkout);
-  return execFileSync("setpriv", [`--reuid=${st.uid}`, `--regid=${st.gid}`, "--init-groups", "git", ...args], {
+  const [cmd, argv] =
+    st.uid === process.getuid?.()
+      ? ["git", args]
+      : ["setpriv", [`--reuid=${st.uid}`, `--regid=${st.gid}`, "--init-groups", "git", ...args]];
+  return execFileSync(cmd, argv, {
     cwd: checkout,
     env: {
       PATH: process.env.PATH,

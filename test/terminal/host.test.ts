@@ -25,9 +25,13 @@ import {
   type A21Result,
   type EchoResult,
 } from "./scenarios.js";
+import { NEEDS, needs, unless } from "../support/needs.js";
 
 const user = rig().user;
-const asOtherUser = process.getuid?.() === 0 && user !== "root";
+/** The harness runs as the rig's login user through runuser: root, and a login user that is not root. */
+const otherUser =
+  needs.root("runs the terminal driver as the rig's login user (runuser)") ??
+  (user === "root" ? `${NEEDS}a non-root login user: the rig logs in as root` : null);
 
 interface Harness {
   /** Resolves with the first JSON line the harness prints. */
@@ -124,11 +128,15 @@ describe("terminal driver in a child process", () => {
   };
 
   for (const method of ["python3", "script"] as const) {
-    it(`${method}: the driver SIGKILLed → the relay hangs up and kills the session; nothing is left`, async () => {
-      await controllerDies(method);
-    });
+    it(
+      `${method}: the driver SIGKILLed → the relay hangs up and kills the session; nothing is left`,
+      unless(needs.terminalMethod(method)),
+      async () => {
+        await controllerDies(method);
+      },
+    );
 
-    it.skipIf(!asOtherUser)(`${method}, as the rig's non-root user: A21 size probe`, async () => {
+    it(`${method}, as the rig's non-root user: A21 size probe`, unless(otherUser, needs.terminalMethod(method)), async () => {
       const cwd = dirFor("cwd", user);
       const r = (await start(
         "a21",
@@ -138,24 +146,32 @@ describe("terminal driver in a child process", () => {
       checkA21(r, cwd);
     });
 
-    it.skipIf(!asOtherUser)(`${method}, as the rig's non-root user: the driver SIGKILLed leaves nothing behind`, async () => {
-      await controllerDies(method, user);
-    });
+    it(
+      `${method}, as the rig's non-root user: the driver SIGKILLed leaves nothing behind`,
+      unless(otherUser, needs.terminalMethod(method)),
+      async () => {
+        await controllerDies(method, user);
+      },
+    );
   }
 
-  it("python3: 100 MB in and 100 MB echoed back through a raw terminal, byte-exact, with bounded memory", async () => {
-    const total = 100 * 1024 * 1024;
-    const r = (await start("echo", { agentDir: dirFor("agent"), total }).first) as unknown as EchoResult;
-    expect(r.echoedBytes).toBe(total);
-    expect(r.echoedSha).toBe(r.sentSha);
-    // python itself is ~10 MiB; one 64 KiB chunk per direction is all the relay holds.
-    expect(r.relayPeakKb).toBeLessThan(40 * 1024);
-    // node itself is ~50 MiB; the driver only passes sockets through.
-    expect(r.driverPeakKb).toBeLessThan(160 * 1024);
-  });
+  it(
+    "python3: 100 MB in and 100 MB echoed back through a raw terminal, byte-exact, with bounded memory",
+    unless(needs.terminalMethod("python3")),
+    async () => {
+      const total = 100 * 1024 * 1024;
+      const r = (await start("echo", { agentDir: dirFor("agent"), total }).first) as unknown as EchoResult;
+      expect(r.echoedBytes).toBe(total);
+      expect(r.echoedSha).toBe(r.sentSha);
+      // python itself is ~10 MiB; one 64 KiB chunk per direction is all the relay holds.
+      expect(r.relayPeakKb).toBeLessThan(40 * 1024);
+      // node itself is ~50 MiB; the driver only passes sockets through.
+      expect(r.driverPeakKb).toBeLessThan(160 * 1024);
+    },
+  );
 });
 
-describe("terminal backpressure (python3)", () => {
+describe("terminal backpressure (python3)", unless(needs.terminalMethod("python3")), () => {
   let support: UsableTerminalSupport;
   beforeAll(async () => {
     const s = await probeTerminalSupport(scratch("agent"));

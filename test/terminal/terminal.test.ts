@@ -5,9 +5,10 @@
 // descriptor, draining at exit and hang-up on close.
 import { closeSync, openSync, readFileSync, readdirSync, readlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { probeTerminalSupport, spawnTerminal, startIdleRelay, type UsableTerminalSupport } from "../../src/remote-agent/terminal/index.js";
 import { alive, collect, killTagHolders, removeScratch, runA21, scratch, scriptOnlyPath, sleep, spec, tagHolders } from "./scenarios.js";
+import { needs, skipUnless, unless } from "../support/needs.js";
 
 async function supportFor(method: "python3" | "script"): Promise<UsableTerminalSupport> {
   const s = await probeTerminalSupport(scratch("agent"), method === "script" ? { searchPath: scriptOnlyPath() } : {});
@@ -28,10 +29,12 @@ const stat = (pid: number) => {
 afterAll(removeScratch);
 
 describe.each(["python3", "script"] as const)("terminal via %s", (method) => {
+  const unmet = needs.terminalMethod(method);
   let support: UsableTerminalSupport;
   beforeAll(async () => {
-    support = await supportFor(method);
+    if (!unmet) support = await supportFor(method);
   });
+  beforeEach((ctx) => skipUnless(ctx, unmet));
 
   it("A21: the initial size is visible before any input; after resize `héllo` comes back with 103x39; exit code 6", async () => {
     const cwd = scratch("cwd");
@@ -216,7 +219,7 @@ describe.each(["python3", "script"] as const)("terminal via %s", (method) => {
   });
 });
 
-describe("a relay started ahead of its exec (python3)", () => {
+describe("a relay started ahead of its exec (python3)", unless(needs.terminalMethod("python3")), () => {
   let support: Extract<UsableTerminalSupport, { method: "python3" }>;
   beforeAll(async () => {
     support = (await supportFor("python3")) as typeof support;

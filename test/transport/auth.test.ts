@@ -7,6 +7,8 @@ import { RuntimeError } from "../../src/shared/errors.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { connectSshHost } from "../../src/transport/ssh-host.js";
 import { rig, rigOptions, waitFor } from "../rig/rig.js";
+import { writeKeyFile } from "../rig/keys.js";
+import { NEEDS, needs, skipUnless, unless } from "../support/needs.js";
 
 const r = rig();
 const savedSock = process.env.SSH_AUTH_SOCK;
@@ -30,7 +32,7 @@ async function failure(extra: Record<string, unknown>): Promise<RuntimeError> {
   return err as RuntimeError;
 }
 
-describe.skipIf(r.encryptedIdentityFile === null)("authentication", () => {
+describe("authentication", unless(r.encryptedIdentityFile === null ? `${NEEDS}a local rig host: the rig's encrypted key` : null), () => {
   it("an encrypted key without ssh-agent is an auth error that says to use ssh-agent", async () => {
     const err = await failure({ identityFile: r.encryptedIdentityFile });
     expect(err.errorClass).toBe("auth");
@@ -42,7 +44,7 @@ describe.skipIf(r.encryptedIdentityFile === null)("authentication", () => {
 
   it("a key the server does not accept is an auth error naming what was tried", async () => {
     const scratch = mkdtempSync(join(r.tmpDir, "auth-"));
-    execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", join(scratch, "stranger")]);
+    writeKeyFile(join(scratch, "stranger"));
     const err = await failure({ identityFile: join(scratch, "stranger") });
     expect(err.errorClass).toBe("auth");
     expect(err.message).toBe(
@@ -62,7 +64,13 @@ describe.skipIf(r.encryptedIdentityFile === null)("authentication", () => {
     expect(steps).toEqual(["tcp", "host-key"]);
   });
 
-  it("authenticates through ssh-agent when the identity file is encrypted", async () => {
+  it("authenticates through ssh-agent when the identity file is encrypted", async (ctx) => {
+    skipUnless(
+      ctx,
+      needs.command("ssh-agent", "OpenSSH's agent is not installed"),
+      needs.command("ssh-keygen", "decrypts a copy of the key for ssh-add"),
+      needs.command("ssh-add", "loads the agent"),
+    );
     const scratch = mkdtempSync(join(r.tmpDir, "agent-"));
     const sock = join(scratch, "agent.sock");
     const agent = spawn("ssh-agent", ["-D", "-a", sock], { stdio: "ignore" });

@@ -6,11 +6,18 @@ import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { connectSshHost } from "../../src/transport/ssh-host.js";
 import { testRoot } from "../rig/rig.js";
 import { runCli } from "../support/run-cli.js";
+import { NEEDS, unless } from "../support/needs.js";
 
 const sshConfig = process.env.PASEO_TEST_JUMP_SSH_CONFIG;
 const host = process.env.PASEO_TEST_JUMP_HOST;
 
-describe.runIf(sshConfig !== undefined && host !== undefined)("compose: the target through the bastion", () => {
+const composeRig = unless(
+  sshConfig !== undefined && host !== undefined
+    ? null
+    : `${NEEDS}the compose rig: npm run test:compose sets PASEO_TEST_JUMP_SSH_CONFIG and PASEO_TEST_JUMP_HOST`,
+);
+
+describe("compose: the target through the bastion", composeRig, () => {
   it("doctor passes every step of both hops", async () => {
     const r = await runCli(["doctor", "--options", JSON.stringify({ host, sshConfig, root: testRoot() })], { timeoutMs: 120_000 });
     expect(r.code, r.stderr).toBe(0);

@@ -5,6 +5,8 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { runCli } from "../support/run-cli.js";
 import { rig, rigOptions, uniqueTestRoot } from "../rig/rig.js";
+import { writeKeyFile } from "../rig/keys.js";
+import { needs } from "../support/needs.js";
 
 const STEP = /^(ok  |FAIL) (.{17}) +(\d+) ms {2}(.*)$/;
 /** The step lines (the hop chain and config lines in between are indented). */
@@ -30,8 +32,14 @@ describe("doctor", () => {
     expect(lines[2]).toMatch(/SHA256:[A-Za-z0-9+/]{43} \(known_hosts .* line \d+\)/);
     expect(lines[4]).toMatch(/installed agent [0-9a-f]{16} in /);
     expect(lines[5]).toMatch(/node v\d+.*git version .* GiB free under \//);
-    // The rig has python3: PTY execs get a terminal the host daemon owns.
-    expect(lines[6]).toMatch(/ terminals +\d+ ms {2}owned by the host daemon via python 3\.\d+\.\d+ \(\/\S+\)$/);
+    // The way this host (this machine) gives PTY execs a terminal: python3, else util-linux script, else sshd's pty.
+    const terminal =
+      needs.hostCommand("python3", "relay") === null
+        ? /owned by the host daemon via python 3\.\d+\.\d+ \(\/\S+\)/
+        : needs.utilLinuxScript() === null
+          ? /owned by the host daemon via util-linux script \(.+\)/
+          : /sshd's pty, one SSH channel per terminal that ends with it \(no python3; no script\)/;
+    expect(lines[6]).toMatch(new RegExp(` terminals +\\d+ ms {2}${terminal.source}$`));
 
     const dir = mkdtempSync(join(rig().tmpDir, "doctor-"));
     writeFileSync(join(dir, "options.json"), options);
@@ -66,7 +74,7 @@ describe("doctor", () => {
 
   it("fails at authenticated with the auth exit code for an unauthorized key", async () => {
     const dir = mkdtempSync(join(rig().tmpDir, "doctor-"));
-    execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", join(dir, "stranger")]);
+    writeKeyFile(join(dir, "stranger"));
     const env = { ...process.env };
     delete env.SSH_AUTH_SOCK;
     const result = await runCli(["doctor", "--options", JSON.stringify(rigOptions({ identityFile: join(dir, "stranger") }))], { env });

@@ -15,13 +15,14 @@ import { connectSsh } from "../../src/transport/ssh-connection.js";
 import { connectSshHost } from "../../src/transport/ssh-host.js";
 import { newExecId } from "../support/exec.js";
 import { seedRepo, type FixtureRepo } from "../fixtures/repo.js";
-import { needsOpenSsh } from "../rig/needs-openssh.js";
+import { needsOpenSsh, openSshOnly } from "../rig/needs-openssh.js";
 import { rig, waitFor } from "../rig/rig.js";
 import { jumpRigSkipReason, startJumpRig, type JumpRig, type Sshd } from "../support/jump-rig.js";
 import { CLI_PATH, runCli } from "../support/run-cli.js";
 import { suiteRoot } from "../support/workspace.js";
 
-const skip = jumpRigSkipReason() ?? (rig().noisyUser === null ? "needs the rig's second login user" : null);
+const skip =
+  jumpRigSkipReason() ?? (rig().noisyUser === null ? openSshOnly("the rig's second login user logs in through the jump hosts") : null);
 const BASTION_USER = rig().noisyUser ?? "";
 const INNER_USER = rig().user;
 

@@ -1,7 +1,10 @@
 // The remote root is ours before anything under it runs: another local user of the host (the rig's
 // second account) must not be able to get their code run as the SSH user by planting an
 // `agent.cjs` at its public path, and reconcile never deletes by name in a directory that is not a
-// root of ours (the marker). The host is this machine, so the test (root) plants state directly.
+// root of ours (the marker). The host is this machine, so the test plants state directly: as root
+// for the rig's login user and for another user (the rig's second login user, or `nobody` where
+// the rig has none: the embedded server); otherwise as the current user, who is the login user,
+// and the cases that give a directory to another user are skipped (only root can chown).
 import { execFileSync } from "node:child_process";
 import {
   chmodSync,
@@ -9,19 +12,21 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
-  readFileSync,
   readdirSync,
+  readFileSync,
   rmSync,
   statSync,
   utimesSync,
   writeFileSync,
 } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { agentBundle } from "../../src/transport/bootstrap.js";
 import { ROOT_MARKER } from "../../src/remote-agent/root-marker.js";
 import { rig, rigOptions } from "../rig/rig.js";
 import { lifecycleRequest, runCli } from "../support/run-cli.js";
+import { needs, skipUnless, unless } from "../support/needs.js";
 import type { Options } from "../../src/contract/index.js";
 
 const uidOf = (user: string) => Number(execFileSync("id", ["-u", user]).toString().trim());
@@ -32,23 +37,37 @@ afterAll(() => {
 });
 
 /**
- * A directory of `uid` (mode `mode`) whose parents all pass StrictModes: under a root-owned 0755
- * directory in /srv, not in the run's TMPDIR (sticky and world-writable, like /tmp).
+ * A directory of `uid` (mode `mode`) whose parents all pass StrictModes: as root, under a
+ * root-owned 0755 directory in /srv (the run's TMPDIR is root's own, which the login user cannot
+ * enter); otherwise in the run's TMPDIR, and the login user's (only root can give it away).
  */
 function closedParent(uid: number, mode: number): string {
-  const base = mkdtempSync("/srv/paseo-root-safety-");
+  const asRoot = process.getuid?.() === 0;
+  const base = mkdtempSync(asRoot ? "/srv/paseo-root-safety-" : join(tmpdir(), "paseo-root-safety-"));
   bases.push(base);
   chmodSync(base, 0o755);
   const dir = join(base, "p");
-  dirOf(dir, uid, mode);
+  dirOf(dir, asRoot ? uid : process.getuid!(), mode);
   return dir;
+}
+
+/** Another local user of the host: the rig's second login user, else `nobody` (any account will do). */
+const otherUser = () => rig().noisyUser ?? "nobody";
+
+/** Gives `path` to `uid` (root only; a non-root run creates everything as the login user already). */
+function own(path: string, uid: number, recursive = false): void {
+  if (uid === process.getuid?.()) return;
+  if (recursive) execFileSync("chown", ["-R", `${uid}:${uid}`, path]);
+  else chownSync(path, uid, uid);
 }
 
 function dirOf(path: string, uid: number, mode: number): void {
   mkdirSync(path, { recursive: true });
-  chownSync(path, uid, uid);
+  own(path, uid);
   chmodSync(path, mode);
 }
+
+const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 function inspect(root: string) {
   const options = rigOptions({ root }) as Options;
@@ -60,7 +79,7 @@ function reconcile(root: string) {
   return runCli(["reconcile"], { stdin: lifecycleRequest(options, { workspaceIds: [] }), timeoutMs: 60_000 });
 }
 
-describe.skipIf(!!process.env.PASEO_TEST_SSH_HOST)("remote root safety", () => {
+describe("remote root safety", unless(needs.localHost("plants files on the host directly")), () => {
   const hash = agentBundle().hash;
 
   /** Plants an agent that leaves a proof file when run, in the layout the cases below describe. */
@@ -71,43 +90,49 @@ describe.skipIf(!!process.env.PASEO_TEST_SSH_HOST)("remote root safety", () => {
     dirOf(join(root, "agent", hash), ...owners.hashDir);
     const agent = join(root, "agent", hash, "agent.cjs");
     writeFileSync(agent, `require("fs").writeFileSync(${JSON.stringify(join(parent, "pwned"))}, String(process.getuid()));\n`);
-    chownSync(agent, owners.hashDir[0], owners.hashDir[0]);
+    own(agent, owners.hashDir[0]);
     chmodSync(agent, 0o755);
     return root;
   }
 
-  const cases: Array<[string, (me: number, other: number) => Parameters<typeof plant>[1], (root: string) => string, RegExp]> = [
+  // [case, whether it gives something to another user, layout, offending path, its mode]
+  const cases: Array<[string, boolean, (me: number, other: number) => Parameters<typeof plant>[1], (root: string) => string, RegExp]> = [
     [
       "the root belongs to another user",
+      true,
       (me, other) => ({ root: [other, 0o755], agent: [other, 0o755], hashDir: [other, 0o755] }),
       (r) => r,
       /^drwxr-xr-x$/,
     ],
     [
       "the root is world-writable",
+      true,
       (me, other) => ({ root: [me, 0o777], agent: [other, 0o755], hashDir: [other, 0o755] }),
       (r) => r,
       /^drwxrwxrwx$/,
     ],
     [
       "agent/ belongs to another user",
+      true,
       (me, other) => ({ root: [me, 0o700], agent: [other, 0o755], hashDir: [other, 0o755] }),
       (r) => join(r, "agent"),
       /^drwxr-xr-x$/,
     ],
     [
       "the agent's directory is group-writable",
+      false,
       (me) => ({ root: [me, 0o700], agent: [me, 0o700], hashDir: [me, 0o770] }),
       (r) => join(r, "agent", hash),
       /^drwxrwx---$/,
     ],
   ];
 
-  it.each(cases)(
+  it.for(cases)(
     "a planted agent is never run when %s: one ownership error names the path, owner and mode",
-    async (_name, layout, offender, mode) => {
+    async ([, givesAway, layout, offender, mode], ctx) => {
+      if (givesAway) skipUnless(ctx, needs.root("gives a directory to another local user (chown)"));
       const me = uidOf(rig().user);
-      const other = uidOf(rig().noisyUser!);
+      const other = givesAway ? uidOf(otherUser()) : me;
       const parent = closedParent(0, 0o755);
       const root = plant(parent, layout(me, other));
       const r = await inspect(root);
@@ -115,14 +140,13 @@ describe.skipIf(!!process.env.PASEO_TEST_SSH_HOST)("remote root safety", () => {
       expect(r.code).toBe(7);
       const line = r.stderr.trim();
       expect(line.split("\n")).toHaveLength(1);
-      const m =
-        /^remote root directory (.*) on \S+ is owned by (\S+) with mode (\S+); the root, its agent\/ and agent\/[0-9a-f]{16}\/ must belong to paseotest and not be writable by group or others: fix that or choose another root$/.exec(
-          line,
-        );
+      const m = new RegExp(
+        `^remote root directory (.*) on \\S+ is owned by (\\S+) with mode (\\S+); the root, its agent/ and agent/[0-9a-f]{16}/ must belong to ${escapeRegExp(rig().user)} and not be writable by group or others: fix that or choose another root$`,
+      ).exec(line);
       expect(m, line).not.toBeNull();
       expect(m![1]).toBe(offender(root));
       expect(m![3]).toMatch(mode);
-      expect(m![2]).toBe(statSync(offender(root)).uid === me ? rig().user : rig().noisyUser);
+      expect(m![2]).toBe(statSync(offender(root)).uid === me ? rig().user : otherUser());
     },
   );
 
@@ -138,14 +162,15 @@ describe.skipIf(!!process.env.PASEO_TEST_SSH_HOST)("remote root safety", () => {
     expect(existsSync(join(root, ROOT_MARKER))).toBe(true);
   });
 
-  it.each([
+  it.for([
     ["another user's world-writable directory", (other: number) => [other, 0o777], "drwxrwxrwx"],
     ["another user's sticky world-writable directory", (other: number) => [other, 0o1777], "drwxrwxrwt"],
     ["a group-writable directory of root", () => [0, 0o775], "drwxrwxr-x"],
   ] as Array<[string, (other: number) => [number, number], string]>)(
     "a root below %s is refused before anything is created or run there",
-    async (_name, owner, mode) => {
-      const other = uidOf(rig().noisyUser!);
+    async ([, owner, mode], ctx) => {
+      skipUnless(ctx, needs.root("gives a directory to another local user (chown)"));
+      const other = uidOf(otherUser());
       const [uid, bits] = owner(other);
       const shared = closedParent(uid, bits);
       const root = join(shared, "r");
@@ -153,15 +178,18 @@ describe.skipIf(!!process.env.PASEO_TEST_SSH_HOST)("remote root safety", () => {
       expect(r.code, r.stderr).toBe(7);
       const user = rig().user;
       expect(r.stderr).toBe(
-        `directory ${shared} above the remote root on ${user}@${rig().host}:${rig().port} is owned by ${uid === 0 ? "root" : rig().noisyUser} with mode ${mode}; every directory above the root (up to ${user}'s home) must belong to root or ${user} and not be writable by group or others, as OpenSSH's StrictModes requires, or whoever can write it could replace the root: fix that or choose another root\n`,
+        `directory ${shared} above the remote root on ${user}@${rig().host}:${rig().port} is owned by ${uid === 0 ? "root" : otherUser()} with mode ${mode}; every directory above the root (up to ${user}'s home) must belong to root or ${user} and not be writable by group or others, as OpenSSH's StrictModes requires, or whoever can write it could replace the root: fix that or choose another root\n`,
       );
       expect(readdirSync(shared)).toEqual([]);
     },
   );
 
-  it("a root below a sticky world-writable directory of root's (like /tmp) is accepted: nobody else can rename it away", async () => {
-    const shared = closedParent(0, 0o1777);
-    const root = join(shared, "r");
+  it("a root right below /tmp (sticky, world-writable, root's) is accepted: nobody else can rename it away", async () => {
+    expect(statSync("/tmp").uid).toBe(0);
+    expect(statSync("/tmp").mode & 0o1777).toBe(0o1777);
+    const root = mkdtempSync("/tmp/paseo-root-safety-");
+    bases.push(root);
+    rmSync(root, { recursive: true });
     const r = await inspect(root);
     expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
@@ -178,7 +206,7 @@ describe.skipIf(!!process.env.PASEO_TEST_SSH_HOST)("remote root safety", () => {
       mkdirSync(p, { recursive: true });
       writeFileSync(join(p, "keep"), "user data\n");
     }
-    execFileSync("chown", ["-R", `${me}:${me}`, root]);
+    own(root, me, true);
     const old = new Date(Date.now() - 3600_000);
     for (const p of [cache, trash]) utimesSync(p, old, old);
     return [cache, trash];

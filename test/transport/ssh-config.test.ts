@@ -18,6 +18,8 @@ import { resolveHostConfig, resolvePlan } from "../../src/transport/ssh-config/r
 import type { EvalRequest } from "../../src/transport/ssh-config/ssh-g.js";
 import { connectSsh } from "../../src/transport/ssh-connection.js";
 import { rig, waitFor } from "../rig/rig.js";
+import { writeKeyFile } from "../rig/keys.js";
+import { needs, unless } from "../support/needs.js";
 
 const hasSsh = (() => {
   try {
@@ -140,7 +142,7 @@ function quoteAll(values: string[]): string {
   return values.map((v) => `"${v}"`).join(" ");
 }
 
-describe.skipIf(!hasSsh)("ssh_config golden: the runtime agrees with ssh -G", () => {
+describe("ssh_config golden: the runtime agrees with ssh -G", unless(needs.command("ssh", "OpenSSH's client answers ssh -G")), () => {
   it.each(ALIASES)("$alias (user $user, port $port): both evaluators read what ssh -G prints", async (a) => {
     const req: EvalRequest = { file: fixture, ...a };
     const viaSsh = await resolveHostConfig(req, { evaluator: "ssh -G" });
@@ -207,7 +209,7 @@ describe("ssh_config refusals, overrides and chains (both evaluators)", () => {
   it.each(evaluators)("%s: what ssh2 cannot honour is one line naming the keyword", async (evaluator) => {
     const key = join(dir, "certkey");
     if (!existsSync(key)) {
-      execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", key]);
+      writeKeyFile(key);
       writeFileSync(`${key}-cert.pub`, "ssh-ed25519-cert-v01@openssh.com AAAA fake\n");
     }
     const file = write(
@@ -229,6 +231,22 @@ describe("ssh_config refusals, overrides and chains (both evaluators)", () => {
       expect((err as RuntimeError).errorClass).toBe("input");
       expect((err as Error).message).toMatch(message);
       expect((err as Error).message).not.toContain("\n");
+    }
+  });
+
+  it.each(evaluators)("%s: a ProxyCommand is the rest of its line, verbatim: double quotes and a lone = kept", async (evaluator) => {
+    const command = `sh -c 'test "$TOKEN" = s3 || exit 5; exec nc %h %p'`;
+    const file = write(
+      "verbatim.conf",
+      `Host eq
+  ProxyCommand=${command}  
+Host sp
+  ProxyCommand ${command}
+`,
+    );
+    for (const host of ["eq", "sp"]) {
+      const plan = await resolvePlan(parseRuntimeOptions({ host, sshConfig: file }), { evaluator });
+      expect(plan.hops[0]!.proxyCommand, host).toBe(`sh -c 'test "$TOKEN" = s3 || exit 5; exec nc ${host} 22'`);
     }
   });
 
@@ -268,7 +286,13 @@ describe("ssh_config refusals, overrides and chains (both evaluators)", () => {
   });
 });
 
-describe.skipIf(rig().external)("IdentitiesOnly with an ssh-agent holding other keys (real sshd)", () => {
+const agentHere = unless(
+  needs.localHost("the agent must hold the rig's key"),
+  needs.command("ssh-agent", "OpenSSH's agent is not installed"),
+  needs.command("ssh-add", "loads the agent"),
+);
+
+describe("IdentitiesOnly with an ssh-agent holding other keys (real sshd)", agentHere, () => {
   const r = rig();
   let agent: ChildProcess;
   const sock = join(dir, `agent-${id}.sock`);
@@ -281,7 +305,7 @@ describe.skipIf(rig().external)("IdentitiesOnly with an ssh-agent holding other 
     // The agent holds the key the server accepts; the config names another one.
     execFileSync("ssh-add", ["-q", r.identityFile], { env: { ...process.env, SSH_AUTH_SOCK: sock }, stdio: "ignore" });
     const stranger = join(dir, "stranger");
-    execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", stranger]);
+    writeKeyFile(stranger);
     const common = `  HostName ${r.host}\n  Port ${r.port}\n  User ${r.user}\n  IdentityFile ${stranger}\n  UserKnownHostsFile ${r.knownHostsFile}\n`;
     file = join(dir, "agent.conf");
     writeFileSync(file, `Host only\n${common}  IdentitiesOnly yes\nHost any\n${common}`);

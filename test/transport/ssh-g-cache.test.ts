@@ -11,6 +11,7 @@ import { findSsh, runSshG, type EvalRequest } from "../../src/transport/ssh-conf
 import { resolvePlan } from "../../src/transport/ssh-config/resolve.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { localIdentity } from "../../src/transport/ssh-config/tokens.js";
+import { needs, unless } from "../support/needs.js";
 
 const realSsh = findSsh();
 const root = mkdtempSync(join(tmpdir(), "paseo-sshg-cache-"));
@@ -25,7 +26,7 @@ function put(path: string, text: string): void {
   utimesSync(path, past, past);
 }
 
-describe.skipIf(!realSsh)("ssh -G answers kept between processes", () => {
+describe("ssh -G answers kept between processes", unless(needs.command("ssh", "OpenSSH's client answers ssh -G")), () => {
   let dir: string;
   let cache: string;
   let wrapper: string;

@@ -27,24 +27,11 @@ import { lifecycleRequest } from "../support/run-cli.js";
 import { hostProcesses, isHostDaemon, waitForProcess } from "../support/host-processes.js";
 import { gitIn } from "../fixtures/repo.js";
 import { rig } from "../rig/rig.js";
+import { needs, unless } from "../support/needs.js";
 import { cliDriver, dirInput, startCli, type Driver, type RunningCli } from "../support/workspace.js";
 
 const MiB = 1024 * 1024;
-/** Whether this machine lets us mount a tmpfs (root, and not an unprivileged container). */
-function canMountTmpfs(): boolean {
-  if (process.getuid?.() !== 0 || rig().external) return false;
-  const probe = mkdtempSync(join(tmpdir(), "paseo-tmpfs-probe-"));
-  try {
-    execFileSync("mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", probe], { stdio: "ignore" });
-    execFileSync("umount", [probe], { stdio: "ignore" });
-    return true;
-  } catch {
-    return false;
-  } finally {
-    rmSync(probe, { recursive: true, force: true });
-  }
-}
-const canMount = canMountTmpfs();
+const canMount = { timeout: 120_000, ...unless(needs.tmpfs("the remote root is a small tmpfs, resized per test")) };
 
 function repoOf(base: string, name: string, fill: (dir: string) => void): string {
   const dir = join(base, name);
@@ -71,7 +58,7 @@ async function ended(run: RunningCli, ms = 40_000): Promise<{ code: number | nul
   return { code: r.code, message, stderr: r.stderr };
 }
 
-describe.skipIf(!canMount)("a full disk and a killed git child during create (tmpfs root)", { timeout: 120_000 }, () => {
+describe("a full disk and a killed git child during create (tmpfs root)", canMount, () => {
   let base: string;
   let d: Driver;
   let mnt: string;

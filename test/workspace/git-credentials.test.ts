@@ -16,6 +16,7 @@ import { gitSourceRepo } from "../fixtures/repo.js";
 import { hostProcesses } from "../support/host-processes.js";
 import { rig } from "../rig/rig.js";
 import { cliDriver, type Driver } from "../support/workspace.js";
+import { needs, unless } from "../support/needs.js";
 
 const USER = "paseo";
 const TOKEN = `tok${randomBytes(12).toString("hex")}`;
@@ -84,7 +85,9 @@ function filesContaining(dir: string, needle: string): string[] {
   return hits;
 }
 
-describe.skipIf(rig().external)("credentials in a git source URL over SSH", () => {
+const onThisHost = unless(needs.localHost("looks for the credentials in the host's files and processes"));
+
+describe("credentials in a git source URL over SSH", onThisHost, () => {
   let base: string;
   let d: Driver;
   let git: ReturnType<typeof authGitServer>;

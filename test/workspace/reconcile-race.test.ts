@@ -15,10 +15,11 @@ import { gitIn, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { hostProcesses } from "../support/host-processes.js";
 import { rig } from "../rig/rig.js";
 import { cliDriver, dirInput, type Driver } from "../support/workspace.js";
+import { needs, unless } from "../support/needs.js";
 
-const canSignal = process.getuid?.() === 0 && !rig().external;
+const canSignal = unless(needs.localHost("signals the host's processes"), needs.root("signals the rig's login user's processes"));
 
-describe.skipIf(!canSignal)("reconcile racing a create over SSH", () => {
+describe("reconcile racing a create over SSH", canSignal, () => {
   let base: string;
   let fixture: FixtureRepo;
   let other: FixtureRepo;

@@ -105,7 +105,15 @@ export function relayMain(agentFile: string, args: string[]): void {
       sock.once("connect", resolve);
       sock.once("error", reject);
     });
-    process.stdin.pipe(sock);
+    // The link's end is the channel's end: once our stdin ends (the client closed the channel, or
+    // the server closed it when the connection dropped) nothing more can reach the client, so the
+    // daemon must see the stream close now, as it does when sshd's forwarded socket closes, not
+    // only when its keepalive gives up on a half-closed socket.
+    process.stdin.pipe(sock, { end: false });
+    process.stdin.once("end", () => {
+      sock.destroy();
+      process.exit(0);
+    });
     sock.pipe(process.stdout);
     sock.on("error", () => process.exit(1));
     sock.on("close", () => process.exit(0));

@@ -5,7 +5,6 @@
 // its criteria in order and runs `exec` only while the earlier criteria held, Include takes globs
 // and paths relative to ~/.ssh (user files) or /etc/ssh (system file) and never lets an included
 // Match change the includer's state, `Match final` re-reads the files for the final host name.
-import { spawnSync } from "node:child_process";
 import { readFileSync, statSync } from "node:fs";
 import { globSync } from "tinyglobby";
 import { isAbsolute } from "node:path";
@@ -19,6 +18,18 @@ const MAX_INCLUDE_DEPTH = 16;
 /** OpenSSH's default identities, in its order (used when no IdentityFile applies). */
 const DEFAULT_IDENTITIES = ["id_rsa", "id_ecdsa", "id_ecdsa_sk", "id_ed25519", "id_ed25519_sk", "id_xmss", "id_dsa"];
 const ACCUMULATING = new Set(["identityfile", "certificatefile"]);
+
+/**
+ * Keywords whose value OpenSSH takes as the rest of the line, verbatim: a shell command. The
+ * package splits it into words, dropping a lone `=` and the double quotes, so `test "$X" = y` came
+ * back as `test "$X" y`; their value is read from the line itself instead.
+ */
+const COMMAND_KEYWORDS = new Set(["proxycommand", "localcommand", "remotecommand", "knownhostscommand"]);
+
+/** The rest of `text` after its keyword and the optional `=` (OpenSSH's `Keyword[ =]value`). */
+function restOfLine(text: string): string {
+  return text.replace(/^\s*\S+?(?:\s*=\s*|\s+)/, "").trimEnd();
+}
 
 interface Line {
   keyword: string;
@@ -39,6 +50,7 @@ function valueWords(value: unknown): Array<{ val: string; quoted?: boolean; sepa
 /** Flattens the package's Host/Match nesting back into file order, with 1-based line numbers. */
 async function readLines(file: string, text: string): Promise<Line[]> {
   const { parse } = await import("ssh-config");
+  const fileLines = text.split("\n");
   let parsed: Directive[];
   try {
     parsed = parse(text) as unknown as Directive[];
@@ -52,9 +64,12 @@ async function readLines(file: string, text: string): Promise<Line[]> {
       line += (node.before.match(/\n/g) ?? []).length;
       if (node.type === 1 && node.param) {
         const words = valueWords(node.value);
-        const raw = words.map((w, i) => `${i === 0 ? "" : w.separator}${w.quoted ? `"${w.val}"` : w.val}`).join("");
+        const keyword = node.param.toLowerCase();
+        const raw = COMMAND_KEYWORDS.has(keyword)
+          ? restOfLine(fileLines[line - 1] ?? "")
+          : words.map((w, i) => `${i === 0 ? "" : w.separator}${w.quoted ? `"${w.val}"` : w.val}`).join("");
         const text = `${node.param} ${raw}`.trim();
-        out.push({ keyword: node.param.toLowerCase(), args: words.map((w) => w.val), raw, source: { file, line, text } });
+        out.push({ keyword, args: words.map((w) => w.val), raw, source: { file, line, text } });
       }
       line += (node.after.match(/\n/g) ?? []).length;
       if (Array.isArray(node.config)) walk(node.config as Directive[]);
@@ -168,6 +183,10 @@ class Evaluation {
   private exec(command: string, source: Source): boolean {
     if (!this.runExec) throw new RuntimeError("input", `${source.file} line ${source.line}: Match exec is not evaluated here`);
     const shell = process.env.SHELL || "/bin/sh";
+    // node:child_process is loaded only here, as in tokens.ts for node:crypto: without an ssh
+    // binary every operation evaluates ssh_config here, and few configurations use Match exec.
+    const { spawnSync } =
+      process.getBuiltinModule?.("node:child_process") ?? (require("node:child_process") as typeof import("node:child_process"));
     const r = spawnSync(shell, ["-c", command], { stdio: ["ignore", "ignore", "ignore"], timeout: SSH_G_TIMEOUT_MS });
     if (r.error) throw new RuntimeError("input", `${source.file} line ${source.line}: Match exec "${command}" failed: ${r.error.message}`);
     return r.status === 0;
