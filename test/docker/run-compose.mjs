@@ -190,9 +190,9 @@ async function main() {
     );
   } finally {
     if (compose)
-      await timed("down", () => run(compose.command, [...compose.args, "down", "--volumes", "--remove-orphans", "--timeout", "5"], env)).catch(
-        (err) => log(err.message),
-      );
+      await timed("down", () =>
+        run(compose.command, [...compose.args, "down", "--volumes", "--remove-orphans", "--timeout", "5"], env),
+      ).catch((err) => log(err.message));
     rmSync(tmp, { recursive: true, force: true });
   }
 }
