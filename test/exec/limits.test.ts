@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ExecWorkspace, exitOf, flood } from "../support/exec.js";
 import { alive, brokerStats } from "../support/broker.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
-import { waitFor } from "../rig/rig.js";
+import { rig, waitFor } from "../rig/rig.js";
 
 const MiB = 1024 * 1024;
 
@@ -35,7 +35,7 @@ describe("exec under large or hostile input", () => {
   it.each([["pipes"], ["pty"]])("%s: an envelope over 1 MiB that execve accepts runs (ten env values of 120 KB)", async (kind) => {
     const env = bigEnv(10, 120_000);
     const stdio = kind === "pty" ? { kind: "pty" as const, rows: 24, cols: 200 } : { kind: "pipes" as const };
-    const r = await ws.run({ argv: [process.execPath, "-e", PRINT_SIZES], env, stdio });
+    const r = await ws.run({ argv: [rig().remoteNode, "-e", PRINT_SIZES], env, stdio });
     expect(r.stderr).toBe("");
     expect(exitOf(r)).toEqual({ code: 0, signal: null });
     expect(r.stdout.toString("utf8").trim()).toBe(

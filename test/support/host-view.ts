@@ -18,6 +18,7 @@ export const INSIDE_SKIP = "external host: cannot look inside it";
 export interface HostProcess {
   /** The pid on the host (in the container's namespace for the compose host). */
   pid: number;
+  ppid: number;
   uid: number;
   /** One-letter kernel state. */
   state: string;
@@ -32,6 +33,8 @@ export interface HostView {
   path(hostPath: string): string;
   /** Every process on the host now (ended mid-scan ones left out). */
   processes(): HostProcess[];
+  /** A host pid as this machine numbers it (null once it ended); the same pid on the local rig. */
+  localPid(pid: number): number | null;
   /** Whether a host pid has ended (or, given its start time, been reused). */
   isGone(pid: number, startTime?: string): boolean;
   /** Sends a signal to a host pid (throws like process.kill when it is not there). */
@@ -71,6 +74,7 @@ function procProcesses(ns: string | null): Array<HostProcess & { localPid: numbe
     out.push({
       localPid: Number(name),
       pid: Number(nspid?.[nspid.length - 1] ?? name),
+      ppid: Number(/^PPid:\s+(\d+)/m.exec(status)?.[1] ?? 0),
       uid: Number(/^Uid:\s+(\d+)/m.exec(status)?.[1] ?? -1),
       state: /^State:\s+(\S)/m.exec(status)?.[1] ?? "?",
       argv: readOr(() => readFileSync(`${dir}/cmdline`, "utf8").split("\0").filter(Boolean), [] as string[]),
@@ -87,6 +91,7 @@ function localView(): HostView {
   return {
     path: (p) => p,
     processes: () => procProcesses(null).map(strip),
+    localPid: (pid) => pid,
     isGone: (pid, startTime) => isGoneHere(pid, startTime),
     kill: (pid, signal) => void process.kill(pid, signal),
     idsOf: (user) => idsIn(readFileSync("/etc/passwd", "utf8"), user),
@@ -107,6 +112,7 @@ function containerView(container: string): HostView {
   return {
     path: (p) => join(root, p),
     processes: () => procProcesses(ns).map(strip),
+    localPid,
     isGone: (pid, startTime) => {
       const here = localPid(pid);
       return here === null || isGoneHere(here, startTime);
@@ -158,6 +164,16 @@ export function requireView(): HostView {
   const view = hostView();
   if (!view) throw new Error(`${INSIDE_SKIP}: this case needs to see the host's files and processes`);
   return view;
+}
+
+/** Starts `argv` on the host as `user`, detached from everything; its pid there. */
+export function startOnHost(user: string, argv: string[]): number {
+  const script = 'exec "$@" </dev/null >/dev/null 2>&1 & echo $!';
+  return Number(
+    requireView()
+      .run(user, ["/bin/sh", "-c", script, "sh", ...argv], { cwd: "/", env: { PATH: "/usr/bin:/bin" } })
+      .trim(),
+  );
 }
 
 /** A path on the host as this process opens it (the same path on the local rig). */
