@@ -178,6 +178,20 @@ describe("compose sshd rig assets", () => {
     expect(args("ENTRYPOINT")).toEqual(['["/usr/local/sbin/paseo-sshd-entrypoint"]']);
   });
 
+  it("CI's local base has every package the Dockerfile would install, so its build needs no network", () => {
+    const runs = dockerInstructions()
+      .filter((s) => s.op === "RUN")
+      .map((s) => s.args)
+      .join("\n");
+    const wanted = [...runs.match(/packages="([^"]+)"/)![1]!.split(" "), "nodejs"];
+    const pass = read(join(root, ".ci", "compose-pass"));
+    const base = /^BASE_PACKAGES=(\S+)$/m.exec(pass)![1]!.split(",");
+    expect([...base].sort()).toEqual([...wanted].sort());
+    // The runner's default base is compose.yaml's.
+    const composeDefault = /PASEO_COMPOSE_BASE_IMAGE:-([^}]+)\}/.exec(read(join(root, "compose.yaml")))![1]!;
+    expect(read(docker("run-compose.mjs"))).toContain(`process.env.PASEO_COMPOSE_BASE_IMAGE || "${composeDefault}"`);
+  });
+
   it("the entrypoint authorizes the runner's key where sshd_config looks and starts that config", () => {
     execFileSync("sh", ["-n", docker("entrypoint.sh")]);
     const entry = read(docker("entrypoint.sh"));

@@ -54,12 +54,13 @@ function freePort() {
   });
 }
 
-async function run(command, args, env, timeout = STEP_TIMEOUT_MS) {
+/** A command's stdout; on failure, an error naming `label` with the last lines of its stderr. */
+async function run(label, command, args, env) {
   try {
-    return (await execFileAsync(command, args, { env, timeout, maxBuffer: 64 << 20 })).stdout;
+    return (await execFileAsync(command, args, { env, timeout: STEP_TIMEOUT_MS, maxBuffer: 64 << 20 })).stdout;
   } catch (err) {
     const detail = (err.stderr || err.message || String(err)).trim().split("\n").slice(-5).join("; ");
-    throw new Error(`${command} ${args.find((a) => !a.startsWith("-") && a !== "compose" && !a.includes("/")) ?? ""} failed: ${detail}`);
+    throw new Error(`${label} failed: ${detail}`);
   }
 }
 
@@ -83,7 +84,9 @@ async function composeCommand() {
 async function waitHealthy(ids) {
   const deadline = Date.now() + HEALTHY_TIMEOUT_MS;
   for (;;) {
-    const states = (await run("docker", ["inspect", "--format", "{{.State.Status}} {{.State.Health.Status}}", ...ids])).trim().split("\n");
+    const states = (await run("docker inspect", "docker", ["inspect", "--format", "{{.State.Status}} {{.State.Health.Status}}", ...ids]))
+      .trim()
+      .split("\n");
     if (states.every((s) => s === "running healthy")) return;
     if (states.some((s) => s.startsWith("exited") || s.startsWith("dead") || s.endsWith(" unhealthy")))
       throw new Error(`a container did not start: ${states.join(", ")}`);
@@ -141,14 +144,14 @@ async function main() {
     });
     const found = await composeCommand();
     log(`${found.name}; image base ${env.PASEO_COMPOSE_BASE_IMAGE}`);
-    await timed("build", () => run(found.command, [...found.args, "build"], env));
+    await timed("build", () => run("compose build", found.command, [...found.args, "build"], env));
     compose = found;
     log(`starting the sshd container on 127.0.0.1:${port}, the bastion on 127.0.0.1:${bastionPort}`);
     const ids = await timed("start", async () => {
-      await run(compose.command, [...compose.args, "up", "--detach", "--no-build"], env);
+      await run("compose up", compose.command, [...compose.args, "up", "--detach", "--no-build"], env);
       const ids = {};
       for (const service of ["sshd", "bastion"]) {
-        ids[service] = (await run(compose.command, [...compose.args, "ps", "-q", service], env)).trim();
+        ids[service] = (await run("compose ps", compose.command, [...compose.args, "ps", "-q", service], env)).trim();
         if (!ids[service]) throw new Error(`compose started no ${service} container`);
       }
       await waitHealthy(Object.values(ids));
@@ -161,7 +164,7 @@ async function main() {
       ["bastion", [`[127.0.0.1]:${bastionPort}`]],
     ]) {
       for (const path of hostKeys) {
-        const pub = (await run("docker", ["exec", ids[service], "cat", `${path}.pub`], env)).trim().split(/\s+/);
+        const pub = (await run("docker exec", "docker", ["exec", ids[service], "cat", `${path}.pub`], env)).trim().split(/\s+/);
         for (const name of names) knownHosts.push(`${name} ${pub[0]} ${pub[1]}`);
       }
     }
@@ -191,7 +194,7 @@ async function main() {
   } finally {
     if (compose)
       await timed("down", () =>
-        run(compose.command, [...compose.args, "down", "--volumes", "--remove-orphans", "--timeout", "5"], env),
+        run("compose down", compose.command, [...compose.args, "down", "--volumes", "--remove-orphans", "--timeout", "5"], env),
       ).catch((err) => log(err.message));
     rmSync(tmp, { recursive: true, force: true });
   }

@@ -4,11 +4,11 @@
 // through them: its files under /proc/<its init>/root, its processes in /proc numbered as the
 // container (and so the runtime's answers) numbers them (the last NSpid field), signals sent to the
 // matching pid here, commands run in it with `docker exec`. Any other external host cannot be seen
-// from the inside: hostView() is null there and such cases skip with INSIDE_SKIP's reason.
+// from the inside: hostView() is null there and requireView() skips such cases with INSIDE_SKIP.
 import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join } from "node:path";
-import type { TestContext } from "vitest";
+import { getCurrentTest } from "@vitest/runner";
 import { isGone as isGoneHere } from "../../src/shared/proc-stat.js";
 import { gitIn } from "../fixtures/repo.js";
 import { rig } from "../rig/rig.js";
@@ -152,18 +152,16 @@ export function hostView(): HostView | null {
   return cached;
 }
 
-/** The host view, or skips the running test (saying why) on a host it cannot see into. */
-export function insideView(ctx: TestContext, what: string): HostView {
-  const view = hostView();
-  if (!view) ctx.skip(`${INSIDE_SKIP} (${what})`);
-  return view!;
-}
-
-/** The view, or throws naming why there is none (for helpers that cannot take a test context). */
+/**
+ * The view; on a host it cannot see into, skips the running test saying why (INSIDE_SKIP), or
+ * throws that reason outside a test (a suite's set-up).
+ */
 export function requireView(): HostView {
   const view = hostView();
-  if (!view) throw new Error(`${INSIDE_SKIP}: this case needs to see the host's files and processes`);
-  return view;
+  if (view) return view;
+  const reason = `${INSIDE_SKIP}: this case looks at the host's files, processes or users`;
+  getCurrentTest()?.context.skip(reason);
+  throw new Error(reason);
 }
 
 /** Starts `argv` on the host as `user`, detached from everything; its pid there. */
