@@ -267,7 +267,7 @@ describe("resumable execs", () => {
     expect(h.output().toString()).toBe("ready\n");
     end();
     await h.waitOutput("term 1\n", 30_000);
-    writeFileSync(join(ws.root, "stop"), "");
+    writeFileSync(onHost(join(ws.root, "stop")), "");
     const r = await h.done;
     expect(exitOf(r)).toEqual({ code: 9, signal: null });
     expect(r.stdout.toString()).toBe("ready\nterm 1\nterms 1\n");

@@ -82,6 +82,11 @@ function procProcesses(ns: string | null): Array<HostProcess & { localPid: numbe
       rssKiB: Number(/^VmRSS:\s+(\d+)/m.exec(status)?.[1] ?? 0),
     });
   }
+  // /proc names parents by this machine's pids: renumber them as the namespace does (0 outside it).
+  if (ns !== null) {
+    const inside = new Map(out.map((p) => [p.localPid, p.pid]));
+    for (const p of out) p.ppid = inside.get(p.ppid) ?? 0;
+  }
   return out;
 }
 

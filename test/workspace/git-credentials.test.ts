@@ -128,7 +128,7 @@ describe.skipIf(rig().external)("credentials in a git source URL over SSH", () =
   afterAll(async () => {
     await new Promise((resolve) => git.server.close(resolve));
     rmSync(base, { recursive: true, force: true });
-    rmSync(d.root, { recursive: true, force: true });
+    rmSync(onHost(d.root), { recursive: true, force: true });
   });
 
   it("the token authenticates the fetch but is in no command line, file or message on the host", async () => {
@@ -156,7 +156,7 @@ describe.skipIf(rig().external)("credentials in a git source URL over SSH", () =
     expect(r.message).toMatch(/^git ls-remote failed \(exit 128\): .*Authentication failed/);
     expect(r.stderr).not.toContain(wrong);
     expect(lines.filter((l) => l.includes(wrong))).toEqual([]);
-    expect(existsSync(join(d.root, "workspaces")) ? readdirSync(join(d.root, "workspaces")) : []).toEqual([]);
+    expect(existsSync(onHost(join(d.root, "workspaces"))) ? readdirSync(onHost(join(d.root, "workspaces"))) : []).toEqual([]);
   });
 });
 
