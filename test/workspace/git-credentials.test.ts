@@ -14,6 +14,7 @@ import type { CreateInput } from "../../src/contract/schemas.js";
 import { gitSourceAccess, redactUrl } from "../../src/remote-agent/workspace/git-credentials.js";
 import { gitSourceRepo } from "../fixtures/repo.js";
 import { hostProcesses } from "../support/host-processes.js";
+import { onHost } from "../support/host-view.js";
 import { rig } from "../rig/rig.js";
 import { cliDriver, type Driver } from "../support/workspace.js";
 
