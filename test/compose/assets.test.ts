@@ -155,10 +155,14 @@ describe("compose sshd rig assets", () => {
   it("the Dockerfile builds a Debian image with sshd, node and git from the generated assets", () => {
     const steps = dockerInstructions();
     const args = (op: string) => steps.filter((s) => s.op === op).map((s) => s.args);
-    expect(args("FROM")).toEqual([expect.stringMatching(/^node:\d+-(bookworm|trixie)(-slim)?$/)]);
+    // The base is a build argument defaulting to a registry's node image; the packages come from
+    // apt only where the base lacks them (a local debootstrap base has them already).
+    expect(args("ARG")).toEqual([expect.stringMatching(/^BASE=node:\d+-(bookworm|trixie)(-slim)?$/)]);
+    expect(args("FROM")).toEqual(["${BASE}"]);
     const runs = args("RUN").join("\n");
-    expect(runs).toMatch(/apt-get install[^\n]*\bopenssh-server\b/);
-    expect(runs).toMatch(/apt-get install[^\n]*\bgit\b/);
+    expect(runs).toMatch(/packages="[^"\n]*\bopenssh-server\b[^"\n]*\bgit\b[^"\n]*"/);
+    expect(runs).toContain('command -v node >/dev/null || packages="$packages nodejs"');
+    expect(runs).toMatch(/apt-get install -y --no-install-recommends \$missing/);
     expect(args("COPY")).toEqual(
       expect.arrayContaining([
         `sshd_config ${CONTAINER.sshdConfigPath}`,
@@ -174,6 +178,20 @@ describe("compose sshd rig assets", () => {
     expect(args("ENTRYPOINT")).toEqual(['["/usr/local/sbin/paseo-sshd-entrypoint"]']);
   });
 
+  it("CI's local base has every package the Dockerfile would install, so its build needs no network", () => {
+    const runs = dockerInstructions()
+      .filter((s) => s.op === "RUN")
+      .map((s) => s.args)
+      .join("\n");
+    const wanted = [...runs.match(/packages="([^"]+)"/)![1]!.split(" "), "nodejs"];
+    const pass = read(join(root, ".ci", "compose-pass"));
+    const base = /^BASE_PACKAGES=(\S+)$/m.exec(pass)![1]!.split(",");
+    expect([...base].sort()).toEqual([...wanted].sort());
+    // The runner's default base is compose.yaml's.
+    const composeDefault = /PASEO_COMPOSE_BASE_IMAGE:-([^}]+)\}/.exec(read(join(root, "compose.yaml")))![1]!;
+    expect(read(docker("run-compose.mjs"))).toContain(`process.env.PASEO_COMPOSE_BASE_IMAGE || "${composeDefault}"`);
+  });
+
   it("the entrypoint authorizes the runner's key where sshd_config looks and starts that config", () => {
     execFileSync("sh", ["-n", docker("entrypoint.sh")]);
     const entry = read(docker("entrypoint.sh"));
@@ -183,7 +201,11 @@ describe("compose sshd rig assets", () => {
 
   it("compose.yaml publishes the container's sshd port on loopback and passes the runner's key", () => {
     const sshd = composeService();
-    expect(sshd.build).toEqual({ context: "test/docker", dockerfile: "Dockerfile" });
+    expect(sshd.build).toEqual({
+      context: "test/docker",
+      dockerfile: "Dockerfile",
+      args: { BASE: "${PASEO_COMPOSE_BASE_IMAGE:-node:20-bookworm-slim}" },
+    });
     expect(existsSync(join(root, sshd.build.context, sshd.build.dockerfile))).toBe(true);
     expect(sshd.ports).toHaveLength(1);
     const [ip, hostPort, containerPort] = (sshd.ports[0] as string).split(/:(?![^{]*\})/);
@@ -228,6 +250,7 @@ describe("compose sshd rig assets", () => {
     const rigVariables = new Set(rig.match(/PASEO_TEST_SSH_[A-Z_]+/g));
     const runnerVariables = new Set(runner.match(/PASEO_TEST_SSH_[A-Z_]+/g));
     expect([...runnerVariables].sort()).toEqual([
+      "PASEO_TEST_SSH_CONTAINER",
       "PASEO_TEST_SSH_HOST",
       "PASEO_TEST_SSH_IDENTITY",
       "PASEO_TEST_SSH_KNOWN_HOSTS",

@@ -14,13 +14,16 @@ import { connectSsh } from "../../src/transport/ssh-connection.js";
 import { SshHost } from "../../src/transport/ssh-host.js";
 import { execRecordPath, readRecordFile } from "../../src/remote-agent/exec/records.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
-import { isGone } from "../../src/shared/proc-stat.js";
-import { alive, brokerStats, stopBroker } from "../support/broker.js";
+import { brokerStats, stopBroker } from "../support/broker.js";
 import { ExecWorkspace, exitOf, type ExecHandle } from "../support/exec.js";
 import { rig, waitFor } from "../rig/rig.js";
 import { extraSshdSkipReason, startExtraSshd, type ExtraSshd } from "../support/extra-sshd.js";
 import { runCli, lifecycleRequest } from "../support/run-cli.js";
 import { daemonsOf, finish, runtimeProcesses, throughProxy as throughProxyFor, type HostProc } from "../support/host-daemon.js";
+import { onHost, requireView } from "../support/host-view.js";
+
+/** Whether a host pid (a daemon's) is still running. */
+const aliveOnHost = (pid: number) => !requireView().isGone(pid);
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -38,8 +41,8 @@ async function liveExecs(ws: ExecWorkspace, n: number, tag: string) {
   const handles = Array.from({ length: n }, () => ws.start({ argv: ["/bin/sh", "-c", `echo ready; exec sleep ${tag}`], env: PATH }));
   await Promise.all(handles.map((h) => h.waitOutput("ready\n")));
   return handles.map((h) => {
-    const rec = readRecordFile(execRecordPath(layout, h.execId))!;
-    return { h, pid: rec.pid!, startTime: rec.startTime!, record: () => readRecordFile(execRecordPath(layout, h.execId)) };
+    const rec = readRecordFile(onHost(execRecordPath(layout, h.execId)))!;
+    return { h, pid: rec.pid!, startTime: rec.startTime!, record: () => readRecordFile(onHost(execRecordPath(layout, h.execId))) };
   });
 }
 const skip = extraSshdSkipReason();
@@ -132,8 +135,8 @@ describe("host daemon", () => {
     const h = ws.start({ argv: ["/bin/sh", "-c", "echo ready; read x; echo done-$x"], env: PATH }, { keepStdinOpen: true });
     await h.waitOutput("ready\n");
     const layout = workspaceLayout(ws.configuredRoot, ws.workspaceId);
-    const older = readRecordFile(execRecordPath(layout, h.execId))!.agentPid;
-    expect(alive(older)).toBe(true);
+    const older = readRecordFile(onHost(execRecordPath(layout, h.execId)))!.agentPid;
+    expect(aliveOnHost(older)).toBe(true);
 
     // Another build: the same agent with one more byte, so another content hash.
     const dir = mkdtempSync(join(tmpdir(), "paseo-other-build-"));
@@ -156,15 +159,15 @@ describe("host daemon", () => {
       ).toEqual([older, newerPid].sort());
       // Retired, the older daemon still serves its exec to the end.
       await new Promise((r) => setTimeout(r, 1500));
-      expect(alive(older)).toBe(true);
+      expect(aliveOnHost(older)).toBe(true);
       h.stdin.end("now\n");
       const r = await h.done;
       expect(exitOf(r)).toEqual({ code: 0, signal: null });
       expect(r.stdout.toString()).toBe("ready\ndone-now\n");
-      await waitFor(() => !alive(older), 10_000);
-      expect(existsSync(join(ws.configuredRoot, "run", `d-${agentBundle().hash}.sock`))).toBe(false);
-      expect(existsSync(join(ws.configuredRoot, "run", `d-${newer.hash}.sock`))).toBe(true);
-      expect(alive(newerPid)).toBe(true);
+      await waitFor(() => !aliveOnHost(older), 10_000);
+      expect(existsSync(onHost(join(ws.configuredRoot, "run", `d-${agentBundle().hash}.sock`)))).toBe(false);
+      expect(existsSync(onHost(join(ws.configuredRoot, "run", `d-${newer.hash}.sock`)))).toBe(true);
+      expect(aliveOnHost(newerPid)).toBe(true);
     } finally {
       host.close();
     }
@@ -179,11 +182,11 @@ describe("host daemon", () => {
     const [daemon] = daemonsOf(ws.configuredRoot);
     expect(daemon).toBeDefined();
     await new Promise((r) => setTimeout(r, 3000));
-    expect(alive(daemon!.pid)).toBe(true);
+    expect(aliveOnHost(daemon!.pid)).toBe(true);
     h.stdin.end("x\n");
     expect(exitOf(await h.done)).toEqual({ code: 0, signal: null });
-    await waitFor(() => !alive(daemon!.pid), 10_000);
-    expect(existsSync(join(ws.configuredRoot, "run", `d-${agentBundle().hash}.sock`))).toBe(false);
+    await waitFor(() => !aliveOnHost(daemon!.pid), 10_000);
+    expect(existsSync(onHost(join(ws.configuredRoot, "run", `d-${agentBundle().hash}.sock`)))).toBe(false);
     // The next operation starts a new one.
     const r = await ws.run({ argv: ["/bin/echo", "again"] });
     expect(r.stdout.toString()).toBe("again\n");
@@ -201,10 +204,10 @@ describe("host daemon", () => {
       await waitFor(() => !host.link.connected, 10_000);
       expect(await host.call("ping", {})).toEqual({ pong: true });
       expect(host.link.daemonPid).toBe(pid);
-      const log = () => readFileSync(join(ws.configuredRoot, "run", `daemon-${agentBundle().hash}.log`), "utf8");
+      const log = () => readFileSync(onHost(join(ws.configuredRoot, "run", `daemon-${agentBundle().hash}.log`)), "utf8");
       await waitFor(() => /work arrived while leaving: staying/.test(log()), 5000);
       // Left alone, it exits after all.
-      await waitFor(() => !alive(pid), 15_000);
+      await waitFor(() => !aliveOnHost(pid), 15_000);
     } finally {
       host.close();
     }
@@ -217,22 +220,26 @@ describe("host daemon", () => {
     const h = ws.start({ argv: ["/bin/sh", "-c", "sleep 61 & echo ready; wait"], env: PATH });
     await h.waitOutput("ready\n");
     const layout = workspaceLayout(ws.configuredRoot, ws.workspaceId);
-    const rec = readRecordFile(execRecordPath(layout, h.execId))!;
+    const rec = readRecordFile(onHost(execRecordPath(layout, h.execId)))!;
     const workload = { pid: rec.pid!, startTime: rec.startTime! };
-    process.kill(rec.agentPid, "SIGKILL");
+    requireView().kill(rec.agentPid, "SIGKILL");
     const r = await h.done;
     expect(r.events.map((e) => e.type)).toEqual(["started", "error"]);
     expect(r.stderr).toMatch(/^the host daemon on \S+ went away \(.*\); the operation it was running is lost\n$/);
     expect(r.code).toBe(1);
     // Nobody supervises the workload now; the next operation starts a daemon whose sweep reaps it.
-    expect(isGone(workload.pid, workload.startTime)).toBe(false);
+    expect(requireView().isGone(workload.pid, workload.startTime)).toBe(false);
     const listed = await runCli(["processes", "--workspace-id", ws.workspaceId], {
       stdin: lifecycleRequest(ws.options),
       timeoutMs: 60_000,
     });
     expect(JSON.parse(listed.stdout.toString()).processes).toEqual([]);
-    expect(isGone(workload.pid, workload.startTime)).toBe(true);
-    expect(readRecordFile(execRecordPath(layout, h.execId))).toMatchObject({ state: "abandoned", reaped: true, agentPid: rec.agentPid });
+    expect(requireView().isGone(workload.pid, workload.startTime)).toBe(true);
+    expect(readRecordFile(onHost(execRecordPath(layout, h.execId)))).toMatchObject({
+      state: "abandoned",
+      reaped: true,
+      agentPid: rec.agentPid,
+    });
     const [next] = daemonsOf(ws.configuredRoot);
     expect(next?.pid).not.toBe(rec.agentPid);
   }, 120_000);
@@ -250,7 +257,7 @@ describe("host daemon", () => {
       expect(r.stderr).toMatch(/^connection to \S+ was lost/);
     }
     // The daemon saw its channel close: after the abandonment grace, every tree is reaped.
-    await waitFor(() => live.every((e) => isGone(e.pid, e.startTime)), 10_000);
+    await waitFor(() => live.every((e) => requireView().isGone(e.pid, e.startTime)), 10_000);
     await waitFor(() => live.every((e) => e.record()?.state === "abandoned" && e.record()?.reaped === true), 5000);
     const again = await ws.run({ argv: ["/bin/echo", "after the cut"] });
     expect(again.stdout.toString()).toBe("after the cut\n");
@@ -275,8 +282,8 @@ describe("host daemon", () => {
       expect(r.stderr).toMatch(/^connection to \S+ was lost \((no answer from the peer for 3000 ms|the SSH connection closed)\)/);
     }
     // Still no byte (nor any close) crosses, yet the daemon noticed on its own and reaped.
-    await waitFor(() => live.every((e) => isGone(e.pid, e.startTime)), 15_000);
-    const daemonLog = readFileSync(join(ws.configuredRoot, "run", `daemon-${agentBundle().hash}.log`), "utf8");
+    await waitFor(() => live.every((e) => requireView().isGone(e.pid, e.startTime)), 15_000);
+    const daemonLog = readFileSync(onHost(join(ws.configuredRoot, "run", `daemon-${agentBundle().hash}.log`)), "utf8");
     expect(daemonLog).toMatch(/channel lost: no answer from the peer for 3000 ms/);
     await waitFor(() => live.every((e) => e.record()?.state === "abandoned" && e.record()?.reaped === true), 5000);
     end();

@@ -22,6 +22,7 @@ import { daemonsOf, finish, relaysOf, runtimeProcesses } from "../support/host-d
 import { waitFor } from "../rig/rig.js";
 import { PATH, counter, daemonLog, expectOneToN, faultRig, lines } from "../support/resume.js";
 import { needs, skipUnless } from "../support/needs.js";
+import { onHost, requireView } from "../support/host-view.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -31,7 +32,7 @@ afterEach(async () => {
 const { proxiedWorkspace, outage } = faultRig(cleanups);
 
 function recordOf(ws: ExecWorkspace, h: ExecHandle) {
-  return readRecordFile(execRecordPath(workspaceLayout(ws.configuredRoot, ws.workspaceId), h.execId));
+  return readRecordFile(onHost(execRecordPath(workspaceLayout(ws.configuredRoot, ws.workspaceId), h.execId)));
 }
 
 /** Waits until the daemon saw the link go silent and the broker dropped its SSH connection. */
@@ -76,7 +77,7 @@ describe("resumable execs", () => {
     await waitFor(() => /channel lost: no answer from the peer for 15000 ms/.test(daemonLog(ws)), 30_000);
     // …which runs to its end during the outage; its output waits in the daemon's replay log.
     await waitFor(() => recordOf(ws, h)?.state === "done", 30_000);
-    expect(isGone(rec.pid!, rec.startTime!)).toBe(true);
+    expect(requireView().isGone(rec.pid!, rec.startTime!)).toBe(true);
     expect(h.output().toString().split("\n").length).toBeLessThan(N);
     await sleep(40_000 - 15_000 - 1000);
     end();
@@ -185,9 +186,9 @@ describe("resumable execs", () => {
     await h.done;
     // Link loss is not abandonment: nothing is reaped while the link is down.
     await sleep(3000);
-    expect(isGone(rec.pid!, rec.startTime!)).toBe(false);
+    expect(requireView().isGone(rec.pid!, rec.startTime!)).toBe(false);
     end();
-    await waitFor(() => isGone(rec.pid!, rec.startTime!), 10_000);
+    await waitFor(() => requireView().isGone(rec.pid!, rec.startTime!), 10_000);
     await waitFor(() => recordOf(ws, h)?.state === "abandoned" && recordOf(ws, h)?.reaped === true, 5000);
     expect(await ws.processes()).toEqual([]);
   }, 120_000);
@@ -206,7 +207,7 @@ describe("resumable execs", () => {
     expect((r.events[1] as { message: string }).message).toBe(r.stderr.trimEnd());
     expect(r.code).toBe(1);
     // The daemon gave up at the same bound, still during the outage.
-    await waitFor(() => isGone(rec.pid!, rec.startTime!), 20_000);
+    await waitFor(() => requireView().isGone(rec.pid!, rec.startTime!), 20_000);
     expect(daemonLog(ws)).toMatch(/reconnect grace \(5000 ms\) ran out: reaping it/);
     await waitFor(() => recordOf(ws, h)?.state === "abandoned" && recordOf(ws, h)?.reaped === true, 5000);
     end();
@@ -229,11 +230,11 @@ describe("resumable execs", () => {
     expect(h.output().toString()).toBe("ready\n");
     end();
     await h.waitOutput("term 1\n", 30_000);
-    writeFileSync(join(ws.root, "stop"), "");
+    writeFileSync(onHost(join(ws.root, "stop")), "");
     const r = await h.done;
     expect(exitOf(r)).toEqual({ code: 9, signal: null });
     expect(r.stdout.toString()).toBe("ready\nterm 1\nterms 1\n");
-    expect(isGone(rec.pid!, rec.startTime!)).toBe(true);
+    expect(requireView().isGone(rec.pid!, rec.startTime!)).toBe(true);
   }, 120_000);
 
   it("an exec started while the host cannot be reached is refused at once with the broker's reconnect error (only a re-attachment waits)", async () => {
@@ -283,7 +284,7 @@ describe("resumable execs", () => {
     expect(r.events.map((e) => e.type)).toEqual(["started", "error"]);
     expect(r.stderr).toMatch(/^connection to \S+ was lost/);
     expect(r.code).toBe(1);
-    await waitFor(() => isGone(rec.pid!, rec.startTime!), 10_000);
+    await waitFor(() => requireView().isGone(rec.pid!, rec.startTime!), 10_000);
     await waitFor(() => recordOf(ws, h)?.state === "abandoned" && recordOf(ws, h)?.reaped === true, 5000);
   }, 120_000);
 
@@ -309,12 +310,12 @@ describe("resumable execs", () => {
     const h = ws.start({ argv: ["/bin/sh", "-c", "sleep 74 & echo ready; wait"], env: PATH });
     await h.waitOutput("ready\n");
     const rec = recordOf(ws, h)!;
-    process.kill(rec.agentPid, "SIGKILL");
+    requireView().kill(rec.agentPid, "SIGKILL");
     const r = await h.done;
     expect(r.events.map((e) => e.type)).toEqual(["started", "error"]);
     expect(r.stderr).toMatch(/^the execution on \S+ could not be resumed: the host daemon no longer knows this exec/);
     expect(r.code).toBe(1);
-    expect(isGone(rec.pid!, rec.startTime!)).toBe(true);
+    expect(requireView().isGone(rec.pid!, rec.startTime!)).toBe(true);
     expect(recordOf(ws, h)).toMatchObject({ state: "abandoned", reaped: true, agentPid: rec.agentPid });
     expect(daemonsOf(ws.configuredRoot).map((d) => d.pid)).not.toContain(rec.agentPid);
     // The new daemon, and on a server that forwards no Unix sockets the current link's relay.

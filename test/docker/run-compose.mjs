@@ -3,6 +3,10 @@
 // that public key authorized on a free local port, trusts exactly the container's host keys, runs
 // vitest with the rig's external-host variables, and always tears the container and keys down.
 // User and host-key paths come from the generated test/docker/sshd_config (test/rig/sshd-config.ts).
+// Works with `docker compose` (v2) and, where only that exists, the older `docker-compose`: it uses
+// no option v1 lacks (it waits for the health checks itself instead of `up --wait`).
+// PASEO_COMPOSE_BASE_IMAGE names the image's base (default node:20-bookworm-slim from a registry;
+// .ci/compose-pass builds a local one from Debian packages where no registry is reachable).
 import { spawn, execFile } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
@@ -14,9 +18,22 @@ import ssh2 from "ssh2";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const execFileAsync = promisify(execFile);
-const COMPOSE = ["compose", "-f", join(root, "compose.yaml")];
+const PROJECT = "paseo-ssh-runtime-test";
 const STEP_TIMEOUT_MS = 10 * 60_000;
+const HEALTHY_TIMEOUT_MS = 120_000;
 const VITEST_TIMEOUT_MS = 60 * 60_000;
+
+const log = (line) => process.stderr.write(`test:compose: ${line}\n`);
+
+/** Runs a step and logs how long it took (CI reads these figures). */
+async function timed(label, step) {
+  const started = Date.now();
+  try {
+    return await step();
+  } finally {
+    log(`${label}: ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  }
+}
 
 function sshdSetting(text, keyword) {
   return text
@@ -37,12 +54,44 @@ function freePort() {
   });
 }
 
-async function docker(args, env) {
+/** A command's stdout; on failure, an error naming `label` with the last lines of its stderr. */
+async function run(label, command, args, env) {
   try {
-    return (await execFileAsync("docker", [...COMPOSE, ...args], { env, timeout: STEP_TIMEOUT_MS, maxBuffer: 64 << 20 })).stdout;
+    return (await execFileAsync(command, args, { env, timeout: STEP_TIMEOUT_MS, maxBuffer: 64 << 20 })).stdout;
   } catch (err) {
     const detail = (err.stderr || err.message || String(err)).trim().split("\n").slice(-5).join("; ");
-    throw new Error(`docker ${args[0]} failed: ${detail}`);
+    throw new Error(`${label} failed: ${detail}`);
+  }
+}
+
+/** `docker compose` when the v2 plugin is there, else `docker-compose` (v1 or v2 standalone). */
+async function composeCommand() {
+  const file = ["-f", join(root, "compose.yaml"), "-p", PROJECT];
+  for (const [command, prefix] of [
+    ["docker", ["compose"]],
+    ["docker-compose", []],
+  ]) {
+    const version = await execFileAsync(command, [...prefix, "version", "--short"], { timeout: 30_000 }).then(
+      (r) => r.stdout.trim(),
+      () => null,
+    );
+    if (version) return { name: `${[command, ...prefix].join(" ")} ${version}`, command, args: [...prefix, ...file] };
+  }
+  throw new Error("neither `docker compose` nor `docker-compose` is installed (apt-get install docker-compose, or the compose plugin)");
+}
+
+/** Polls the containers' health checks (compose.yaml) until all pass; bounded. */
+async function waitHealthy(ids) {
+  const deadline = Date.now() + HEALTHY_TIMEOUT_MS;
+  for (;;) {
+    const states = (await run("docker inspect", "docker", ["inspect", "--format", "{{.State.Status}} {{.State.Health.Status}}", ...ids]))
+      .trim()
+      .split("\n");
+    if (states.every((s) => s === "running healthy")) return;
+    if (states.some((s) => s.startsWith("exited") || s.startsWith("dead") || s.endsWith(" unhealthy")))
+      throw new Error(`a container did not start: ${states.join(", ")}`);
+    if (Date.now() > deadline) throw new Error(`containers not healthy within ${HEALTHY_TIMEOUT_MS / 1000} s: ${states.join(", ")}`);
+    await new Promise((r) => setTimeout(r, 250));
   }
 }
 
@@ -84,17 +133,30 @@ async function main() {
     PASEO_COMPOSE_SSH_PORT: String(port),
     PASEO_COMPOSE_BASTION_PORT: String(bastionPort),
     PASEO_COMPOSE_AUTHORIZED_KEY: key.public.trim(),
+    PASEO_COMPOSE_BASE_IMAGE: process.env.PASEO_COMPOSE_BASE_IMAGE || "node:20-bookworm-slim",
   };
 
-  let up = false;
+  let compose = null;
   try {
     await execFileAsync("docker", ["info", "--format", "{{.ServerVersion}}"], { timeout: 30_000 }).catch((err) => {
       const detail = (err.stderr || err.message || String(err)).trim().split("\n")[0];
       throw new Error(`no Docker engine reachable (${detail}); start one, or use the local rig: npm test`);
     });
-    up = true;
-    process.stderr.write(`test:compose: starting the sshd container on 127.0.0.1:${port}\n`);
-    await docker(["up", "--detach", "--build", "--wait", "--wait-timeout", "120"], env);
+    const found = await composeCommand();
+    log(`${found.name}; image base ${env.PASEO_COMPOSE_BASE_IMAGE}`);
+    await timed("build", () => run("compose build", found.command, [...found.args, "build"], env));
+    compose = found;
+    log(`starting the sshd container on 127.0.0.1:${port}, the bastion on 127.0.0.1:${bastionPort}`);
+    const ids = await timed("start", async () => {
+      await run("compose up", compose.command, [...compose.args, "up", "--detach", "--no-build"], env);
+      const ids = {};
+      for (const service of ["sshd", "bastion"]) {
+        ids[service] = (await run("compose ps", compose.command, [...compose.args, "ps", "-q", service], env)).trim();
+        if (!ids[service]) throw new Error(`compose started no ${service} container`);
+      }
+      await waitHealthy(Object.values(ids));
+      return ids;
+    });
     const knownHosts = [];
     // The target is known as 127.0.0.1:<port> from here and as `sshd` from the bastion.
     for (const [service, names] of [
@@ -102,7 +164,7 @@ async function main() {
       ["bastion", [`[127.0.0.1]:${bastionPort}`]],
     ]) {
       for (const path of hostKeys) {
-        const pub = (await docker(["exec", "-T", service, "cat", `${path}.pub`], env)).trim().split(/\s+/);
+        const pub = (await run("docker exec", "docker", ["exec", ids[service], "cat", `${path}.pub`], env)).trim().split(/\s+/);
         for (const name of names) knownHosts.push(`${name} ${pub[0]} ${pub[1]}`);
       }
     }
@@ -115,21 +177,25 @@ async function main() {
       `Host paseo-compose-bastion\n  HostName 127.0.0.1\n  Port ${bastionPort}\n${common}` +
         `Host paseo-compose-target\n  HostName sshd\n  Port 22\n  ProxyJump paseo-compose-bastion\n${common}`,
     );
-    return await runVitest(process.argv.slice(2), {
-      ...process.env,
-      PASEO_TEST_SSH_HOST: "127.0.0.1",
-      PASEO_TEST_SSH_PORT: String(port),
-      PASEO_TEST_SSH_USER: user,
-      PASEO_TEST_SSH_IDENTITY: identityFile,
-      PASEO_TEST_SSH_KNOWN_HOSTS: knownHostsFile,
-      PASEO_TEST_JUMP_SSH_CONFIG: sshConfig,
-      PASEO_TEST_JUMP_HOST: "paseo-compose-target",
-    });
+    return await timed("vitest", () =>
+      runVitest(process.argv.slice(2), {
+        ...process.env,
+        PASEO_TEST_SSH_HOST: "127.0.0.1",
+        PASEO_TEST_SSH_PORT: String(port),
+        PASEO_TEST_SSH_USER: user,
+        PASEO_TEST_SSH_IDENTITY: identityFile,
+        PASEO_TEST_SSH_KNOWN_HOSTS: knownHostsFile,
+        // The target's container: tests that look at the host from the inside do it with docker exec.
+        PASEO_TEST_SSH_CONTAINER: ids.sshd,
+        PASEO_TEST_JUMP_SSH_CONFIG: sshConfig,
+        PASEO_TEST_JUMP_HOST: "paseo-compose-target",
+      }),
+    );
   } finally {
-    if (up)
-      await docker(["down", "--volumes", "--remove-orphans", "--timeout", "5"], env).catch((err) =>
-        process.stderr.write(`test:compose: ${err.message}\n`),
-      );
+    if (compose)
+      await timed("down", () =>
+        run("compose down", compose.command, [...compose.args, "down", "--volumes", "--remove-orphans", "--timeout", "5"], env),
+      ).catch((err) => log(err.message));
     rmSync(tmp, { recursive: true, force: true });
   }
 }

@@ -2,9 +2,8 @@
 // the built runtime executable the way Paseo drives it (src/demo/driver.ts: a process per
 // operation, exec with five pipes, fd4 decoded by the phase machine) against the real sshd rig.
 // Run `npm run build` first. Steps A3, A7 (watch), A24 and A27 are proven by other suites.
-import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, readFileSync, readdirSync, readlinkSync, rmSync } from "node:fs";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { execWorkload, runWorkload, spawnOp, type RuntimeCommand, type SpawnEnvelope } from "../../src/demo/driver.js";
@@ -15,6 +14,7 @@ import { rig, rigOptions, waitFor } from "../rig/rig.js";
 import { CLI_PATH } from "../support/run-cli.js";
 import { absoluteRoot, suiteRoot } from "../support/workspace.js";
 import { needs, unless } from "../support/needs.js";
+import { onHost, requireView } from "../support/host-view.js";
 
 const PATH = "/usr/local/bin:/usr/bin:/bin";
 const SIZE_PROBE =
@@ -62,24 +62,18 @@ const helper = (args: string[], input = "") =>
 const text = (b: Buffer) => b.toString("utf8");
 const ok = { code: 0, signal: null };
 
-/** Command lines of the processes whose cwd is inside the workspace dir (the rig host is this machine). */
+/** Command lines of the host's processes whose cwd is inside the workspace dir. */
 function processesIn(dir: string): string[] {
-  const found: string[] = [];
-  for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
-    try {
-      if (!readlinkSync(`/proc/${pid}/cwd`).startsWith(dir)) continue;
-      found.push(readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ").trim());
-    } catch {
-      // The process ended while we looked.
-    }
-  }
-  return found;
+  return requireView()
+    .processes()
+    .filter((p) => p.cwd?.startsWith(dir))
+    .map((p) => p.argv.join(" ").trim());
 }
 const sleepers = (dir: string) => processesIn(dir).filter((c) => c.includes("sleep 30"));
 
 const onThisHost = unless(needs.localHost("looks at the checkout on the host"));
 
-describe("scenario A: materialization, pipes, files, git, PTY, lifecycle", onThisHost, () => {
+describe("scenario A: materialization, pipes, files, git, PTY, lifecycle", rig().container ? {} : onThisHost, () => {
   let repo: FixtureRepo;
   let cwd = "";
   let staleRevision = "";
@@ -92,7 +86,7 @@ describe("scenario A: materialization, pipes, files, git, PTY, lifecycle", onThi
     // Destroy is idempotent (A28 may already have run); the fixture and the suite root go too.
     await lifecycle("destroy").catch(() => undefined);
     if (repo) rmSync(dirname(repo.path), { recursive: true, force: true });
-    rmSync(absoluteRoot(root), { recursive: true, force: true });
+    rmSync(onHost(absoluteRoot(root)), { recursive: true, force: true });
   }, 30_000);
 
   it("A1 create materializes fresh content at a predictable root; A2 inspect is ready", async () => {
@@ -274,7 +268,7 @@ describe("scenario A: materialization, pipes, files, git, PTY, lifecycle", onThi
 
   describe("PTY", unless(needs.pty()), () => {
     it("A21 the size probe sees the initial size, a resize and raw UTF-8", async () => {
-      const node = execFileSync("which", ["node"], { encoding: "utf8" }).trim();
+      const node = rig().remoteNode;
       const handle = execWorkload(
         cmd,
         workspaceId,
@@ -321,7 +315,7 @@ describe("scenario A: materialization, pipes, files, git, PTY, lifecycle", onThi
 
   it("A28 destroy removes the workspace; inspect is missing and exec is refused", async () => {
     expect((await lifecycle("destroy")).type).toBe("ok");
-    expect(existsSync(dir())).toBe(false);
+    expect(existsSync(onHost(dir()))).toBe(false);
     expect((await inspection()).status).toBe("missing");
     expect(existsSync(join(repo.path, "runtime-owned.txt"))).toBe(false);
     const refused = await run(["/bin/true"]).then(

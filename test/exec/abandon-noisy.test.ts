@@ -7,6 +7,7 @@ import { execRecordPath, readRecordFile } from "../../src/remote-agent/exec/reco
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { rig } from "../rig/rig.js";
 import { needs, skipUnless } from "../support/needs.js";
+import { onHost } from "../support/host-view.js";
 
 const pty = { kind: "pty" as const, rows: 24, cols: 80 };
 
@@ -27,7 +28,7 @@ describe("PTY wrapper death", () => {
       6000,
     );
     expect(left).toEqual([]);
-    const path = execRecordPath(workspaceLayout(ws.configuredRoot, ws.workspaceId), h.execId);
+    const path = onHost(execRecordPath(workspaceLayout(ws.configuredRoot, ws.workspaceId), h.execId));
     const rec = await eventually(
       () => readRecordFile(path),
       (r) => r?.state === "abandoned" && r.reaped === true,
@@ -51,7 +52,7 @@ describe("destroy during a running exec", () => {
     expect(destroyed.code).toBe(0);
     expect(exitOf(await h.done)).toEqual({ code: null, signal: "SIGKILL" });
     await sleep(300);
-    expect(existsSync(workspaceLayout(ws.configuredRoot, ws.workspaceId).dir)).toBe(false);
+    expect(existsSync(onHost(workspaceLayout(ws.configuredRoot, ws.workspaceId).dir))).toBe(false);
     expect(await ws.processes()).toEqual([]);
   });
 });

@@ -3,30 +3,30 @@
 // naming the agent directory in its argv (our helper runs from there and is a member too), and a
 // process of the same user that merely has a workspace file open on the tag descriptor, or shares
 // a session whose leader is gone with one, is not a member.
-import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readFileSync, readlinkSync, realpathSync, writeFileSync } from "node:fs";
+import { readlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ExecWorkspace, eventually, exitOf } from "../support/exec.js";
 import { rig } from "../rig/rig.js";
 import { needs, skipUnless } from "../support/needs.js";
+import { onHost, requireView } from "../support/host-view.js";
 
-/** Live pids whose command line matches `pattern` (pgrep -f; the remote host is this machine). */
-function pidsWith(pattern: string): number[] {
-  try {
-    return execFileSync("pgrep", ["-f", pattern]).toString().trim().split("\n").filter(Boolean).map(Number);
-  } catch {
-    return [];
-  }
+/** Live host pids whose command line matches `pattern` (like pgrep -f). */
+function pidsWith(pattern: string, argvIncludes?: string): number[] {
+  const re = new RegExp(pattern);
+  return requireView()
+    .processes()
+    .filter((p) => p.state !== "Z" && re.test(p.argv.join(" ")) && (!argvIncludes || p.argv.join("\0").includes(argvIncludes)))
+    .map((p) => p.pid);
 }
 
 function stateOf(pid: number): string | null {
-  try {
-    return readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]![0]!;
-  } catch {
-    return null;
-  }
+  return (
+    requireView()
+      .processes()
+      .find((p) => p.pid === pid)?.state ?? null
+  );
 }
 
 const gone = async (pids: number[]) =>
@@ -42,7 +42,7 @@ describe("workspace process membership", () => {
   afterEach(async () => {
     for (const pid of strays.splice(0)) {
       try {
-        process.kill(pid, "SIGKILL");
+        requireView().kill(pid, "SIGKILL");
       } catch {
         // already gone
       }
@@ -78,7 +78,7 @@ describe("workspace process membership", () => {
     const watch = ws.start({ argv: ["paseo-workspace-helper", "watch"], env: {}, purpose: "workspace-helper" }, { keepStdinOpen: true });
     await watch.waitEvent("started");
     const helper = await eventually(
-      () => pidsWith(`${ws.configuredRoot}/agent/`).filter((p) => readFileSync(`/proc/${p}/cmdline`, "utf8").includes("helper.cjs\0watch")),
+      () => pidsWith(`${ws.configuredRoot}/agent/`, "helper.cjs\0watch"),
       (p) => p.length === 1,
       5000,
     );
@@ -94,17 +94,26 @@ describe("workspace process membership", () => {
   it("a process of the same user with a workspace file on descriptor 47, and its session sibling, are left alone", async () => {
     const ws = await workspace("confine-fd47");
     const file = join(ws.root, "a.txt");
-    writeFileSync(file, "not a tag\n");
-    const uid = Number(execFileSync("id", ["-u", rig().user]).toString().trim());
+    writeFileSync(onHost(file), "not a tag\n");
     const tag = `${4000 + Math.floor(Math.random() * 1000)}`;
-    // A login shell of the same user opens a checkout file on 47, starts two jobs and exits: its
-    // session's leader is gone, one job holds the file on 47, its sibling holds nothing.
-    spawn("/bin/bash", ["-c", `sleep ${tag}1 47<"$1" & sleep ${tag}2 & exit 0`, "bash", file], {
-      uid,
-      gid: uid,
-      detached: true,
-      stdio: "ignore",
-    }).unref();
+    // A shell of the same user in a session of its own opens a checkout file on 47, starts two
+    // jobs and exits: its session's leader is gone, one job holds the file on 47, its sibling
+    // holds nothing.
+    requireView().run(
+      rig().user,
+      [
+        "setsid",
+        "/bin/bash",
+        "-c",
+        `sleep ${tag}1 47<"$1" </dev/null >/dev/null 2>&1 & sleep ${tag}2 </dev/null >/dev/null 2>&1 & exit 0`,
+        "bash",
+        file,
+      ],
+      {
+        cwd: "/",
+        env: { PATH: "/usr/bin:/bin" },
+      },
+    );
     const both = await eventually(
       () => [...pidsWith(`^sleep ${tag}1$`), ...pidsWith(`^sleep ${tag}2$`)],
       (p) => p.length === 2,
@@ -113,7 +122,8 @@ describe("workspace process membership", () => {
     strays.push(...both);
     expect(both).toHaveLength(2);
     const holder = pidsWith(`^sleep ${tag}1$`)[0]!;
-    expect(readlinkSync(`/proc/${holder}/fd/47`)).toBe(realpathSync(file));
+    // The host names the file by its own path; a canonical root has no links in it.
+    expect(readlinkSync(`/proc/${requireView().localPid(holder)}/fd/47`)).toBe(file);
     expect((await ws.processes()).map((p) => p.pid).filter((p) => both.includes(p))).toEqual([]);
     expect((await ws.lifecycle("pause")).code).toBe(0);
     expect(both.map(stateOf)).toEqual(["S", "S"]);

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ExecWorkspace, exitOf, flood } from "../support/exec.js";
 import { alive, brokerStats } from "../support/broker.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
-import { waitFor } from "../rig/rig.js";
+import { waitFor, rig } from "../rig/rig.js";
 import { needs, skipUnless } from "../support/needs.js";
 
 const MiB = 1024 * 1024;
@@ -37,7 +37,7 @@ describe("exec under large or hostile input", () => {
     if (kind === "pty") skipUnless(ctx, needs.pty());
     const env = bigEnv(10, 120_000);
     const stdio = kind === "pty" ? { kind: "pty" as const, rows: 24, cols: 200 } : { kind: "pipes" as const };
-    const r = await ws.run({ argv: [process.execPath, "-e", PRINT_SIZES], env, stdio });
+    const r = await ws.run({ argv: [rig().remoteNode, "-e", PRINT_SIZES], env, stdio });
     expect(r.stderr).toBe("");
     expect(exitOf(r)).toEqual({ code: 0, signal: null });
     expect(r.stdout.toString("utf8").trim()).toBe(

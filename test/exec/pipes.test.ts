@@ -7,6 +7,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ExecWorkspace, eventually, exitOf, newExecId, secretLeaks, sleep } from "../support/exec.js";
 import { needs, skipUnless } from "../support/needs.js";
+import { rig } from "../rig/rig.js";
+import { onHost, requireView } from "../support/host-view.js";
 
 describe("exec, pipes mode, over SSH", () => {
   const ws = new ExecWorkspace("exec-pipes");
@@ -22,7 +24,7 @@ describe("exec, pipes mode, over SSH", () => {
     expect(r.stderr).toBe("runtime-stderr");
     expect(r.stdout.length).toBe(0);
     expect(r.code).toBe(19);
-    expect(readFileSync(join(ws.root, "runtime-owned.txt"), "utf8")).toBe("docker-state");
+    expect(readFileSync(onHost(join(ws.root, "runtime-owned.txt")), "utf8")).toBe("docker-state");
     const cat = await ws.run({ argv: ["/bin/cat", "runtime-owned.txt"] });
     expect(exitOf(cat)).toEqual({ code: 0, signal: null });
     expect(cat.stdout.toString()).toBe("docker-state");
@@ -37,7 +39,7 @@ describe("exec, pipes mode, over SSH", () => {
   it("raw bytes: NUL, invalid UTF-8 and stdin EOF pass unchanged", async () => {
     const script =
       "process.stdin.on('data',d=>process.stdout.write(d));process.stdin.on('end',()=>{process.stdout.write(Buffer.from([0,0x6f,0x75,0x74,0xff]));process.stderr.write(Buffer.from([0x65,0x72,0x72,0]));})";
-    const r = await ws.run({ argv: [process.execPath, "-e", script] }, { stdin: Buffer.from("raw\0stdin\n") });
+    const r = await ws.run({ argv: [rig().remoteNode, "-e", script] }, { stdin: Buffer.from("raw\0stdin\n") });
     expect(exitOf(r)).toEqual({ code: 0, signal: null });
     expect(r.stdout).toEqual(Buffer.concat([Buffer.from("raw\0stdin\n"), Buffer.from([0, 0x6f, 0x75, 0x74, 0xff])]));
     expect(Buffer.from(r.stderr, "utf8").subarray(0, 3).toString()).toBe("err");
@@ -113,7 +115,7 @@ describe("exec, pipes mode, over SSH", () => {
     const procs = await ws.processes();
     const sleeper = procs.filter((p) => p.command.includes("sleep 35"));
     expect(sleeper.length).toBe(1);
-    process.kill(sleeper[0]!.pid, "SIGKILL");
+    requireView().kill(sleeper[0]!.pid, "SIGKILL");
   });
 
   it("C2: an exit right at `started` is never lost", async () => {
@@ -188,7 +190,7 @@ describe("exec, pipes mode, over SSH", () => {
     expect(r.code).not.toBe(0);
     expect(r.fd4).toBe("");
     expect(r.stderr).toContain("SSH workspace runtime owner mismatch");
-    expect(existsSync(join(ws.root, "foreign-marker"))).toBe(false);
+    expect(existsSync(onHost(join(ws.root, "foreign-marker")))).toBe(false);
   });
 
   it.each([

@@ -4,13 +4,13 @@
 // a PTY exec its terminal: owned by the host daemon through python3 or util-linux `script`, and
 // sshd's own pty where the host has neither (forced with a test hook that hides the programs).
 import { createHash, randomBytes } from "node:crypto";
-import { existsSync, readFileSync, readdirSync, utimesSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { ExecWorkspace, eventually, exitOf, secretLeaks } from "../support/exec.js";
-import { hostProcesses } from "../support/host-processes.js";
-import { removeScratch, scriptOnlyPath } from "../terminal/scenarios.js";
 import { needs, skipUnless, unless } from "../support/needs.js";
+import { rig } from "../rig/rig.js";
+import { onHost, requireView } from "../support/host-view.js";
 
 const PROBE =
   "process.stdin.setEncoding('utf8');process.stdout.write(`${process.cwd()}|${process.stdout.isTTY}|${process.stdout.columns}x${process.stdout.rows}|λ`);process.stdin.once('data',data=>{process.stdout.write(`|${data.trim()}|${process.stdout.columns}x${process.stdout.rows}`);process.exit(6)})";
@@ -19,20 +19,31 @@ const PROBE =
 const MODES = [
   {
     mode: "a terminal the host daemon owns (python3)",
-    searchPath: (): string | undefined => undefined,
+    searchPath: (_ws: ExecWorkspace): string | undefined => undefined,
     parent: /python3? -I -S \S*terminal-relay\.py/,
     need: () => needs.hostCommand("python3", "the host daemon's terminal relay runs on the host's python3"),
   },
   {
     mode: "a terminal the host daemon owns (util-linux script)",
-    searchPath: scriptOnlyPath,
+    searchPath: hostScriptOnlyPath,
     parent: /terminal-script-child\.cjs/,
     need: () => needs.utilLinuxScript("the host daemon's terminal fallback"),
   },
-  { mode: "sshd's pty (the host has no way to own one)", searchPath: () => "", parent: /agent\.cjs pty-attach/, need: needs.serverPty },
+  {
+    mode: "sshd's pty (the host has no way to own one)",
+    searchPath: (_ws: ExecWorkspace) => "",
+    parent: /agent\.cjs pty-attach/,
+    need: needs.serverPty,
+  },
 ];
 
-afterAll(removeScratch);
+/** A directory on the host beside the workspace's root with only util-linux script and stty in it. */
+function hostScriptOnlyPath(ws: ExecWorkspace): string {
+  const bin = `${ws.configuredRoot}-script-only-bin`;
+  mkdirSync(onHost(bin), { recursive: true, mode: 0o755 });
+  for (const name of ["script", "stty"]) symlinkSync(`/usr/bin/${name}`, onHost(join(bin, name)));
+  return bin;
+}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -41,7 +52,7 @@ describe.each(MODES)("exec, PTY mode, over SSH, on $mode", ({ searchPath, parent
   const ws = new ExecWorkspace("exec-pty");
   beforeAll(async () => {
     if (unmet) return;
-    ws.terminalSearchPath = searchPath();
+    ws.terminalSearchPath = searchPath(ws);
     await ws.create();
   });
   afterAll(() => (unmet ? undefined : ws.cleanup()));
@@ -56,7 +67,7 @@ describe.each(MODES)("exec, PTY mode, over SSH, on $mode", ({ searchPath, parent
   });
 
   it("A21: size probe sees a tty of the initial size, then the resized one", async () => {
-    const h = ws.start({ argv: [process.execPath, "-e", PROBE], env: { PATH: "/usr/local/bin:/usr/bin:/bin" }, stdio: pty });
+    const h = ws.start({ argv: [rig().remoteNode, "-e", PROBE], env: { PATH: "/usr/local/bin:/usr/bin:/bin" }, stdio: pty });
     await h.waitOutput(`${ws.root}|true|80x24|λ`, 10_000);
     h.sendControl({ type: "resize", protocolVersion: 1, id: 1, rows: 39, cols: 103 });
     await h.waitEvent("resized", 1000);
@@ -78,7 +89,7 @@ describe.each(MODES)("exec, PTY mode, over SSH, on $mode", ({ searchPath, parent
     if (ws.terminalSearchPath !== "") ctx.skip("not applicable: only sshd's pty uses rendezvous sockets");
     const first = await ws.run({ argv: ["/bin/true"], stdio: pty });
     expect(exitOf(first)).toEqual({ code: 0, signal: null });
-    const run = join(ws.configuredRoot, "run");
+    const run = onHost(join(ws.configuredRoot, "run"));
     const stale = join(run, "0".repeat(32) + ".sock");
     const fresh = join(run, "1".repeat(32) + ".sock");
     writeFileSync(stale, "");
@@ -98,7 +109,7 @@ describe.each(MODES)("exec, PTY mode, over SSH, on $mode", ({ searchPath, parent
   it("back-to-back resizes are acknowledged in order, each once applied; the program sees the last", async () => {
     const script =
       "process.stdin.setEncoding('utf8');process.stdout.write('go');process.stdin.once('data',()=>{process.stdout.write(`alive|${process.stdout.columns}x${process.stdout.rows}`);process.exit(0)})";
-    const h = ws.start({ argv: [process.execPath, "-e", script], stdio: pty });
+    const h = ws.start({ argv: [rig().remoteNode, "-e", script], stdio: pty });
     await h.waitOutput("go");
     h.sendControl({ type: "resize", protocolVersion: 1, id: 1, rows: 41, cols: 99 });
     h.sendControl({ type: "resize", protocolVersion: 1, id: 2, rows: 37, cols: 101 });
@@ -235,15 +246,17 @@ describe.each(MODES)("exec, PTY mode, over SSH, on $mode", ({ searchPath, parent
     expect(workload).toHaveLength(1);
     expect(secretLeaks(secret, ws.configuredRoot, new Set(workload))).toEqual({ argv: [], environ: [], files: [] });
     // The terminal's owner: the workload's parent (the relay, our script child, or pty-attach).
-    const owner = Number(readFileSync(`/proc/${workload[0]}/stat`, "utf8").split(") ")[1]!.split(" ")[1]);
+    const view = requireView();
+    const owner = view.processes().find((p) => p.pid === workload[0])!.ppid;
     expect(
-      hostProcesses()
+      view
+        .processes()
         .find((p) => p.pid === owner)
         ?.argv.join(" "),
     ).toContain(`${ws.configuredRoot}/agent/`);
     process.kill(-h.child.pid!, "SIGKILL");
     const left = await eventually(
-      async () => ({ procs: await ws.processes(), owner: hostProcesses().some((p) => p.pid === owner) }),
+      async () => ({ procs: await ws.processes(), owner: view.processes().some((p) => p.pid === owner) }),
       (x) => x.procs.length === 0 && !x.owner,
       8000,
     );

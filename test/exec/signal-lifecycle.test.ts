@@ -1,13 +1,14 @@
 // The `signal` operation and the workspace process set over the real sshd: docs/contract.md#scenarios
 // C1, S1, S2, S5–S8, and the process states of A17/A27.
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ExecWorkspace, eventually, exitOf, newExecId, sleep } from "../support/exec.js";
 import { execRecordPath, readRecordFile } from "../../src/remote-agent/exec/records.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
-import { isGone } from "../../src/shared/proc-stat.js";
+import { rig } from "../rig/rig.js";
+import { onHost, requireView, startOnHost } from "../support/host-view.js";
 
 const STUBBORN = "process.on('SIGTERM',()=>{});console.log('stubborn-ready');setInterval(()=>{},1000)";
 
@@ -21,12 +22,12 @@ describe("signal operation and process set over SSH", () => {
   beforeAll(() => ws.create());
   afterAll(() => ws.cleanup());
 
-  const recordOf = (execId: string) => readRecordFile(execRecordPath(workspaceLayout(ws.configuredRoot, ws.workspaceId), execId));
+  const recordOf = (execId: string) => readRecordFile(onHost(execRecordPath(workspaceLayout(ws.configuredRoot, ws.workspaceId), execId)));
 
   it("S5/A27: SIGKILL through `signal` ends a SIGTERM-ignoring workload and the workload is gone when `signal` exits", async () => {
     const times: number[] = [];
     for (let i = 0; i < 5; i++) {
-      const h = ws.start({ argv: [process.execPath, "-e", STUBBORN] });
+      const h = ws.start({ argv: [rig().remoteNode, "-e", STUBBORN] });
       await h.waitOutput("stubborn-ready");
       const pid = recordOf(h.execId)!.pid!;
       const r = await ws.signal(h.execId, "SIGKILL");
@@ -34,7 +35,7 @@ describe("signal operation and process set over SSH", () => {
       expect(r.code).toBe(0);
       times.push(r.ms);
       // Gone by the time signal exits (dead; a zombie not yet reaped by its agent counts as gone).
-      expect(isGone(pid)).toBe(true);
+      expect(requireView().isGone(pid)).toBe(true);
       const done = await h.done;
       expect(exitOf(done)).toEqual({ code: null, signal: "SIGKILL" });
     }
@@ -81,16 +82,17 @@ describe("signal operation and process set over SSH", () => {
     const h = ws.start({ argv: ["/bin/true"] });
     expect(exitOf(await h.done)).toEqual({ code: 0, signal: null });
     // Forge a running record pointing at an unrelated live process with a different start time.
-    const bystander = spawn("/bin/sleep", ["30"], { stdio: "ignore" });
-    const path = execRecordPath(workspaceLayout(ws.configuredRoot, ws.workspaceId), h.execId);
+    // An unrelated process of the same user on the host.
+    const view = requireView();
+    const bystander = startOnHost(rig().user, ["/bin/sleep", "30"]);
+    const path = onHost(execRecordPath(workspaceLayout(ws.configuredRoot, ws.workspaceId), h.execId));
     const rec = JSON.parse(readFileSync(path, "utf8")) as Record<string, unknown>;
-    const forged = { ...rec, state: "running", pid: bystander.pid, pgid: bystander.pid, sid: bystander.pid };
+    const forged = { ...rec, state: "running", pid: bystander, pgid: bystander, sid: bystander };
     execFileSync("/bin/sh", ["-c", `cat > '${path}'`], { input: JSON.stringify(forged) });
     const r = await ws.signal(h.execId, "SIGKILL");
     expect(r.code).toBe(0);
-    expect(bystander.exitCode).toBeNull();
-    expect(() => process.kill(bystander.pid!, 0)).not.toThrow();
-    bystander.kill("SIGKILL");
+    expect(view.isGone(bystander)).toBe(false);
+    view.kill(bystander, "SIGKILL");
   });
 
   it("C1: SIGTERM right after launch, before the identity is published, ends the workload within 1.5 s (six times)", async () => {
@@ -158,7 +160,7 @@ describe("signal operation and process set over SSH", () => {
   it("A27: Paseo's stop sequence (SIGTERM ignored, 1 s, signal SIGKILL, wrapper group SIGKILL) then pause", async () => {
     const bystander = ws.start({ argv: ["/bin/sh", "-c", "echo ready; exec sleep 36"], env: { PATH: "/usr/bin:/bin" } });
     await bystander.waitOutput("ready");
-    const h = ws.start({ argv: [process.execPath, "-e", STUBBORN] });
+    const h = ws.start({ argv: [rig().remoteNode, "-e", STUBBORN] });
     await h.waitOutput("stubborn-ready");
     const t0 = Date.now();
     h.child.kill("SIGTERM");
@@ -199,7 +201,7 @@ describe("signal operation and process set over SSH", () => {
     await h.waitOutput("ready");
     const pidOf = async (cmd: string) => (await ws.processes()).find((p) => p.command === cmd)!;
     const suspended = await pidOf("sleep 42");
-    process.kill(suspended.pid, "SIGSTOP");
+    requireView().kill(suspended.pid, "SIGSTOP");
     await eventually(
       () => pidOf("sleep 42"),
       (p) => p.state === "T",
@@ -213,7 +215,7 @@ describe("signal operation and process set over SSH", () => {
     expect((await pidOf("sleep 43")).state).not.toBe("T");
     h.child.kill("SIGTERM");
     expect(exitOf(await h.done)).toEqual({ code: null, signal: "SIGTERM" });
-    process.kill(suspended.pid, "SIGKILL");
+    requireView().kill(suspended.pid, "SIGKILL");
   });
 
   it("processes of an exec whose supervising daemon died while paused are reaped by the next daemon, never revived", async () => {
@@ -221,7 +223,7 @@ describe("signal operation and process set over SSH", () => {
     await h.waitOutput("ready");
     expect((await ws.lifecycle("pause")).code).toBe(0);
     const daemonPid = recordOf(h.execId)!.agentPid;
-    process.kill(daemonPid, "SIGKILL");
+    requireView().kill(daemonPid, "SIGKILL");
     const r = await h.done;
     expect(r.events.map((e) => e.type)).toEqual(["started", "error"]);
     // The wrapper's re-attach reaches a new daemon, whose start-up sweep reaped the orphan first.
@@ -236,7 +238,7 @@ describe("signal operation and process set over SSH", () => {
   it("S1/A17/A18: pause stops a setsid loop (state T, file stops growing); resume continues it; exec refused while paused", async () => {
     const loop = "setsid sh -c 'while :; do date +%s%N >> tick.txt; sleep 0.1; done' </dev/null >/dev/null 2>&1 &";
     expect(exitOf(await ws.run({ argv: ["/bin/sh", "-c", loop], env: { PATH: "/usr/bin:/bin" } }))).toEqual({ code: 0, signal: null });
-    const tick = join(ws.root, "tick.txt");
+    const tick = onHost(join(ws.root, "tick.txt"));
     await eventually(
       () => statSync(tick, { throwIfNoEntry: false })?.size ?? 0,
       (n) => n > 0,

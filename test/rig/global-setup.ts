@@ -81,29 +81,54 @@ function ensureUser(user: string): string {
 
 type RigFacts = Omit<RigInfo, "tmpDir" | "runId">;
 
+/** A command's stdout inside the compose container (docker exec, as root). */
+function inContainer(container: string, argv: string[]): string {
+  return sh("docker", ["exec", container, ...argv]).trim();
+}
+
+/** The known_hosts keys (`type base64`) recorded for host:port. */
+function knownKeysOf(file: string, host: string, port: number): string[] {
+  const name = port === 22 ? host : `[${host}]:${port}`;
+  return readFileSync(file, "utf8")
+    .split("\n")
+    .map((line) => line.trim().split(/\s+/))
+    .filter(([names]) => names?.split(",").includes(name))
+    .map(([, type, key]) => `${type} ${key}`);
+}
+
 function externalRig(tmpDir: string): RigFacts {
   const env = process.env;
   const knownHostsFile = env.PASEO_TEST_SSH_KNOWN_HOSTS ?? join(userInfo().homedir, ".ssh", "known_hosts");
   const hashed = join(tmpDir, "known_hosts.hashed");
   copyFileSync(knownHostsFile, hashed);
   sh("ssh-keygen", ["-H", "-f", hashed]);
+  const host = env.PASEO_TEST_SSH_HOST!;
+  const port = Number(env.PASEO_TEST_SSH_PORT ?? 22);
+  const user = env.PASEO_TEST_SSH_USER ?? userInfo().username;
+  const container = env.PASEO_TEST_SSH_CONTAINER || null;
+  // The compose image (test/docker/) is the rig's server: the same users, the same rc noise.
+  const passwd = (name: string) => (container ? inContainer(container, ["getent", "passwd", name]).split(":") : null);
+  const hasNoisy = container !== null && sh("docker", ["exec", container, "sh", "-c", `getent passwd ${NOISY_USER} || true`]).trim() !== "";
   return {
     server: "external",
-    serverBecause: `PASEO_TEST_SSH_HOST=${env.PASEO_TEST_SSH_HOST}`,
+    serverBecause: container ? `PASEO_TEST_SSH_HOST=${host}, container ${container.slice(0, 12)}` : `PASEO_TEST_SSH_HOST=${host}`,
     external: true,
-    host: env.PASEO_TEST_SSH_HOST!,
-    port: Number(env.PASEO_TEST_SSH_PORT ?? 22),
-    user: env.PASEO_TEST_SSH_USER ?? userInfo().username,
+    container,
+    // The login user's node: the container's through a login shell's PATH; elsewhere `node` by name.
+    remoteNode: container ? inContainer(container, ["su", "-l", user, "-c", "command -v node"]) : "node",
+    host,
+    port,
+    user,
     identityFile: env.PASEO_TEST_SSH_IDENTITY ?? join(userInfo().homedir, ".ssh", "id_ed25519"),
     encryptedIdentityFile: null,
     encryptedPassphrase: ENCRYPTED_KEY_PASSPHRASE,
     knownHostsFile,
     hashedKnownHostsFile: hashed,
-    hostPublicKeys: [],
+    hostPublicKeys: knownKeysOf(knownHostsFile, host, port),
     sshdLog: null,
-    remoteHome: null,
-    noisyUser: null,
-    noisyUserSkipReason: "external host: no rc-noise user",
+    remoteHome: passwd(user)?.[5] ?? null,
+    noisyUser: hasNoisy ? NOISY_USER : null,
+    noisyUserSkipReason: hasNoisy ? null : "external host: no rc-noise user",
     ptySkipReason: null,
   };
 }
@@ -163,6 +188,8 @@ async function localRig(tmpDir: string): Promise<LocalServer> {
       server: choice.server,
       serverBecause: choice.because,
       external: false,
+      container: null,
+      remoteNode: process.execPath,
       host: "127.0.0.1",
       port,
       user,

@@ -10,6 +10,13 @@ export interface RigInfo {
   serverBecause: string;
   /** True when PASEO_TEST_SSH_HOST points the tests at a host we did not start. */
   external: boolean;
+  /**
+   * The Docker container that external host is (PASEO_TEST_SSH_CONTAINER, set by npm run
+   * test:compose): tests look inside it through test/support/host-view.ts. Null otherwise.
+   */
+  container: string | null;
+  /** The host's node, as its login user finds it: remote programs are named as the host has them. */
+  remoteNode: string;
   host: string;
   port: number;
   user: string;

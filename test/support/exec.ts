@@ -16,6 +16,7 @@ import { rigOptions } from "../rig/rig.js";
 import { seedRepo } from "../fixtures/repo.js";
 import { dirInput, suiteRoot } from "./workspace.js";
 import { setExecHooks } from "./test-hooks.js";
+import { requireView } from "./host-view.js";
 
 export type ProcessEvent = ReturnType<typeof decodeFrames<typeof ProcessEventSchema>>[number];
 export type Stdio = { kind: "pipes" } | { kind: "pty"; rows: number; cols: number; term?: string };
@@ -224,7 +225,7 @@ export class ExecWorkspace {
   async cleanup(): Promise<void> {
     await this.lifecycle("destroy").catch(() => undefined);
     if (this.base) rmSync(this.base, { recursive: true, force: true });
-    rmSync(this.configuredRoot, { recursive: true, force: true });
+    rmSync(requireView().path(this.configuredRoot), { recursive: true, force: true });
   }
 }
 
@@ -312,17 +313,21 @@ export async function eventually<T>(check: () => Promise<T> | T, ok: (v: T) => b
 }
 
 /**
- * Where a secret shows up on this machine (the rig's remote host is local): any process argv, any
- * process environment except `allowed` pids (the workload's own), any file under `root`.
+ * Where a secret shows up on this machine or the host: any process argv, any process environment
+ * except `allowed` pids (the workload's own), any file under the host's `root`.
  */
 export function secretLeaks(secret: string, root: string, allowed: Set<number>): { argv: string[]; environ: string[]; files: string[] } {
   const found = { argv: [] as string[], environ: [] as string[], files: [] as string[] };
+  // Every process of this machine: the local side's and the host's (the compose container's too,
+  // by this machine's pids); `allowed` names host pids.
+  const view = requireView();
+  const allowedHere = new Set([...allowed].map((pid) => view.localPid(pid)));
   for (const name of readdirSync("/proc")) {
     if (!/^\d+$/.test(name)) continue;
     try {
       const cmdline = readFileSync(`/proc/${name}/cmdline`);
       if (cmdline.includes(secret)) found.argv.push(`${name}: ${cmdline.toString().replace(/\0/g, " ")}`);
-      if (!allowed.has(Number(name)) && readFileSync(`/proc/${name}/environ`).includes(secret)) {
+      if (!allowedHere.has(Number(name)) && readFileSync(`/proc/${name}/environ`).includes(secret)) {
         found.environ.push(`${name}: ${cmdline.toString().replace(/\0/g, " ")}`);
       }
     } catch {
@@ -337,6 +342,6 @@ export function secretLeaks(secret: string, root: string, allowed: Set<number>):
       else if (st?.isFile() && st.size < 50_000_000 && readFileSync(p).includes(secret)) found.files.push(p);
     }
   };
-  walk(root);
+  walk(view.path(root));
   return found;
 }

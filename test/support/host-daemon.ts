@@ -1,7 +1,7 @@
-// What the host daemon tests share: the runtime's own processes on the host for a root (from
-// /proc), a workspace's end-of-test check that nothing of the runtime runs for it any more, and a
+// What the host daemon tests share: the runtime's own processes on the host for a root (through
+// host-view.ts), a workspace's end-of-test check that nothing of the runtime runs for it any more, and a
 // fault proxy in front of the rig's sshd with runtime options that reach the host through it.
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
@@ -9,6 +9,7 @@ import { startDelayProxy, type DelayProxy } from "../../bench/delay-proxy.mjs";
 import { stopBroker } from "./broker.js";
 import type { ExecWorkspace } from "./exec.js";
 import { rig, waitFor } from "../rig/rig.js";
+import { requireView } from "./host-view.js";
 
 export interface HostProc {
   pid: number;
@@ -16,34 +17,18 @@ export interface HostProc {
   args: string;
 }
 
-function uidOf(user: string): number {
-  const line = readFileSync("/etc/passwd", "utf8")
-    .split("\n")
-    .find((l) => l.startsWith(`${user}:`));
-  return Number(line?.split(":")[2] ?? -1);
-}
-
 /**
  * The runtime's own processes on the host for `root` (daemon, relay, daemon-up, pty-attach: every
- * process of the login user running the installed agent), read from /proc. Workloads and sshd
- * do not run the agent and are not counted.
+ * process of the login user running the installed agent), seen through host-view.ts. Workloads
+ * and sshd do not run the agent and are not counted.
  */
 export function runtimeProcesses(root: string): HostProc[] {
-  const uid = uidOf(rig().user);
-  const found: HostProc[] = [];
-  for (const name of readdirSync("/proc")) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const status = readFileSync(`/proc/${name}/status`, "utf8");
-      if (Number(/^Uid:\s+(\d+)/m.exec(status)?.[1]) !== uid || /^State:\s+Z/m.test(status)) continue;
-      const args = readFileSync(`/proc/${name}/cmdline`, "utf8").split("\0").join(" ").trim();
-      if (!args.includes(`${root}/agent/`)) continue;
-      found.push({ pid: Number(name), rssKiB: Number(/^VmRSS:\s+(\d+)/m.exec(status)?.[1] ?? 0), args });
-    } catch {
-      // ended during the scan
-    }
-  }
-  return found;
+  const view = requireView();
+  const { uid } = view.idsOf(rig().user);
+  return view
+    .processes()
+    .filter((p) => p.uid === uid && p.state !== "Z" && p.argv.join(" ").includes(`${root}/agent/`))
+    .map((p) => ({ pid: p.pid, rssKiB: p.rssKiB, args: p.argv.join(" ") }));
 }
 
 export function daemonsOf(root: string): HostProc[] {

@@ -1,30 +1,13 @@
-// What the tests see of processes on the (local) remote host through /proc, as root: command
-// lines, working directories, and waiting for a process to appear. Linux only.
-import { readdirSync, readFileSync, readlinkSync } from "node:fs";
+// What the tests see of processes on the remote host (through host-view.ts: this machine's /proc
+// on the local rig, the container's processes for the compose host): command lines, working
+// directories, and waiting for a process to appear. Linux only.
+import { requireView, type HostProcess } from "./host-view.js";
 
-export interface HostProcess {
-  pid: number;
-  argv: string[];
-  cwd: string | null;
-}
+export type { HostProcess };
 
-function readOr<T>(read: () => T, fallback: T): T {
-  try {
-    return read();
-  } catch {
-    return fallback; // the process ended mid-scan
-  }
-}
-
-/** Every process visible now, with its argv (empty for kernel threads) and working directory. */
+/** Every process visible now on the host, with its argv (empty for kernel threads) and working directory. */
 export function hostProcesses(): HostProcess[] {
-  return readdirSync("/proc")
-    .filter((n) => /^\d+$/.test(n))
-    .map((n) => ({
-      pid: Number(n),
-      argv: readOr(() => readFileSync(`/proc/${n}/cmdline`, "utf8").split("\0").filter(Boolean), [] as string[]),
-      cwd: readOr(() => readlinkSync(`/proc/${n}/cwd`), null as string | null),
-    }));
+  return requireView().processes();
 }
 
 /**

@@ -7,6 +7,7 @@ import { expect } from "vitest";
 import { agentBundle } from "../../src/transport/bootstrap.js";
 import { ExecWorkspace, exitOf, type ExecResult } from "./exec.js";
 import { finish, throughProxy } from "./host-daemon.js";
+import { onHost } from "./host-view.js";
 
 export const PATH = { PATH: "/usr/bin:/bin" };
 
@@ -26,7 +27,7 @@ export async function expectOneToN(h: { done: Promise<ExecResult> }, n: number, 
 }
 
 export function daemonLog(ws: ExecWorkspace): string {
-  return readFileSync(join(ws.configuredRoot, "run", `daemon-${agentBundle().hash}.log`), "utf8");
+  return readFileSync(onHost(join(ws.configuredRoot, "run", `daemon-${agentBundle().hash}.log`)), "utf8");
 }
 
 type Cleanups = Array<() => Promise<void> | void>;

@@ -1,11 +1,12 @@
 // Turns on the agent's test-only delays (src/remote-agent/test-hooks.ts) for one workspace or one
-// exec by writing `<root>/test-hooks.json` directly on the host: the rig's remote host is this
-// machine, and nothing the runtime sends can switch them on.
-import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+// exec by writing `<root>/test-hooks.json` directly on the host (seen from the inside through
+// host-view.ts: this machine, or the compose container), and nothing the runtime sends can switch
+// them on.
+import { chownSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { TEST_HOOKS_FILE } from "../../src/remote-agent/test-hooks.js";
 import { rig } from "../rig/rig.js";
+import { requireView } from "./host-view.js";
 
 export interface WorkspaceHooks {
   beforeClaimMs?: number;
@@ -20,12 +21,15 @@ export interface ExecHooks {
 
 function write(root: string, section: "workspaces" | "execs" | "host", id: string, hooks: object): void {
   if (!root.startsWith("/")) throw new Error(`test hooks need an absolute root, got ${root}`);
-  if (!existsSync(root)) {
+  const view = requireView();
+  const here = view.path(root);
+  if (!existsSync(here)) {
     // Created for the agent's user, as its first operation would have.
-    mkdirSync(root, { recursive: true, mode: 0o700 });
-    execFileSync("chown", [`${rig().user}:`, root]);
+    mkdirSync(here, { recursive: true, mode: 0o700 });
+    const { uid, gid } = view.idsOf(rig().user);
+    chownSync(here, uid, gid);
   }
-  const path = join(root, TEST_HOOKS_FILE);
+  const path = join(here, TEST_HOOKS_FILE);
   const all = existsSync(path) ? (JSON.parse(readFileSync(path, "utf8")) as Record<string, Record<string, object>>) : {};
   all[section] = { ...all[section], [id]: hooks };
   writeFileSync(`${path}.tmp`, JSON.stringify(all), { mode: 0o644 });

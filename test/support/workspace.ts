@@ -3,10 +3,10 @@
 // Every call runs the built CLI (run `npm run build` first) against the real sshd rig.
 import { join } from "node:path";
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { statSync } from "node:fs";
 import type { CreateInput, InspectionResponse, LifecycleRequest, Options, StateResponse } from "../../src/contract/schemas.js";
 import { CLI_PATH, lifecycleRequest, runCli, TEST_RUNTIME_INSTANCE_ID } from "./run-cli.js";
 import { rig, rigOptions } from "../rig/rig.js";
+import { hostView } from "./host-view.js";
 import { randomBytes } from "node:crypto";
 
 export const OWNER = TEST_RUNTIME_INSTANCE_ID;
@@ -119,26 +119,21 @@ export function bytesSent(stderr: string): number {
 }
 
 /**
- * Runs git in a remote checkout as the workspace's own (remote) user, the way workloads do: through
- * setpriv when that is another user (the suite runs as root), directly when it is us (not root).
+ * Runs git in a remote checkout as the workspace's own (remote) user, the way workloads do, through
+ * the host view (host-view.ts: setpriv only when that user is not us; docker exec on the container).
  */
 export function gitAsRemoteUser(checkout: string, args: string[]): string {
-  const st = statSync(checkout);
-  const [cmd, argv] =
-    st.uid === process.getuid?.()
-      ? ["git", args]
-      : ["setpriv", [`--reuid=${st.uid}`, `--regid=${st.gid}`, "--init-groups", "git", ...args]];
-  return execFileSync(cmd, argv, {
+  return hostView()!.run(rig().user, ["git", ...args], {
     cwd: checkout,
     env: {
-      PATH: process.env.PATH,
+      PATH: "/usr/local/bin:/usr/bin:/bin",
       HOME: "/tmp",
       GIT_AUTHOR_NAME: "Remote",
       GIT_AUTHOR_EMAIL: "remote@example.com",
       GIT_COMMITTER_NAME: "Remote",
       GIT_COMMITTER_EMAIL: "remote@example.com",
     },
-  }).toString();
+  });
 }
 
 export interface RunningCli {

@@ -9,11 +9,12 @@ import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync }
 import { randomBytes } from "node:crypto";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { CreateInput } from "../../src/contract/schemas.js";
 import { gitSourceAccess, redactUrl } from "../../src/remote-agent/workspace/git-credentials.js";
 import { gitSourceRepo } from "../fixtures/repo.js";
 import { hostProcesses } from "../support/host-processes.js";
+import { onHost } from "../support/host-view.js";
 import { rig } from "../rig/rig.js";
 import { cliDriver, type Driver } from "../support/workspace.js";
 import { needs, unless } from "../support/needs.js";
@@ -85,83 +86,85 @@ function filesContaining(dir: string, needle: string): string[] {
   return hits;
 }
 
-const onThisHost = unless(needs.localHost("looks for the credentials in the host's files and processes"));
+describe(
+  "credentials in a git source URL over SSH",
+  unless(needs.localHost("its git server listens on this machine's loopback, which another host cannot reach")),
+  () => {
+    let base: string;
+    let d: Driver;
+    let git: ReturnType<typeof authGitServer>;
+    let origin: string;
 
-describe("credentials in a git source URL over SSH", onThisHost, () => {
-  let base: string;
-  let d: Driver;
-  let git: ReturnType<typeof authGitServer>;
-  let origin: string;
+    const input = (workspaceId: string, token: string): CreateInput => ({
+      workspaceId,
+      project: { projectId: "cred-project", source: { kind: "git", url: `http://${USER}:${token}@${origin}/source.git`, revision: "" } },
+      placement: { kind: "existing" },
+    });
 
-  const input = (workspaceId: string, token: string): CreateInput => ({
-    workspaceId,
-    project: { projectId: "cred-project", source: { kind: "git", url: `http://${USER}:${token}@${origin}/source.git`, revision: "" } },
-    placement: { kind: "existing" },
-  });
-
-  /** Runs `fn` while collecting every host command line that mentions the server or `secret`. */
-  async function watchingCommandLines<T>(secret: string, fn: () => Promise<T>): Promise<{ result: T; lines: string[] }> {
-    const lines = new Set<string>();
-    let on = true;
-    const scan = (async () => {
-      while (on) {
-        for (const p of hostProcesses()) {
-          const line = p.argv.join(" ");
-          if (line.includes(secret) || line.includes(origin)) lines.add(line);
+    /** Runs `fn` while collecting every host command line that mentions the server or `secret`. */
+    async function watchingCommandLines<T>(secret: string, fn: () => Promise<T>): Promise<{ result: T; lines: string[] }> {
+      const lines = new Set<string>();
+      let on = true;
+      const scan = (async () => {
+        while (on) {
+          for (const p of hostProcesses()) {
+            const line = p.argv.join(" ");
+            if (line.includes(secret) || line.includes(origin)) lines.add(line);
+          }
+          await new Promise((r) => setTimeout(r, 5));
         }
-        await new Promise((r) => setTimeout(r, 5));
+      })();
+      try {
+        return { result: await fn(), lines: [...lines] };
+      } finally {
+        on = false;
+        await scan;
       }
-    })();
-    try {
-      return { result: await fn(), lines: [...lines] };
-    } finally {
-      on = false;
-      await scan;
     }
-  }
 
-  beforeAll(async () => {
-    base = mkdtempSync(join(tmpdir(), "paseo-ws-cred-"));
-    gitSourceRepo(base);
-    git = authGitServer(base);
-    await new Promise<void>((resolve) => git.server.listen(0, "127.0.0.1", resolve));
-    origin = `127.0.0.1:${(git.server.address() as { port: number }).port}`;
-    d = cliDriver("cred");
-  });
-  afterAll(async () => {
-    await new Promise((resolve) => git.server.close(resolve));
-    rmSync(base, { recursive: true, force: true });
-    rmSync(d.root, { recursive: true, force: true });
-  });
+    beforeAll(async () => {
+      base = mkdtempSync(join(tmpdir(), "paseo-ws-cred-"));
+      gitSourceRepo(base);
+      git = authGitServer(base);
+      await new Promise<void>((resolve) => git.server.listen(0, "127.0.0.1", resolve));
+      origin = `127.0.0.1:${(git.server.address() as { port: number }).port}`;
+      d = cliDriver("cred");
+    });
+    afterAll(async () => {
+      await new Promise((resolve) => git.server.close(resolve));
+      rmSync(base, { recursive: true, force: true });
+      rmSync(onHost(d.root), { recursive: true, force: true });
+    });
 
-  it("the token authenticates the fetch but is in no command line, file or message on the host", async () => {
-    const { result: r, lines } = await watchingCommandLines(TOKEN, () => d.create(input("cred-ok", TOKEN)));
-    expect(r.message).toBe("");
-    expect(readFileSync(join(r.value!.placement.cwd, "packages", "app", "marker.txt"), "utf8")).toBe("default\n");
-    expect(git.authorized()).toBeGreaterThan(0);
-    // The scan did see git talking to the server (ls-remote and fetch, and their http helper)...
-    expect(lines.some((l) => l.includes("git-remote-http") && l.includes(origin))).toBe(true);
-    // ...and never the token.
-    expect(lines.filter((l) => l.includes(TOKEN))).toEqual([]);
-    expect(filesContaining(d.root, TOKEN)).toEqual([]);
-    const home = rig().remoteHome!;
-    for (const f of [".git-credentials", ".gitconfig"]) {
-      if (existsSync(join(home, f))) expect(readFileSync(join(home, f), "utf8")).not.toContain(TOKEN);
-    }
-    expect(JSON.stringify(r.value)).not.toContain(TOKEN);
-    expect((await d.op("destroy", "cred-ok")).ok).toBe(true);
-  });
+    it("the token authenticates the fetch but is in no command line, file or message on the host", async () => {
+      const { result: r, lines } = await watchingCommandLines(TOKEN, () => d.create(input("cred-ok", TOKEN)));
+      expect(r.message).toBe("");
+      expect(readFileSync(join(r.value!.placement.cwd, "packages", "app", "marker.txt"), "utf8")).toBe("default\n");
+      expect(git.authorized()).toBeGreaterThan(0);
+      // The scan did see git talking to the server (ls-remote and fetch, and their http helper)...
+      expect(lines.some((l) => l.includes("git-remote-http") && l.includes(origin))).toBe(true);
+      // ...and never the token.
+      expect(lines.filter((l) => l.includes(TOKEN))).toEqual([]);
+      expect(filesContaining(d.root, TOKEN)).toEqual([]);
+      const home = rig().remoteHome!;
+      for (const f of [".git-credentials", ".gitconfig"]) {
+        if (existsSync(join(home, f))) expect(readFileSync(join(home, f), "utf8")).not.toContain(TOKEN);
+      }
+      expect(JSON.stringify(r.value)).not.toContain(TOKEN);
+      expect((await d.op("destroy", "cred-ok")).ok).toBe(true);
+    });
 
-  it("a wrong token fails with a line that shows neither token", async () => {
-    const wrong = `bad${randomBytes(12).toString("hex")}`;
-    const { result: r, lines } = await watchingCommandLines(wrong, () => d.create(input("cred-bad", wrong)));
-    expect(r.ok).toBe(false);
-    expect(r.message).toMatch(/^git ls-remote failed \(exit 128\): .*Authentication failed/);
-    expect(r.stderr).not.toContain(wrong);
-    expect(lines.filter((l) => l.includes(wrong))).toEqual([]);
-    expect(existsSync(join(d.root, "workspaces")) ? readdirSync(join(d.root, "workspaces")) : []).toEqual([]);
-  });
-});
+    it("a wrong token fails with a line that shows neither token", async () => {
+      const wrong = `bad${randomBytes(12).toString("hex")}`;
+      const { result: r, lines } = await watchingCommandLines(wrong, () => d.create(input("cred-bad", wrong)));
+      expect(r.ok).toBe(false);
+      expect(r.message).toMatch(/^git ls-remote failed \(exit 128\): .*Authentication failed/);
+      expect(r.stderr).not.toContain(wrong);
+      expect(lines.filter((l) => l.includes(wrong))).toEqual([]);
+      expect(existsSync(onHost(join(d.root, "workspaces"))) ? readdirSync(onHost(join(d.root, "workspaces"))) : []).toEqual([]);
+    });
+  },
+);
 
 describe("splitting credentials off a git source URL", () => {
   it("http-like URLs lose all userinfo to the helper's environment; percent-encoding is decoded", () => {

@@ -1,15 +1,17 @@
 // Scenario G over SSH: git URL sources are fetched on the remote host into a URL-keyed cache;
 // revision "" checks out the default branch, a branch name that branch, a sha a detached HEAD;
 // the subdirectory becomes the workspace root.
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
-import { gitIn, gitSourceRepo } from "../fixtures/repo.js";
-import { cliDriver, type Driver } from "../support/workspace.js";
+import { gitSourceRepo } from "../fixtures/repo.js";
+import { cliDriver, suiteRoot, type Driver } from "../support/workspace.js";
 import { rig } from "../rig/rig.js";
 import type { CreateInput } from "../../src/contract/schemas.js";
+import { hostGit, onHost, requireView } from "../support/host-view.js";
 
 function gitInput(workspaceId: string, url: string, revision: string, subdirectory?: string): CreateInput {
   return {
@@ -26,13 +28,20 @@ describe("git URL sources over SSH", () => {
 
   beforeAll(() => {
     base = mkdtempSync(join(tmpdir(), "paseo-ws-git-"));
-    // Git refuses repositories owned by another user; the remote user owns this one.
-    src = gitSourceRepo(base, rig().user);
+    const made = gitSourceRepo(base);
+    // The host fetches the source by its path there; git refuses repositories owned by another
+    // user, so the remote user owns its copy.
+    const bare = join(suiteRoot("git-src"), "source.git");
+    cpSync(made.bare, onHost(bare), { recursive: true });
+    const { uid, gid } = requireView().idsOf(rig().user);
+    execFileSync("chown", ["-R", `${uid}:${gid}`, onHost(dirname(bare))]);
+    src = { ...made, bare, url: `file://${bare}` };
     d = cliDriver("git");
   });
   afterAll(() => {
     rmSync(base, { recursive: true, force: true });
-    rmSync(d.root, { recursive: true, force: true });
+    rmSync(onHost(d.root), { recursive: true, force: true });
+    rmSync(onHost(dirname(src.bare)), { recursive: true, force: true });
   });
 
   it("G1: the default revision lands on the default branch; the subdirectory is the root", async () => {
@@ -40,10 +49,10 @@ describe("git URL sources over SSH", () => {
     expect(r.message).toBe("");
     const checkout = workspaceLayout(d.root, "g-default").checkout;
     expect(r.value?.placement.cwd).toBe(join(checkout, "packages", "app"));
-    expect(readFileSync(join(r.value!.placement.cwd, "marker.txt"), "utf8")).toBe("default\n");
-    expect(gitIn(checkout, ["symbolic-ref", "--short", "HEAD"]).trim()).toBe("main");
-    expect(gitIn(checkout, ["rev-parse", "HEAD"]).trim()).toBe(src.tip);
-    expect(gitIn(checkout, ["rev-parse", "--abbrev-ref", "main@{upstream}"]).trim()).toBe("origin/main");
+    expect(readFileSync(onHost(join(r.value!.placement.cwd, "marker.txt")), "utf8")).toBe("default\n");
+    expect(hostGit(checkout, ["symbolic-ref", "--short", "HEAD"]).trim()).toBe("main");
+    expect(hostGit(checkout, ["rev-parse", "HEAD"]).trim()).toBe(src.tip);
+    expect(hostGit(checkout, ["rev-parse", "--abbrev-ref", "main@{upstream}"]).trim()).toBe("origin/main");
     expect(r.value?.state.lifecycleEnvironment?.PASEO_BRANCH_NAME).toBe("main");
     expect(JSON.stringify(r.value)).not.toContain(src.url);
     expect((await d.op("merge-to-base", "g-default")).message).toBe(
@@ -56,9 +65,9 @@ describe("git URL sources over SSH", () => {
     const r = await d.create(gitInput("g-pinned", src.url, src.pinned, "packages/app"));
     expect(r.message).toBe("");
     const checkout = workspaceLayout(d.root, "g-pinned").checkout;
-    expect(readFileSync(join(r.value!.placement.cwd, "marker.txt"), "utf8")).toBe("pinned\n");
-    expect(gitIn(checkout, ["rev-parse", "HEAD"]).trim()).toBe(src.pinned);
-    expect(() => gitIn(checkout, ["symbolic-ref", "-q", "HEAD"])).toThrow();
+    expect(readFileSync(onHost(join(r.value!.placement.cwd, "marker.txt")), "utf8")).toBe("pinned\n");
+    expect(hostGit(checkout, ["rev-parse", "HEAD"]).trim()).toBe(src.pinned);
+    expect(() => hostGit(checkout, ["symbolic-ref", "-q", "HEAD"])).toThrow();
     expect(r.value?.state.lifecycleEnvironment?.PASEO_BRANCH_NAME).toBe("");
     expect((await d.op("destroy", "g-pinned")).ok).toBe(true);
   });
@@ -66,7 +75,7 @@ describe("git URL sources over SSH", () => {
   it("a branch revision checks out that branch", async () => {
     const r = await d.create(gitInput("g-branch", src.url, "main"));
     expect(r.value?.placement.cwd).toBe(workspaceLayout(d.root, "g-branch").checkout);
-    expect(gitIn(r.value!.placement.cwd, ["symbolic-ref", "--short", "HEAD"]).trim()).toBe("main");
+    expect(hostGit(r.value!.placement.cwd, ["symbolic-ref", "--short", "HEAD"]).trim()).toBe("main");
     expect((await d.op("destroy", "g-branch")).ok).toBe(true);
   });
 
@@ -77,11 +86,11 @@ describe("git URL sources over SSH", () => {
     });
     expect(branch.message).toBe("");
     const b = workspaceLayout(d.root, "g-place-b").checkout;
-    expect(gitIn(b, ["symbolic-ref", "--short", "HEAD"]).trim()).toBe("feat");
-    expect(gitIn(b, ["rev-parse", "HEAD"]).trim()).toBe(src.pinned);
+    expect(hostGit(b, ["symbolic-ref", "--short", "HEAD"]).trim()).toBe("feat");
+    expect(hostGit(b, ["rev-parse", "HEAD"]).trim()).toBe(src.pinned);
     expect(branch.value?.state.lifecycleEnvironment?.PASEO_BRANCH_NAME).toBe("feat");
     const co = await d.create({ ...gitInput("g-place-c", src.url, ""), placement: { kind: "checkout", ref: src.tip } });
-    expect(gitIn(workspaceLayout(d.root, "g-place-c").checkout, ["rev-parse", "HEAD"]).trim()).toBe(src.tip);
+    expect(hostGit(workspaceLayout(d.root, "g-place-c").checkout, ["rev-parse", "HEAD"]).trim()).toBe(src.tip);
     expect(co.value?.state.lifecycleEnvironment?.PASEO_BRANCH_NAME).toBe("");
     for (const id of ["g-place-b", "g-place-c"]) expect((await d.op("destroy", id)).ok).toBe(true);
   });
@@ -89,12 +98,12 @@ describe("git URL sources over SSH", () => {
   it("an unknown revision fails and leaves nothing", async () => {
     const r = await d.create(gitInput("g-unknown", src.url, "no-such-branch"));
     expect(r.message).toBe("Git revision not found at the source: no-such-branch");
-    expect(existsSync(workspaceLayout(d.root, "g-unknown").dir)).toBe(false);
+    expect(existsSync(onHost(workspaceLayout(d.root, "g-unknown").dir))).toBe(false);
   });
 
   it("a subdirectory escaping the checkout is refused before anything is created", async () => {
     const r = await d.create(gitInput("g-escape", src.url, "", "../x"));
     expect(r.message).toBe("Workspace cwd escapes its root");
-    expect(existsSync(workspaceLayout(d.root, "g-escape").dir)).toBe(false);
+    expect(existsSync(onHost(workspaceLayout(d.root, "g-escape").dir))).toBe(false);
   });
 });

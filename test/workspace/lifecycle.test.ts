@@ -10,6 +10,7 @@ import { commitAll, gitIn, seedRepo, type FixtureRepo } from "../fixtures/repo.j
 import { lifecycleRequest } from "../support/run-cli.js";
 import { cliDriver, dirInput, gitAsRemoteUser, startCli, type Driver } from "../support/workspace.js";
 import { releaseWorkspaceHooks, setWorkspaceHooks } from "../support/test-hooks.js";
+import { onHost } from "../support/host-view.js";
 
 const OK_LINE = '{"type":"ok","protocolVersion":1}\n';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -26,7 +27,7 @@ describe("pause, resume and the extras over SSH", () => {
   });
   afterAll(() => {
     rmSync(base, { recursive: true, force: true });
-    rmSync(d.root, { recursive: true, force: true });
+    rmSync(onHost(d.root), { recursive: true, force: true });
   });
 
   it("pause and resume are durable and idempotent; create on a paused workspace reports it paused", async () => {
@@ -35,7 +36,7 @@ describe("pause, resume and the extras over SSH", () => {
     const pause = await d.op("pause", "life-a");
     expect(pause.stdout).toBe(OK_LINE);
     expect((await d.op("pause", "life-a")).stdout).toBe(OK_LINE);
-    const manifest = JSON.parse(readFileSync(workspaceLayout(d.root, "life-a").manifest, "utf8")) as { phase: string };
+    const manifest = JSON.parse(readFileSync(onHost(workspaceLayout(d.root, "life-a").manifest), "utf8")) as { phase: string };
     expect(manifest.phase).toBe("paused");
     expect((await d.inspect("life-a")).value?.inspection).toMatchObject({ status: "paused", state: { lifecycle: "paused" } });
     const again = await d.create(dirInput("life-a", fixture.path));
@@ -66,10 +67,10 @@ describe("pause, resume and the extras over SSH", () => {
     const refused = await d.op("release-backing", "life-a");
     expect(refused.ok).toBe(false);
     expect(refused.message).toBe("SSH workspace is ready; pause it before releasing its backing: life-a");
-    expect(existsSync(workspaceLayout(d.root, "life-a").checkout)).toBe(true);
+    expect(existsSync(onHost(workspaceLayout(d.root, "life-a").checkout))).toBe(true);
     expect((await d.op("pause", "life-a")).ok).toBe(true);
     expect((await d.op("release-backing", "life-a")).stdout).toBe(OK_LINE);
-    expect(existsSync(workspaceLayout(d.root, "life-a").dir)).toBe(false);
+    expect(existsSync(onHost(workspaceLayout(d.root, "life-a").dir))).toBe(false);
     expect((await d.inspect("life-a")).value?.inspection).toEqual({ status: "missing" });
     expect((await d.op("release-backing", "life-a")).stdout).toBe(OK_LINE);
   });
@@ -77,7 +78,7 @@ describe("pause, resume and the extras over SSH", () => {
   it("merge-to-base brings committed work back and fast-forwards the base branch; refuses a diverged base", async () => {
     expect((await d.create(dirInput("life-m", fixture.path))).ok).toBe(true);
     const checkout = workspaceLayout(d.root, "life-m").checkout;
-    writeFileSync(join(checkout, "committed.txt"), "merged from the workspace\n");
+    writeFileSync(onHost(join(checkout, "committed.txt")), "merged from the workspace\n");
     gitAsRemoteUser(checkout, ["commit", "-q", "-am", "workspace work"]);
     const head = gitAsRemoteUser(checkout, ["rev-parse", "HEAD"]).trim();
 
@@ -93,7 +94,7 @@ describe("pause, resume and the extras over SSH", () => {
     // The base moves on locally while the workspace commits again: no silent merge.
     writeFileSync(join(fixture.path, "local.txt"), "local\n");
     const local = commitAll(fixture.path, "local work");
-    writeFileSync(join(checkout, "committed.txt"), "second\n");
+    writeFileSync(onHost(join(checkout, "committed.txt")), "second\n");
     gitAsRemoteUser(checkout, ["commit", "-q", "-am", "more workspace work"]);
     const refused = await d.op("merge-to-base", "life-m");
     expect(refused.ok).toBe(false);
@@ -113,8 +114,8 @@ describe("pause, resume and the extras over SSH", () => {
       setWorkspaceHooks(d.root, id, { afterClaimMs: 60_000 });
       const run = startCli(["create", "--workspace-id", id], lifecycleRequest(d.options, { input: dirInput(id, fixture.path) }));
       const lock = join(workspaceLayout(d.root, id).dir, "create.lock");
-      for (let i = 0; i < 500 && !existsSync(lock); i++) await sleep(20);
-      expect(existsSync(lock)).toBe(true);
+      for (let i = 0; i < 500 && !existsSync(onHost(lock)); i++) await sleep(20);
+      expect(existsSync(onHost(lock))).toBe(true);
       run.child.kill("SIGKILL");
       await run.done;
     };
@@ -122,17 +123,17 @@ describe("pause, resume and the extras over SSH", () => {
     await killDuringClaim("kill-a");
     expect((await d.inspect("kill-a")).value?.inspection).toEqual({ status: "error", message: "SSH workspace is incomplete: kill-a" });
     expect((await d.op("destroy", "kill-a")).stdout).toBe(OK_LINE);
-    expect(existsSync(workspaceLayout(d.root, "kill-a").dir)).toBe(false);
+    expect(existsSync(onHost(workspaceLayout(d.root, "kill-a").dir))).toBe(false);
     releaseWorkspaceHooks(d.root, "kill-a");
 
     // Released, kill-b's agent finds nobody listening and rolls its claim back by itself.
     await killDuringClaim("kill-b");
     releaseWorkspaceHooks(d.root, "kill-b");
     const killB = workspaceLayout(d.root, "kill-b").dir;
-    for (let i = 0; i < 1500 && existsSync(killB); i++) await sleep(20);
-    expect(existsSync(killB)).toBe(false);
+    for (let i = 0; i < 1500 && existsSync(onHost(killB)); i++) await sleep(20);
+    expect(existsSync(onHost(killB))).toBe(false);
     expect((await d.inspect("kill-b")).value?.inspection).toEqual({ status: "missing" });
     // kill-a's agent finished its hook meanwhile and must not have resurrected anything.
-    expect(existsSync(workspaceLayout(d.root, "kill-a").dir)).toBe(false);
+    expect(existsSync(onHost(workspaceLayout(d.root, "kill-a").dir))).toBe(false);
   });
 });

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { commitAll, gitIn, LARGE_BIN_SIZE, localRepoFingerprint, seedRepo, treeSnapshot, type FixtureRepo } from "../fixtures/repo.js";
 import { bytesSent, dirInput, gitAsRemoteUser, progressLines, cliDriver, type Driver } from "../support/workspace.js";
+import { hostGit, onHost } from "../support/host-view.js";
 
 const PROGRESS = { PASEO_SSH_PROGRESS: "1" };
 
@@ -25,7 +26,7 @@ describe("directory source materialization over SSH", () => {
   });
   afterAll(() => {
     rmSync(base, { recursive: true, force: true });
-    rmSync(d.root, { recursive: true, force: true });
+    rmSync(onHost(d.root), { recursive: true, force: true });
   });
 
   it("A1/A2/A9/A25: creates a clean checkout on main with committed content only", async () => {
@@ -54,17 +55,19 @@ describe("directory source materialization over SSH", () => {
     });
     expect(JSON.stringify(r.value)).not.toMatch(/root|revision|executionDomainId/);
     // A real repository on branch main, clean, with origin usable for fetch.
-    expect(gitIn(checkout, ["symbolic-ref", "--short", "HEAD"]).trim()).toBe("main");
-    expect(gitIn(checkout, ["rev-parse", "HEAD"]).trim()).toBe(fixture.commit);
-    expect(gitIn(checkout, ["status", "--porcelain"])).toBe("");
-    expect(existsSync(join(checkout, ".env"))).toBe(false);
-    expect(readFileSync(join(checkout, "committed.txt"), "utf8")).toBe("committed\n");
-    expect(readFileSync(join(checkout, "large.bin")).equals(Buffer.alloc(LARGE_BIN_SIZE, 0xa5))).toBe(true);
-    expect(lstatSync(join(checkout, "outside-link")).isSymbolicLink()).toBe(true);
-    expect(readlinkSync(join(checkout, "outside-link"))).toBe("/etc/passwd");
-    expect(statSync(join(checkout, "fixture-agent.mjs")).mode & 0o111).toBe(0o111 & statSync(join(fixture.path, "fixture-agent.mjs")).mode);
+    expect(hostGit(checkout, ["symbolic-ref", "--short", "HEAD"]).trim()).toBe("main");
+    expect(hostGit(checkout, ["rev-parse", "HEAD"]).trim()).toBe(fixture.commit);
+    expect(hostGit(checkout, ["status", "--porcelain"])).toBe("");
+    expect(existsSync(onHost(join(checkout, ".env")))).toBe(false);
+    expect(readFileSync(onHost(join(checkout, "committed.txt")), "utf8")).toBe("committed\n");
+    expect(readFileSync(onHost(join(checkout, "large.bin"))).equals(Buffer.alloc(LARGE_BIN_SIZE, 0xa5))).toBe(true);
+    expect(lstatSync(onHost(join(checkout, "outside-link"))).isSymbolicLink()).toBe(true);
+    expect(readlinkSync(onHost(join(checkout, "outside-link")))).toBe("/etc/passwd");
+    expect(statSync(onHost(join(checkout, "fixture-agent.mjs"))).mode & 0o111).toBe(
+      0o111 & statSync(join(fixture.path, "fixture-agent.mjs")).mode,
+    );
     // No identity was configured for the workspace (A5 sets its own).
-    expect(() => gitIn(checkout, ["config", "--local", "user.email"])).toThrow();
+    expect(() => hostGit(checkout, ["config", "--local", "user.email"])).toThrow();
     // The Paseo-host repository is untouched: not one file of .git changed (not even the index),
     // no refs, no config, status exactly `?? .env`.
     expect(treeSnapshot(join(fixture.path, ".git"))).toBe(gitDirBefore);
@@ -87,7 +90,7 @@ describe("directory source materialization over SSH", () => {
     const git = (...args: string[]) => gitAsRemoteUser(checkout, args);
     git("config", "user.email", "test@example.com");
     git("config", "user.name", "Paseo Test");
-    writeFileSync(join(checkout, "committed.txt"), "container-change");
+    writeFileSync(onHost(join(checkout, "committed.txt")), "container-change");
     git("add", "-A");
     git("commit", "-q", "-m", "container change");
     git("branch", "container-branch", "main");
@@ -114,7 +117,7 @@ describe("directory source materialization over SSH", () => {
     expect(progressLines(first.stderr).map((p) => p.phase)).toEqual(["connect", "negotiate", "objects-sent", "checkout", "done"]);
 
     expect((await d.op("destroy", "mat-a")).ok).toBe(true);
-    expect(existsSync(workspaceLayout(d.root, "mat-a").dir)).toBe(false);
+    expect(existsSync(onHost(workspaceLayout(d.root, "mat-a").dir))).toBe(false);
     writeFileSync(join(fixture.path, "committed.txt"), "v2\n");
     const v2 = commitAll(fixture.path, "v2");
     const again = await d.create(dirInput("mat-a", fixture.path), { env: PROGRESS });
@@ -124,18 +127,18 @@ describe("directory source materialization over SSH", () => {
     expect(delta).toBeGreaterThan(0);
     expect(delta).toBeLessThan(full);
     console.log(`delta after one commit: ${delta} bytes (a full pack of HEAD is ${full})`);
-    expect(gitIn(workspaceLayout(d.root, "mat-a").checkout, ["rev-parse", "HEAD"]).trim()).toBe(v2);
-    expect(readFileSync(join(workspaceLayout(d.root, "mat-a").checkout, "committed.txt"), "utf8")).toBe("v2\n");
-    expect(readFileSync(join(workspaceLayout(d.root, "mat-b").checkout, "committed.txt"), "utf8")).toBe("committed\n");
+    expect(hostGit(workspaceLayout(d.root, "mat-a").checkout, ["rev-parse", "HEAD"]).trim()).toBe(v2);
+    expect(readFileSync(onHost(join(workspaceLayout(d.root, "mat-a").checkout, "committed.txt")), "utf8")).toBe("v2\n");
+    expect(readFileSync(onHost(join(workspaceLayout(d.root, "mat-b").checkout, "committed.txt")), "utf8")).toBe("committed\n");
   });
 
   it("A10/A28: remote changes never reach the host repo; destroy removes the directory and is idempotent", async () => {
     const checkout = workspaceLayout(d.root, "mat-b").checkout;
-    writeFileSync(join(checkout, "runtime-owned.txt"), "x");
-    writeFileSync(join(checkout, "committed.txt"), "container-change");
+    writeFileSync(onHost(join(checkout, "runtime-owned.txt")), "x");
+    writeFileSync(onHost(join(checkout, "committed.txt")), "container-change");
     expect((await d.op("destroy", "mat-b")).ok).toBe(true);
     expect((await d.op("destroy", "mat-b")).ok).toBe(true);
-    expect(existsSync(workspaceLayout(d.root, "mat-b").dir)).toBe(false);
+    expect(existsSync(onHost(workspaceLayout(d.root, "mat-b").dir))).toBe(false);
     expect(existsSync(join(fixture.path, "runtime-owned.txt"))).toBe(false);
     expect(readFileSync(join(fixture.path, "committed.txt"), "utf8")).toBe("v2\n");
     expect((await d.inspect("mat-b")).value?.inspection).toEqual({ status: "missing" });
@@ -146,7 +149,7 @@ describe("directory source materialization over SSH", () => {
     const r = await d.create(dirInput("mat-probe", fixture.path, { kind: "existing" }, { purpose: "discovery" }));
     expect(r.value?.state.lifecycleEnvironment?.PASEO_BRANCH_NAME).toBe("main");
     expect(r.value?.materializedFreshContent).toBe(true);
-    expect(JSON.parse(readFileSync(workspaceLayout(d.root, "mat-probe").manifest, "utf8")).purpose).toBe("discovery");
+    expect(JSON.parse(readFileSync(onHost(workspaceLayout(d.root, "mat-probe").manifest), "utf8")).purpose).toBe("discovery");
     expect((await d.op("destroy", "mat-probe")).ok).toBe(true);
   });
 });

@@ -14,6 +14,7 @@ import type { RemoteHost } from "../../src/transport/host.js";
 import type { MergeInfo } from "../../src/shared/agent-api.js";
 import { gitIn, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { cliDriver, dirInput, gitAsRemoteUser, OWNER, type Driver } from "../support/workspace.js";
+import { onHost } from "../support/host-view.js";
 
 describe("merge-to-base with a host that rewrites its manifest", () => {
   let base: string;
@@ -31,22 +32,22 @@ describe("merge-to-base with a host that rewrites its manifest", () => {
   });
   afterAll(() => {
     rmSync(base, { recursive: true, force: true });
-    rmSync(d.root, { recursive: true, force: true });
+    rmSync(onHost(d.root), { recursive: true, force: true });
   });
 
   it("a target moved to another repository or branch, or unsealed, is refused and nothing local moves", async () => {
     expect((await d.create(dirInput("tamper", fixture.path))).ok).toBe(true);
     const checkout = workspaceLayout(d.root, "tamper").checkout;
-    writeFileSync(join(checkout, "committed.txt"), "from the workspace\n");
+    writeFileSync(onHost(join(checkout, "committed.txt")), "from the workspace\n");
     gitAsRemoteUser(checkout, ["commit", "-q", "-am", "workspace work"]);
     const head = gitAsRemoteUser(checkout, ["rev-parse", "HEAD"]).trim();
     gitIn(fixture.path, ["branch", "side"]);
 
     const manifest = workspaceLayout(d.root, "tamper").manifest;
-    const genuine = readFileSync(manifest, "utf8");
+    const genuine = readFileSync(onHost(manifest), "utf8");
     const rewrite = (integration: Record<string, unknown>) => {
       const m = JSON.parse(genuine) as { integration: Record<string, unknown> };
-      writeFileSync(manifest, JSON.stringify({ ...m, integration: { ...m.integration, ...integration } }, null, 2) + "\n");
+      writeFileSync(onHost(manifest), JSON.stringify({ ...m, integration: { ...m.integration, ...integration } }, null, 2) + "\n");
     };
     const refs = () => [gitIn(fixture.path, ["for-each-ref"]), gitIn(other, ["for-each-ref"])];
     const before = refs();
@@ -60,7 +61,7 @@ describe("merge-to-base with a host that rewrites its manifest", () => {
       expect(refs()).toEqual(before);
     }
 
-    writeFileSync(manifest, genuine);
+    writeFileSync(onHost(manifest), genuine);
     const ok = await d.op("merge-to-base", "tamper");
     expect(ok.stdout).toBe(`{"type":"merge-to-base","protocolVersion":1,"localIntegrationTarget":${JSON.stringify(fixture.path)}}\n`);
     expect(gitIn(fixture.path, ["rev-parse", "main"]).trim()).toBe(head);

@@ -14,29 +14,37 @@ import { dirInput, OTHER_OWNER, OWNER, cliDriver, startCli, type Driver } from "
 import { lifecycleRequest, runCli } from "../support/run-cli.js";
 import { releaseWorkspaceHooks, setWorkspaceHooks } from "../support/test-hooks.js";
 import { TEST_HOOKS_FILE } from "../../src/remote-agent/test-hooks.js";
+import { onHost } from "../support/host-view.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function snapshot(dir: string): string {
   return (
-    execFileSync("find", [dir, "-printf", "%p %s %m\\n"]).toString().split("\n").sort().join("\n") +
-    readFileSync(join(dir, "manifest.json"), "utf8")
+    execFileSync("find", [onHost(dir), "-printf", "%p %s %m\\n"])
+      .toString()
+      .split("\n")
+      .sort()
+      .join("\n") + readFileSync(onHost(join(dir, "manifest.json")), "utf8")
   );
 }
 
 function remoteUid(root: string): { uid: number; gid: number } {
-  const st = execFileSync("stat", ["-c", "%u %g", root]).toString().trim().split(" ").map(Number);
+  const st = execFileSync("stat", ["-c", "%u %g", onHost(root)])
+    .toString()
+    .trim()
+    .split(" ")
+    .map(Number);
   return { uid: st[0]!, gid: st[1]! };
 }
 
 /** Plants `<dir>` for `workspaceId` with the given manifest text (null = no manifest, a sentinel only). */
 function plant(root: string, workspaceId: string, manifest: string | null): string {
   const { dir } = workspaceLayout(root, workspaceId);
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, "sentinel"), "foreign\n");
-  if (manifest !== null) writeFileSync(join(dir, "manifest.json"), manifest);
+  mkdirSync(onHost(dir), { recursive: true });
+  writeFileSync(onHost(join(dir, "sentinel")), "foreign\n");
+  if (manifest !== null) writeFileSync(onHost(join(dir, "manifest.json")), manifest);
   const { uid, gid } = remoteUid(root);
-  execFileSync("chown", ["-R", `${uid}:${gid}`, root]);
+  execFileSync("chown", ["-R", `${uid}:${gid}`, onHost(root)]);
   return dir;
 }
 
@@ -72,20 +80,20 @@ describe("ownership, partial state and reconciliation over SSH", () => {
   });
   afterAll(() => {
     rmSync(base, { recursive: true, force: true });
-    rmSync(d.root, { recursive: true, force: true });
+    rmSync(onHost(d.root), { recursive: true, force: true });
   });
 
   it("J1: a directory without a manifest is refused by create, inspect and destroy, and survives", async () => {
     const dir = plant(d.root, "own-j1", null);
-    const before = execFileSync("find", [dir]).toString();
+    const before = execFileSync("find", [onHost(dir)]).toString();
     for (const r of [await d.create(dirInput("own-j1", fixture.path)), await d.inspect("own-j1"), await d.op("destroy", "own-j1")]) {
       expect(r.ok).toBe(false);
       expect(r.message).toBe(`SSH workspace ownership mismatch: ${dir}`);
       expect(r.exitCode).toBe(7);
       expect(r.stdout).toBe("");
     }
-    expect(execFileSync("find", [dir]).toString()).toBe(before);
-    expect(readFileSync(join(dir, "sentinel"), "utf8")).toBe("foreign\n");
+    expect(execFileSync("find", [onHost(dir)]).toString()).toBe(before);
+    expect(readFileSync(onHost(join(dir, "sentinel")), "utf8")).toBe("foreign\n");
   });
 
   it("K1: another runtime instance is refused on every operation and changes nothing", async () => {
@@ -124,10 +132,10 @@ describe("ownership, partial state and reconciliation over SSH", () => {
 
   it("L1: an unreadable manifest is refused", async () => {
     const dir = plant(d.root, "own-l1-unreadable", manifestFor("own-l1-unreadable", OWNER));
-    chmodSync(join(dir, "manifest.json"), 0o000);
+    chmodSync(onHost(join(dir, "manifest.json")), 0o000);
     expect((await d.inspect("own-l1-unreadable")).message).toBe(`SSH workspace ownership mismatch: ${dir}`);
     expect((await d.op("destroy", "own-l1-unreadable")).message).toBe(`SSH workspace ownership mismatch: ${dir}`);
-    expect(existsSync(join(dir, "sentinel"))).toBe(true);
+    expect(existsSync(onHost(join(dir, "sentinel")))).toBe(true);
   });
 
   it("L2: an owned materializing leftover inspects as incomplete, is re-materialized by create, removed by destroy", async () => {
@@ -138,10 +146,10 @@ describe("ownership, partial state and reconciliation over SSH", () => {
     expect(r.value?.materializedFreshContent).toBe(true);
     expect((await d.inspect("own-l2")).value?.inspection.status).toBe("ready");
     // A second leftover, this time cleaned by destroy.
-    rmSync(dir, { recursive: true, force: true });
+    rmSync(onHost(dir), { recursive: true, force: true });
     plant(d.root, "own-l2", manifestFor("own-l2", OWNER, "materializing"));
     expect((await d.op("destroy", "own-l2")).ok).toBe(true);
-    expect(existsSync(dir)).toBe(false);
+    expect(existsSync(onHost(dir))).toBe(false);
   });
 
   it("M1: a foreign directory appearing before the claim is refused and left intact", async () => {
@@ -153,13 +161,13 @@ describe("ownership, partial state and reconciliation over SSH", () => {
     // "connect" = the agent is up; the request follows at once and the agent then waits at the hook.
     await run.waitStderr(/"phase":"connect"/);
     await sleep(400);
-    expect(existsSync(dir)).toBe(false);
+    expect(existsSync(onHost(dir))).toBe(false);
     plant(d.root, "own-m1", null);
     releaseWorkspaceHooks(d.root, "own-m1");
     const r = await run.done;
     expect(r.code).toBe(7);
     expect(r.stderr.trim().split("\n").pop()).toBe(`SSH workspace ownership mismatch: ${dir}`);
-    expect(readdirSync(dir).sort()).toEqual(["sentinel"]);
+    expect(readdirSync(onHost(dir)).sort()).toEqual(["sentinel"]);
   });
 
   it("N1: a foreign manifest appearing after the claim is refused and left untouched", async () => {
@@ -168,14 +176,14 @@ describe("ownership, partial state and reconciliation over SSH", () => {
     const pending = d.create(dirInput("own-n1", fixture.path));
     const foreign = manifestFor("own-n1", OTHER_OWNER);
     // The create lock is written right after our manifest: from then on the agent sits in the hook.
-    for (let i = 0; i < 500 && !existsSync(join(dir, "create.lock")); i++) await sleep(20);
-    expect(existsSync(join(dir, "manifest.json"))).toBe(true);
-    writeFileSync(join(dir, "manifest.json"), foreign);
+    for (let i = 0; i < 500 && !existsSync(onHost(join(dir, "create.lock"))); i++) await sleep(20);
+    expect(existsSync(onHost(join(dir, "manifest.json")))).toBe(true);
+    writeFileSync(onHost(join(dir, "manifest.json")), foreign);
     releaseWorkspaceHooks(d.root, "own-n1");
     const r = await pending;
     expect(r.message).toBe(`SSH workspace runtime owner mismatch: ${dir}`);
-    expect(readFileSync(join(dir, "manifest.json"), "utf8")).toBe(foreign);
-    expect(readdirSync(dir).sort()).toEqual(["manifest.json"]);
+    expect(readFileSync(onHost(join(dir, "manifest.json")), "utf8")).toBe(foreign);
+    expect(readdirSync(onHost(dir)).sort()).toEqual(["manifest.json"]);
   });
 
   it("S9: hostile workspace ids stay confined under <root>/workspaces", async () => {
@@ -187,20 +195,20 @@ describe("ownership, partial state and reconciliation over SSH", () => {
       expect(r.value?.placement.cwd.startsWith(join(d.root, "workspaces", "paseo-ws-"))).toBe(true);
     }
     // test-hooks.json is this suite's own (earlier tests planted it), not the runtime's.
-    const made = readdirSync(d.root).filter((n) => n !== TEST_HOOKS_FILE);
+    const made = readdirSync(onHost(d.root)).filter((n) => n !== TEST_HOOKS_FILE);
     expect(made.sort()).toEqual(
-      [".paseo-ssh-root", "agent", "cache", "run", "tmp", "workspaces"].filter((n) => existsSync(join(d.root, n))),
+      [".paseo-ssh-root", "agent", "cache", "run", "tmp", "workspaces"].filter((n) => existsSync(onHost(join(d.root, n)))),
     );
-    expect(existsSync(join(d.root, "..", "x"))).toBe(false);
+    expect(existsSync(onHost(join(d.root, "..", "x")))).toBe(false);
     for (const id of ids) expect((await d.op("destroy", id)).ok).toBe(true);
-    for (const id of ids) expect(existsSync(workspaceLayout(d.root, id).dir)).toBe(false);
+    for (const id of ids) expect(existsSync(onHost(workspaceLayout(d.root, id).dir))).toBe(false);
   });
 
   it("an interrupted create leaves a materializing workspace that destroy cleans", async () => {
     const { dir } = workspaceLayout(d.root, "own-int");
     setWorkspaceHooks(d.root, "own-int", { afterClaimMs: 60_000 });
     const pending = d.create(dirInput("own-int", fixture.path));
-    for (let i = 0; i < 500 && !existsSync(join(dir, "create.lock")); i++) await sleep(20);
+    for (let i = 0; i < 500 && !existsSync(onHost(join(dir, "create.lock"))); i++) await sleep(20);
     expect((await d.inspect("own-int")).value?.inspection).toEqual({ status: "error", message: "SSH workspace is incomplete: own-int" });
     expect((await d.op("destroy", "own-int")).ok).toBe(true);
     releaseWorkspaceHooks(d.root, "own-int");
@@ -208,22 +216,22 @@ describe("ownership, partial state and reconciliation over SSH", () => {
     // The create notices it lost its workspace and fails without resurrecting anything.
     expect(r.ok).toBe(false);
     await sleep(200);
-    expect(existsSync(dir)).toBe(false);
+    expect(existsSync(onHost(dir))).toBe(false);
   });
 
   it("a retried create while the first is still materializing is refused; reconcile leaves it alone; the first completes", async () => {
     const { dir } = workspaceLayout(d.root, "own-twice");
     setWorkspaceHooks(d.root, "own-twice", { afterClaimMs: 60_000 });
     const first = d.create(dirInput("own-twice", fixture.path));
-    for (let i = 0; i < 500 && !existsSync(join(dir, "create.lock")); i++) await sleep(20);
+    for (let i = 0; i < 500 && !existsSync(onHost(join(dir, "create.lock"))); i++) await sleep(20);
     const second = await d.create(dirInput("own-twice", fixture.path));
     expect(second.message).toBe("SSH workspace is being created concurrently: own-twice");
     expect((await d.reconcile(["own-real"])).ok).toBe(true);
-    expect(existsSync(dir)).toBe(true);
+    expect(existsSync(onHost(dir))).toBe(true);
     releaseWorkspaceHooks(d.root, "own-twice");
     const r = await first;
     expect(r.value?.materializedFreshContent).toBe(true);
-    expect(existsSync(join(dir, "create.lock"))).toBe(false);
+    expect(existsSync(onHost(join(dir, "create.lock")))).toBe(false);
     expect((await d.op("destroy", "own-twice")).ok).toBe(true);
   });
 
@@ -258,19 +266,19 @@ describe("ownership, partial state and reconciliation over SSH", () => {
     const a = workspaceLayout(d.root, "X").dir;
     const b = plant(d.root, "X-foreign-b", manifestFor("X-foreign", OWNER)); // wrong name for its id
     const bRenamed = `${workspaceLayout(d.root, "X-foreign").dir}-foreign`;
-    execFileSync("mv", [b, bRenamed]);
+    execFileSync("mv", [onHost(b), onHost(bRenamed)]);
     const c = plant(d.root, "own-p1-c", manifestFor("own-p1-c", OTHER_OWNER));
     // Without workspaceIds every owned workspace would look orphaned: refused, nothing removed.
     const bare = await runCli(["reconcile"], { stdin: lifecycleRequest(d.options), timeoutMs: 60_000 });
     expect(bare.code).toBe(2);
     expect(bare.stdout.toString()).toBe("");
-    expect(existsSync(a)).toBe(true);
+    expect(existsSync(onHost(a))).toBe(true);
     const quiet = await d.reconcile(["own-keep", "own-real"]);
     expect(quiet.ok).toBe(true);
     expect(quiet.stderr).toBe("");
-    expect(existsSync(a)).toBe(false);
-    expect(existsSync(bRenamed)).toBe(true);
-    expect(existsSync(c)).toBe(true);
+    expect(existsSync(onHost(a))).toBe(false);
+    expect(existsSync(onHost(bRenamed))).toBe(true);
+    expect(existsSync(onHost(c))).toBe(true);
     expect((await d.inspect("own-keep")).value?.inspection.status).toBe("ready");
     expect((await d.inspect("own-real")).value?.inspection.status).toBe("ready");
 
@@ -281,8 +289,8 @@ describe("ownership, partial state and reconciliation over SSH", () => {
     ]);
     // Caches: kept while any workspace uses them (even when old), pruned once unused and old.
     const cacheBase = join(d.root, "cache");
-    const caches = () => readdirSync(cacheBase).sort();
-    const age = () => execFileSync("sh", ["-c", `touch -d '1 hour ago' ${cacheBase}/*.git`]);
+    const caches = () => readdirSync(onHost(cacheBase)).sort();
+    const age = () => execFileSync("sh", ["-c", `touch -d '1 hour ago' ${onHost(cacheBase)}/*.git`]);
     expect(caches().length).toBe(1);
     age();
     expect((await d.reconcile(["own-keep", "own-real"])).ok).toBe(true);
@@ -298,8 +306,8 @@ describe("ownership, partial state and reconciliation over SSH", () => {
     age();
     expect((await d.reconcile([])).ok).toBe(true);
     expect(caches()).toEqual([`${key}.git`]);
-    expect(existsSync(foreign)).toBe(true);
-    rmSync(foreign, { recursive: true, force: true });
+    expect(existsSync(onHost(foreign))).toBe(true);
+    rmSync(onHost(foreign), { recursive: true, force: true });
     expect((await d.reconcile([])).ok).toBe(true);
     expect(caches()).toEqual([]);
   });

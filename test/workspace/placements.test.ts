@@ -10,6 +10,7 @@ import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { commitAll, gitIn, localRepoFingerprint, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { cliDriver, dirInput, type Driver } from "../support/workspace.js";
 import type { CreateInput } from "../../src/contract/schemas.js";
+import { hostGit, onHost } from "../support/host-view.js";
 
 describe("placements and relativeCwd over SSH", () => {
   let base: string;
@@ -37,7 +38,7 @@ describe("placements and relativeCwd over SSH", () => {
   });
   afterAll(() => {
     rmSync(base, { recursive: true, force: true });
-    rmSync(d.root, { recursive: true, force: true });
+    rmSync(onHost(d.root), { recursive: true, force: true });
   });
 
   async function expectCheckout(id: string, placement: CreateInput["placement"], commit: string, branch: string): Promise<string> {
@@ -45,12 +46,12 @@ describe("placements and relativeCwd over SSH", () => {
     const r = await d.create(dirInput(id, fixture.path, placement));
     expect(r.message).toBe("");
     const checkout = workspaceLayout(d.root, id).checkout;
-    expect(gitIn(checkout, ["rev-parse", "HEAD"]).trim()).toBe(commit);
-    const sym = branch ? gitIn(checkout, ["symbolic-ref", "--short", "HEAD"]).trim() : "";
+    expect(hostGit(checkout, ["rev-parse", "HEAD"]).trim()).toBe(commit);
+    const sym = branch ? hostGit(checkout, ["symbolic-ref", "--short", "HEAD"]).trim() : "";
     expect(sym).toBe(branch);
-    if (!branch) expect(() => gitIn(checkout, ["symbolic-ref", "-q", "HEAD"])).toThrow();
+    if (!branch) expect(() => hostGit(checkout, ["symbolic-ref", "-q", "HEAD"])).toThrow();
     expect(r.value?.state.lifecycleEnvironment?.PASEO_BRANCH_NAME).toBe(branch);
-    expect(gitIn(checkout, ["status", "--porcelain"])).toBe("");
+    expect(hostGit(checkout, ["status", "--porcelain"])).toBe("");
     expect(localRepoFingerprint(fixture.path)).toEqual(before);
     expect((await d.op("destroy", id)).ok).toBe(true);
     return checkout;
@@ -113,7 +114,7 @@ describe("placements and relativeCwd over SSH", () => {
     );
     expect(r.ok).toBe(false);
     expect(r.message).toMatch(/Cannot resolve change request head "nowhere".*fetch it first/);
-    expect(existsSync(workspaceLayout(d.root, id).dir)).toBe(false);
+    expect(existsSync(onHost(workspaceLayout(d.root, id).dir))).toBe(false);
   });
 
   it("relativeCwd selects a directory inside the checkout", async () => {
@@ -130,20 +131,20 @@ describe("placements and relativeCwd over SSH", () => {
       const r = await d.create(dirInput(id, fixture.path, { kind: "existing", relativeCwd: rel }));
       expect(r.ok).toBe(false);
       expect(r.message).toBe("Workspace cwd escapes its root");
-      expect(existsSync(workspaceLayout(d.root, id).dir)).toBe(false);
+      expect(existsSync(onHost(workspaceLayout(d.root, id).dir))).toBe(false);
     },
   );
 
   it("a committed symlink leading out is refused after checkout and rolled back", async () => {
     const r = await d.create(dirInput("pl-symlink", fixture.path, { kind: "existing", relativeCwd: "escape-link" }));
     expect(r.message).toBe("Workspace cwd escapes its root");
-    expect(existsSync(workspaceLayout(d.root, "pl-symlink").dir)).toBe(false);
+    expect(existsSync(onHost(workspaceLayout(d.root, "pl-symlink").dir))).toBe(false);
     expect((await d.inspect("pl-symlink")).value?.inspection).toEqual({ status: "missing" });
   });
 
   it("a missing relativeCwd fails and leaves nothing", async () => {
     const r = await d.create(dirInput("pl-nodir", fixture.path, { kind: "existing", relativeCwd: "nope" }));
     expect(r.message).toBe("Workspace directory does not exist in the checkout: nope");
-    expect(existsSync(workspaceLayout(d.root, "pl-nodir").dir)).toBe(false);
+    expect(existsSync(onHost(workspaceLayout(d.root, "pl-nodir").dir))).toBe(false);
   });
 });

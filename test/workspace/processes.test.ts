@@ -1,21 +1,20 @@
 // Removal paths reap the workspace's processes (docs/contract.md#scenarios P1, B1/B2 on a
 // paused workspace, release-backing of a paused workspace): driven through the exec harness so
 // the processes are real workload processes started by our exec over the real sshd.
-import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ExecWorkspace, eventually, exitOf } from "../support/exec.js";
+import { onHost, requireView, type HostProcess } from "../support/host-view.js";
 
-/** Pids of live processes whose command line contains `marker` (remote host = this machine). */
-function pidsWith(marker: string): number[] {
-  try {
-    return execFileSync("pgrep", ["-f", marker]).toString().trim().split("\n").filter(Boolean).map(Number);
-  } catch {
-    return [];
-  }
+/** Live processes on the host whose command line contains `marker`. */
+function withMarker(marker: string): HostProcess[] {
+  return requireView()
+    .processes()
+    .filter((p) => p.state !== "Z" && p.argv.join(" ").includes(marker));
 }
+const pidsWith = (marker: string) => withMarker(marker).map((p) => p.pid);
 
 async function startLoop(ws: ExecWorkspace): Promise<string> {
   const marker = `paseo-loop-${randomBytes(4).toString("hex")}`;
@@ -44,7 +43,7 @@ describe("removal reaps the process set", () => {
     const r = await ws.lifecycle("reconcile", { workspaceIds: [] });
     expect(r.code).toBe(0);
     expect(r.stderr).toBe("");
-    expect(existsSync(ws.root)).toBe(false);
+    expect(existsSync(onHost(ws.root))).toBe(false);
     expect(
       await eventually(
         () => pidsWith(marker),
@@ -61,14 +60,14 @@ describe("removal reaps the process set", () => {
     const marker = await startLoop(ws);
     expect((await ws.lifecycle("pause")).code).toBe(0);
     const manifest = join(ws.root, "..", "manifest.json");
-    expect(JSON.parse(readFileSync(manifest, "utf8")).phase).toBe("paused");
-    const states = pidsWith(marker).map((pid) => readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.[0]);
+    expect(JSON.parse(readFileSync(onHost(manifest), "utf8")).phase).toBe("paused");
+    const states = withMarker(marker).map((p) => p.state);
     expect(states.length).toBeGreaterThan(0);
     expect(states.every((s) => s === "T")).toBe(true);
 
     const released = await ws.lifecycle("release-backing");
     expect(released.code).toBe(0);
-    expect(existsSync(ws.root)).toBe(false);
+    expect(existsSync(onHost(ws.root))).toBe(false);
     expect(
       await eventually(
         () => pidsWith(marker),

@@ -12,6 +12,7 @@ import { agentBundle } from "../../src/transport/bootstrap.js";
 import { projectKey } from "../../src/workspace/create-workspace.js";
 import { gitIn, LARGE_BIN_SIZE, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { bytesSent, cliDriver, dirInput, gitAsRemoteUser, type Driver } from "../support/workspace.js";
+import { hostGit, onHost } from "../support/host-view.js";
 
 const PROGRESS = { PASEO_SSH_PROGRESS: "1" };
 
@@ -24,15 +25,15 @@ describe("spare checkouts: the next workspace of a commit without writing its fi
   /** Waits (bounded) until the daemon has a spare of the fixture's commit ready. */
   const spareReady = async (): Promise<string> => {
     const deadline = Date.now() + 60_000;
-    while (!existsSync(join(spare, "committed.txt"))) {
+    while (!existsSync(onHost(join(spare, "committed.txt")))) {
       if (Date.now() > deadline) throw new Error(`no spare checkout at ${spare} within 60 s`);
       await new Promise((r) => setTimeout(r, 100));
     }
     return spare;
   };
   const checkoutOf = (id: string) => workspaceLayout(d.root, id).checkout;
-  const ino = (path: string) => statSync(path).ino;
-  const readDaemonLog = () => readFileSync(join(d.root, "run", `daemon-${agentBundle().hash}.log`), "utf8");
+  const ino = (path: string) => statSync(onHost(path)).ino;
+  const readDaemonLog = () => readFileSync(onHost(join(d.root, "run", `daemon-${agentBundle().hash}.log`)), "utf8");
 
   beforeAll(() => {
     base = mkdtempSync(join(tmpdir(), "paseo-ws-spare-"));
@@ -42,7 +43,7 @@ describe("spare checkouts: the next workspace of a commit without writing its fi
   });
   afterAll(() => {
     rmSync(base, { recursive: true, force: true });
-    rmSync(d.root, { recursive: true, force: true });
+    rmSync(onHost(d.root), { recursive: true, force: true });
   });
 
   it("a second workspace takes the spare: same content and branch, its own files, no objects sent", async () => {
@@ -59,20 +60,20 @@ describe("spare checkouts: the next workspace of a commit without writing its fi
     // The spare itself became the checkout (nothing was written again) ...
     expect(ino(join(b, "committed.txt"))).toBe(taken);
     // ... a real repository on the branch, clean, with the committed content.
-    expect(gitIn(b, ["symbolic-ref", "--short", "HEAD"]).trim()).toBe("main");
-    expect(gitIn(b, ["rev-parse", "HEAD"]).trim()).toBe(fixture.commit);
-    expect(gitIn(b, ["status", "--porcelain"])).toBe("");
-    expect(readFileSync(join(b, "large.bin")).equals(Buffer.alloc(LARGE_BIN_SIZE, 0xa5))).toBe(true);
-    expect(statSync(join(b, "fixture-agent.mjs")).mode & 0o111).toBe(0o111);
+    expect(hostGit(b, ["symbolic-ref", "--short", "HEAD"]).trim()).toBe("main");
+    expect(hostGit(b, ["rev-parse", "HEAD"]).trim()).toBe(fixture.commit);
+    expect(hostGit(b, ["status", "--porcelain"])).toBe("");
+    expect(readFileSync(onHost(join(b, "large.bin"))).equals(Buffer.alloc(LARGE_BIN_SIZE, 0xa5))).toBe(true);
+    expect(statSync(onHost(join(b, "fixture-agent.mjs"))).mode & 0o111).toBe(0o111);
 
     // Independent: no file is shared, and a write in one workspace is not seen in the other.
     for (const f of ["committed.txt", "large.bin", "fixture-agent.mjs"]) expect(ino(join(b, f))).not.toBe(ino(join(a, f)));
-    writeFileSync(join(b, "committed.txt"), "changed in b\n");
-    expect(readFileSync(join(a, "committed.txt"), "utf8")).toBe("committed\n");
-    writeFileSync(join(a, "large.bin"), "changed in a\n");
-    expect(statSync(join(b, "large.bin")).size).toBe(LARGE_BIN_SIZE);
-    expect(gitIn(a, ["status", "--porcelain"])).toBe(" M large.bin\n");
-    expect(gitIn(b, ["status", "--porcelain"])).toBe(" M committed.txt\n");
+    writeFileSync(onHost(join(b, "committed.txt")), "changed in b\n");
+    expect(readFileSync(onHost(join(a, "committed.txt")), "utf8")).toBe("committed\n");
+    writeFileSync(onHost(join(a, "large.bin")), "changed in a\n");
+    expect(statSync(onHost(join(b, "large.bin"))).size).toBe(LARGE_BIN_SIZE);
+    expect(hostGit(a, ["status", "--porcelain"])).toBe(" M large.bin\n");
+    expect(hostGit(b, ["status", "--porcelain"])).toBe(" M committed.txt\n");
     expect(gitAsRemoteUser(b, ["status", "--porcelain"])).toBe(" M committed.txt\n");
   });
 
@@ -85,8 +86,8 @@ describe("spare checkouts: the next workspace of a commit without writing its fi
     const r = await d.create(dirInput(id, fixture.path), { env: PROGRESS });
     expect(r.message).toBe("");
     const c = checkoutOf(id);
-    expect(readFileSync(join(c, "committed.txt"), "utf8")).toBe("committed\n");
-    expect(gitIn(c, ["status", "--porcelain"])).toBe("");
+    expect(readFileSync(onHost(join(c, "committed.txt")), "utf8")).toBe("committed\n");
+    expect(hostGit(c, ["status", "--porcelain"])).toBe("");
     // Refused by the adoption check, so written afresh. (Not told by inode: the refused spare is
     // deleted before the fresh checkout writes its files, and the filesystem may reuse its inodes.)
     expect(thrownAway()).toBe(before + 1);
@@ -94,18 +95,18 @@ describe("spare checkouts: the next workspace of a commit without writing its fi
 
   it("a spare with a file missing is not handed out: that workspace gets a complete fresh checkout", async () => {
     // The second create started a replacement spare in the background.
-    await afterSpoiling("spare-c", (s) => unlinkSync(join(s, "committed.txt")));
+    await afterSpoiling("spare-c", (s) => unlinkSync(onHost(join(s, "committed.txt"))));
   });
 
   it("a spare with a changed file is not handed out either", async () => {
     // Same size, other content: only the content check can tell.
-    await afterSpoiling("spare-d", (s) => writeFileSync(join(s, "committed.txt"), "COMMITTED\n"));
+    await afterSpoiling("spare-d", (s) => writeFileSync(onHost(join(s, "committed.txt")), "COMMITTED\n"));
   });
 
   it("a spare whose index no longer is its commit's is not handed out either", async () => {
     // The file and its index entry agree, so only the comparison with the commit can tell.
     await afterSpoiling("spare-e", (s) => {
-      writeFileSync(join(s, "committed.txt"), "COMMITTED\n");
+      writeFileSync(onHost(join(s, "committed.txt")), "COMMITTED\n");
       gitAsRemoteUser(s, ["add", "committed.txt"]);
     });
   });
@@ -160,10 +161,10 @@ describe("spare checkouts: the next workspace of a commit without writing its fi
   it("a spare unused for 30 minutes is removed by reconcile; the workspaces stay", async () => {
     const s = await spareReady();
     const old = new Date(Date.now() - 31 * 60_000);
-    utimesSync(s, old, old);
+    utimesSync(onHost(s), old, old);
     const ids = ["spare-a", "spare-b", "spare-c", "spare-d", "spare-e", ...tampered];
     expect((await d.reconcile(ids)).ok).toBe(true);
-    expect(existsSync(s)).toBe(false);
-    for (const id of ids) expect(gitIn(checkoutOf(id), ["rev-parse", "HEAD"]).trim()).toBe(fixture.commit);
+    expect(existsSync(onHost(s))).toBe(false);
+    for (const id of ids) expect(hostGit(checkoutOf(id), ["rev-parse", "HEAD"]).trim()).toBe(fixture.commit);
   });
 });
