@@ -4,7 +4,7 @@
 import type { Writable } from "node:stream";
 
 export interface Progress {
-  mark(phase: string, extra?: Record<string, number>): void;
+  mark(phase: string, extra?: Record<string, number | string>): void;
 }
 
 export function createProgress(stderr: Writable, env: NodeJS.ProcessEnv = process.env): Progress {
