@@ -48,7 +48,12 @@ export async function startPoolEndpoint(label: string): Promise<PoolEndpoint> {
   const port = await listen(server, 0);
   const dir = mkdtempSync(join(rig().tmpDir, `pool-${label}-`));
   const knownHostsFile = join(dir, "known_hosts");
-  writeFileSync(knownHostsFile, rig().hostPublicKeys.map((k) => `[127.0.0.1]:${port} ${k.split(" ").slice(0, 2).join(" ")}\n`).join(""));
+  writeFileSync(
+    knownHostsFile,
+    rig()
+      .hostPublicKeys.map((k) => `[127.0.0.1]:${port} ${k.split(" ").slice(0, 2).join(" ")}\n`)
+      .join(""),
+  );
   const root = suiteRoot(`pool-${label}`);
   const closeServer = () =>
     new Promise<void>((resolve) => {
@@ -58,7 +63,11 @@ export async function startPoolEndpoint(label: string): Promise<PoolEndpoint> {
   return {
     port,
     root,
-    entry: (extra = {}) => ({ ...sshd.options(), port, knownHostsFile, root, ...extra }),
+    // connectTimeoutMs is left to the pool's defaults.
+    entry: (extra = {}) => {
+      const { connectTimeoutMs: _, ...own } = sshd.options();
+      return { ...own, port, knownHostsFile, root, ...extra };
+    },
     refuse: closeServer,
     async restore() {
       server = makeServer();

@@ -29,7 +29,11 @@ interface Outcome {
 }
 
 async function op(options: Options, args: string[], extra: Record<string, unknown> = {}): Promise<Outcome> {
-  const r = await runCli(args, { stdin: lifecycleRequest(options, extra), env: { ...process.env, PASEO_SSH_PROGRESS: "1" }, timeoutMs: 120_000 });
+  const r = await runCli(args, {
+    stdin: lifecycleRequest(options, extra),
+    env: { ...process.env, PASEO_SSH_PROGRESS: "1" },
+    timeoutMs: 120_000,
+  });
   const lines = r.stderr.trim().split("\n");
   return { code: r.code, stdout: r.stdout.toString("utf8"), stderr: r.stderr, message: lines[lines.length - 1] ?? "" };
 }
@@ -96,9 +100,9 @@ describe.skipIf(skip !== null)("a pool of three hosts", () => {
     for (const [id, i] of where) {
       const r = await op(options, ["inspect", "--workspace-id", id]);
       expect(r.code, r.stderr).toBe(0);
-      const state = JSON.parse(r.stdout) as { status: string; placement: { cwd: string } };
-      expect(state.status).toBe("ready");
-      expect(state.placement.cwd.startsWith(eps[i]!.root)).toBe(true);
+      const { inspection } = JSON.parse(r.stdout) as { inspection: { status: string; placement: { cwd: string } } };
+      expect(inspection.status).toBe("ready");
+      expect(inspection.placement.cwd.startsWith(eps[i]!.root)).toBe(true);
     }
     // An exec runs on its workspace's host, in its checkout.
     const ws = new ExecWorkspace("pool-exec");
@@ -107,7 +111,7 @@ describe.skipIf(skip !== null)("a pool of three hosts", () => {
     const on = holder(ws.workspaceId);
     expect(on).toHaveLength(1);
     where.set(ws.workspaceId, on[0]!);
-    const result = await ws.start({ argv: ["pwd"] }).finished;
+    const result = await ws.start({ argv: ["pwd"] }).done;
     expect(result.stdout.toString("utf8").trim()).toBe(ws.root);
     expect(ws.root.startsWith(eps[on[0]!]!.root)).toBe(true);
     // Pause and resume reach it too.
@@ -122,7 +126,9 @@ describe.skipIf(skip !== null)("a pool of three hosts", () => {
     expect(readPlacement(TEST_RUNTIME_INSTANCE_ID, id)).toBeNull();
     const r = await op(poolOptions(), ["inspect", "--workspace-id", id]);
     expect(r.code, r.stderr).toBe(0);
-    expect((JSON.parse(r.stdout) as { placement: { cwd: string } }).placement.cwd.startsWith(eps[i]!.root)).toBe(true);
+    expect((JSON.parse(r.stdout) as { inspection: { placement: { cwd: string } } }).inspection.placement.cwd.startsWith(eps[i]!.root)).toBe(
+      true,
+    );
     expect(readPlacement(TEST_RUNTIME_INSTANCE_ID, id)?.label).toContain(`:${eps[i]!.port}`);
   }, 120_000);
 

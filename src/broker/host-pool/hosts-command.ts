@@ -45,7 +45,10 @@ function runBounded(cmd: HostsCommand): Promise<string> {
       failure ??= err;
       child.kill("SIGKILL");
     };
-    const timer = setTimeout(() => stop(new RuntimeError("input", `hostsCommand ${file} did not finish within ${cmd.timeoutMs} ms`)), cmd.timeoutMs);
+    const timer = setTimeout(
+      () => stop(new RuntimeError("input", `hostsCommand ${file} did not finish within ${cmd.timeoutMs} ms`)),
+      cmd.timeoutMs,
+    );
     child.stdout.on("data", (b: Buffer) => {
       size += b.length;
       if (size > MAX_OUTPUT_BYTES) stop(new RuntimeError("input", `hostsCommand ${file} printed more than ${MAX_OUTPUT_BYTES} bytes`));

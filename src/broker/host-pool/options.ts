@@ -65,7 +65,10 @@ function parseHostsCommand(value: unknown): HostsCommand {
 export function parsePoolSpec(raw: Record<string, unknown>): PoolSpec {
   const { hosts, hostsCommand, ...defaults } = raw;
   if ("host" in defaults) {
-    throw new RuntimeError("input", 'Runtime options "host" and "hosts"/"hostsCommand" are exclusive: name each host in an entry of "hosts"');
+    throw new RuntimeError(
+      "input",
+      'Runtime options "host" and "hosts"/"hostsCommand" are exclusive: name each host in an entry of "hosts"',
+    );
   }
   if (hosts !== undefined && hostsCommand !== undefined) {
     throw new RuntimeError("input", 'Runtime options "hosts" and "hostsCommand" are exclusive');

@@ -80,7 +80,12 @@ export function acrossHosts<T>(
 }
 
 /** One agent call on one entry's host. */
-export function callOn<Op extends OneShotOp>(entry: PoolEntry, op: Op, fields: OpRequest<Op>, timeoutMs?: number): Promise<AgentAnswer<Op>> {
+export function callOn<Op extends OneShotOp>(
+  entry: PoolEntry,
+  op: Op,
+  fields: OpRequest<Op>,
+  timeoutMs?: number,
+): Promise<AgentAnswer<Op>> {
   return withHost(entry.options, (host) => host.call(op, fields, timeoutMs));
 }
 
@@ -122,7 +127,11 @@ export interface Placement {
  * full (maxWorkspaces), those without room (`needBytes`) and the unreachable, and takes the lowest
  * score. No candidate: one line naming each host and why.
  */
-export async function placeWorkspace(pool: Pool, projectKey: string | null, needBytes: (load: HostLoad) => Promise<number>): Promise<Placement> {
+export async function placeWorkspace(
+  pool: Pool,
+  projectKey: string | null,
+  needBytes: (load: HostLoad) => Promise<number>,
+): Promise<Placement> {
   const candidates = pool.entries.filter((e) => !e.cordoned);
   const loads = await hostLoads({ entries: candidates }, projectKey, true);
   const reasons = new Map<PoolEntry, string>();
@@ -135,7 +144,8 @@ export async function placeWorkspace(pool: Pool, projectKey: string | null, need
       reasons.set(a.entry, `full (${a.value.workspaces} of maxWorkspaces ${a.entry.maxWorkspaces})`);
     } else {
       const need = await needBytes(a.value);
-      if (a.value.freeBytes !== null && a.value.freeBytes < need) reasons.set(a.entry, `no room (${a.value.freeBytes} bytes free, ${need} needed)`);
+      if (a.value.freeBytes !== null && a.value.freeBytes < need)
+        reasons.set(a.entry, `no room (${a.value.freeBytes} bytes free, ${need} needed)`);
       else fits.push({ entry: a.entry, load: a.value });
     }
   }

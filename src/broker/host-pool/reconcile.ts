@@ -39,7 +39,8 @@ export async function reconcilePool(
     }
     for (const r of a.value.removed) {
       removePlacement(owner, r.workspaceId);
-      if (out.verbose) out.stderr.write(`reconcile: removed orphaned workspace ${JSON.stringify(r.workspaceId)} on ${a.entry.label} (${r.dir})\n`);
+      if (out.verbose)
+        out.stderr.write(`reconcile: removed orphaned workspace ${JSON.stringify(r.workspaceId)} on ${a.entry.label} (${r.dir})\n`);
     }
   }
   // Records of workspaces Paseo no longer knows and no host holds any more.
