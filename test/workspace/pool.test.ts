@@ -151,6 +151,25 @@ describe.skipIf(skip !== null)("a pool of three hosts", () => {
         expect(r.code, r.stderr).toBe(0);
       }
       expect(held(2)).toBe(before);
+      // status: one row per host, the refusing one unreachable; doctor fails naming it.
+      const status = await runCli(["status", "--options", JSON.stringify(options), "--json", "true"], { timeoutMs: 60_000 });
+      expect(status.code).toBe(5);
+      const rows = status.stdout
+        .toString("utf8")
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l) as { host: string; reachable: boolean; load?: { workspaces: number } });
+      expect(rows.map((r) => r.reachable)).toEqual([true, true, false]);
+      expect(rows.map((r) => r.load?.workspaces)).toEqual([held(0), held(1), undefined]);
+      expect(rows[2]!.host).toContain(`:${eps[2]!.port}`);
+      const table = await runCli(["status", "--options", JSON.stringify(poolOptions([{}, { cordoned: true }, {}]))], { timeoutMs: 60_000 });
+      const lines = table.stdout.toString("utf8").split("\n");
+      expect(lines[0]).toMatch(/^HOST\s+REACHABLE\s+LOAD\/CPU\s+FREE DISK\s+MEMORY\s+WORKSPACES\s+EXECS\s+CORDONED$/);
+      expect(lines[2]).toMatch(/ yes\s+\d+\.\d\d\s+.*\s+yes$/);
+      const doctor = await runCli(["doctor", "--options", JSON.stringify(options)], { timeoutMs: 60_000 });
+      expect(doctor.code).toBe(5);
+      expect(doctor.stderr.toString()).toContain(`doctor: 1 host(s) of the pool failed: hosts[2] `);
+      expect(doctor.stdout.toString("utf8").match(/^ok {2}host facts/gm)).toHaveLength(2);
       const onC = [...where].filter(([, i]) => i === 2).map(([id]) => id);
       const r = await op(options, ["inspect", "--workspace-id", onC[0]!]);
       expect(r.code).toBe(5);
