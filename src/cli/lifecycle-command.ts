@@ -31,7 +31,7 @@ export async function readWorkspaceRequest(
   const owner = request.runtimeInstanceId;
   if (isPoolOptions(request.options) && extra.workspaceId !== undefined) {
     // A pool's workspace operation goes straight to the workspace's own host (src/broker/host-pool/).
-    const { locateWorkspace } = await import("../broker/host-pool/pool.js");
+    const { locateWorkspace } = await import("../broker/host-pool/locate.js");
     const at = await locateWorkspace(request.options, owner, extra.workspaceId);
     return { request, options: at.options, owner, hostLabel: at.label };
   }

@@ -40,7 +40,7 @@ export async function runExec(workspaceId: string, io: ExecStreams, deps: ExecDe
   try {
     const envelope = await controls.envelope;
     const options = isPoolOptions(envelope.options)
-      ? (await (await import("../broker/host-pool/pool.js")).locateWorkspace(envelope.options, envelope.runtimeInstanceId, workspaceId))
+      ? (await (await import("../broker/host-pool/locate.js")).locateWorkspace(envelope.options, envelope.runtimeInstanceId, workspaceId))
           .options
       : parseRuntimeOptions(envelope.options);
     const { stdio } = envelope;

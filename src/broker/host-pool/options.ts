@@ -20,6 +20,12 @@ export interface PoolEntry {
   cordoned: boolean;
 }
 
+/** Where a workspace is: its host's options and how messages name it. */
+export interface Located {
+  options: RuntimeOptions;
+  label: string;
+}
+
 export interface HostsCommand {
   argv: string[];
   timeoutMs: number;

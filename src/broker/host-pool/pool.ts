@@ -6,22 +6,10 @@ import { join } from "node:path";
 import { withHost } from "../open-host.js";
 import { withLock } from "../lock.js";
 import { RuntimeError, oneLine } from "../../shared/errors.js";
-import type { RuntimeOptions } from "../../transport/options.js";
-import { parseRuntimeOptions } from "../../transport/options.js";
 import type { AgentAnswer, HostLoad, OneShotOp, OpRequest } from "../../shared/agent-api.js";
-import { parseEntries, parsePoolSpec, type PoolEntry } from "./options.js";
+import { parseEntries, parsePoolSpec, type Located, type PoolEntry } from "./options.js";
 import { loadHostList } from "./hosts-command.js";
-import {
-  markDown,
-  markUp,
-  poolStateDir,
-  readPlacement,
-  recentlyDown,
-  reservations,
-  reserve,
-  writePlacement,
-  type PlacementRecord,
-} from "./state.js";
+import { markDown, markUp, poolStateDir, recentlyDown, reservations, reserve, writePlacement, type PlacementRecord } from "./state.js";
 
 /** Beyond connectTimeoutMs, what one host's answer may take (the agent's own work, a daemon start). */
 const ANSWER_MARGIN_MS = 5_000;
@@ -176,20 +164,12 @@ export function recordPlacement(owner: string, entry: PoolEntry, workspaceId: st
   writePlacement(owner, recordFor(entry, workspaceId));
 }
 
-/** Where a workspace is: its host's options and how messages name it. */
-export interface Located {
-  options: RuntimeOptions;
-  label: string;
-}
-
 /**
- * The host a workspace lives on: from its placement record (no round trip), or, with the record
- * lost, by asking every host of the pool in parallel (and recording the answer). Never "missing"
- * while a host that may hold it cannot be asked: that is a network error naming those hosts.
+ * Finds a workspace whose placement record is lost by asking every host of the pool in parallel
+ * (and records the answer). Never "missing" while a host that may hold it cannot be asked: that is
+ * a network error naming those hosts.
  */
-export async function locateWorkspace(raw: Record<string, unknown>, owner: string, workspaceId: string): Promise<Located> {
-  const record = readPlacement(owner, workspaceId);
-  if (record) return { options: parseRuntimeOptions(record.raw), label: record.label };
+export async function findWorkspace(raw: Record<string, unknown>, owner: string, workspaceId: string): Promise<Located> {
   const pool = await loadPool(raw);
   const answers = await acrossHosts(pool.entries, (e) => callOn(e, "workspace.inspect", { workspaceId, owner }));
   const holder = answers.find((a) => (a.ok ? a.value.status !== "missing" : a.error.errorClass === "ownership"));
