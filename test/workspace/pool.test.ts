@@ -10,6 +10,7 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { readPlacement, removePlacement } from "../../src/broker/host-pool/state.js";
+import { brokerDir } from "../../src/broker/paths.js";
 import { seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { lifecycleRequest, runCli, TEST_RUNTIME_INSTANCE_ID } from "../support/run-cli.js";
 import { dirInput, progressLines } from "../support/workspace.js";
@@ -201,6 +202,21 @@ describe.skipIf(skip !== null)("a pool of three hosts", () => {
     }
   }, 300_000);
 
+  it("writes nothing of the pool's with a single host entry", async () => {
+    const dir = brokerDir();
+    const files = (): string[] =>
+      dir && existsSync(join(dir, "pool")) ? (readdirSync(join(dir, "pool"), { recursive: true }) as string[]).sort() : [];
+    const before = files();
+    const single = { ...eps[0]!.entry(), connectTimeoutMs: 3000 } as Options;
+    const id = newId("single");
+    const r = await op(single, ["create", "--workspace-id", id], { input: dirInput(id, fixture.path) });
+    expect(r.code, r.stderr).toBe(0);
+    expect(progressLines(r.stderr).map((p) => p.phase)).not.toContain("placed");
+    expect((await op(single, ["inspect", "--workspace-id", id])).code).toBe(0);
+    expect((await op(single, ["destroy", "--workspace-id", id])).code).toBe(0);
+    expect(files()).toEqual(before);
+  }, 120_000);
+
   it("takes its hosts from hostsCommand, keeps a host that left the list reachable, and refuses a failing command", async () => {
     const list = join(base, "hosts.json");
     const script = join(base, "hosts.mjs");
@@ -215,6 +231,12 @@ describe.skipIf(skip !== null)("a pool of three hosts", () => {
     expect((await create(options, next)).code).toBe(0);
     expect(where.get(next)).toBe(0);
     expect((await op(options, ["inspect", "--workspace-id", id])).code).toBe(0);
+    // Reconcile still visits the host that left the list (from its placement record).
+    const rec = await op(options, ["reconcile"], { workspaceIds: [...where.keys()].filter((w) => w !== id) });
+    expect(rec.code, rec.stderr).toBe(0);
+    expect(holder(id)).toEqual([]);
+    expect(readPlacement(TEST_RUNTIME_INSTANCE_ID, id)).toBeNull();
+    where.delete(id);
     writeFileSync(list, "[]");
     const empty = await create(options, newId("cmd"));
     expect(empty.code).toBe(2);
