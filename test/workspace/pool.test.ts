@@ -9,7 +9,8 @@ import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
-import { readPlacement, removePlacement } from "../../src/broker/host-pool/state.js";
+import { readPlacement, recentlyDown, removePlacement } from "../../src/broker/host-pool/state.js";
+import { parseEntries } from "../../src/broker/host-pool/options.js";
 import { brokerDir } from "../../src/broker/paths.js";
 import { seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { lifecycleRequest, runCli, TEST_RUNTIME_INSTANCE_ID } from "../support/run-cli.js";
@@ -140,6 +141,15 @@ describe.skipIf(skip !== null)("a pool of three hosts", () => {
     expect(held(1)).toBe(before);
     const onB = [...where].find(([, i]) => i === 1)![0];
     expect((await op(options, ["inspect", "--workspace-id", onB])).code).toBe(0);
+    // maxWorkspaces reached on A and C, B cordoned: no candidate, one line naming each host and why.
+    const counts = [0, 1, 2].map(held);
+    const full = poolOptions([{ maxWorkspaces: counts[0] }, { cordoned: true }, { maxWorkspaces: counts[2] }]);
+    const none = await create(full, newId("full"));
+    expect(none.code).toBe(6);
+    expect(none.message).toMatch(
+      /^No host of the pool can take the workspace: hosts\[0\] \S+: full \(\d+ of maxWorkspaces \d+\); hosts\[1\] \S+: cordoned; hosts\[2\] \S+: full /,
+    );
+    expect([0, 1, 2].map(held)).toEqual(counts);
   }, 300_000);
 
   it("skips a refusing host, fails its workspaces with a network error naming it, and reconciles it only once back", async () => {
@@ -152,6 +162,9 @@ describe.skipIf(skip !== null)("a pool of three hosts", () => {
         expect(r.code, r.stderr).toBe(0);
       }
       expect(held(2)).toBe(before);
+      // Remembered as down, so the next creates do not wait for it.
+      const [c] = parseEntries({ connectTimeoutMs: 3000 }, [eps[2]!.entry()]);
+      expect(recentlyDown(c!.id)).toMatch(/127\.0\.0\.1/);
       // status: one row per host, the refusing one unreachable; doctor fails naming it.
       const status = await runCli(["status", "--options", JSON.stringify(options), "--json", "true"], { timeoutMs: 60_000 });
       expect(status.code).toBe(5);
