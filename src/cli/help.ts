@@ -65,7 +65,7 @@ const HELP: Record<OperationName, OperationHelp> = {
     example: `echo '{"protocolVersion":1,"runtimeInstanceId":"<64 hex>","options":{"host":"buildbox"},"workspaceIds":["ws-1"]}' | paseo-ssh-runtime reconcile`,
   },
   doctor: {
-    summary: "Check every step to a host (config resolution, each hop: TCP, host key, auth; agent; host facts).",
+    summary: "Check every step to a host, or to each host of a pool (config resolution, each hop: TCP, host key, auth; agent; host facts).",
     usage: "(--options '<json>' | --options-file <path>)",
     flags: [
       ["--options '<json>'", "the runtime options Paseo would send, as JSON"],
@@ -73,6 +73,17 @@ const HELP: Record<OperationName, OperationHelp> = {
     ],
     notes: ["Prints one line per step with its time; exit 0 only if every step passes."],
     example: `paseo-ssh-runtime doctor --options '{"host":"buildbox"}'`,
+  },
+  status: {
+    summary: "One row per host of the pool: reachable, load per CPU, free disk, memory, workspaces, live execs, cordoned.",
+    usage: "(--options '<json>' | --options-file <path>) [--json true]",
+    flags: [
+      ["--options '<json>'", "the runtime options Paseo would send (a single host or a pool), as JSON"],
+      ["--options-file <path>", "the same, read from a file"],
+      ["--json true", "one JSON object per host instead of the table"],
+    ],
+    notes: ["Asks every host at once; exit 0 only if every host answered."],
+    example: `paseo-ssh-runtime status --options '{"hosts":[{"host":"box1"},{"host":"box2"}]}'`,
   },
   config: {
     summary: "Print the workspaceRuntimes entry to paste into Paseo's config.json.",

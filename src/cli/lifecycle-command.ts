@@ -9,6 +9,7 @@ import type { CliOperation } from "./operation.js";
 import { writeResponse } from "./respond.js";
 import type { OperationResponse } from "../contract/index.js";
 import type { AgentAnswer, OneShotOp, OpRequest } from "../shared/agent-api.js";
+import { isPoolOptions, onPoolHost } from "../broker/host-pool/detect.js";
 
 export { withHost };
 
@@ -17,6 +18,8 @@ export interface LifecycleContext {
   options: RuntimeOptions;
   /** The requesting runtime instance: the owner every workspace op is checked against. */
   owner: string;
+  /** A pool's workspace: how messages name the host it lives on (absent for a single `host`). */
+  hostLabel?: string;
 }
 
 export async function readWorkspaceRequest(
@@ -25,7 +28,14 @@ export async function readWorkspaceRequest(
   extra: Omit<LifecycleInputOptions, "operation">,
 ): Promise<LifecycleContext> {
   const request = await readLifecycleRequest(stdin, { operation, ...extra });
-  return { request, options: parseRuntimeOptions(request.options), owner: request.runtimeInstanceId };
+  const owner = request.runtimeInstanceId;
+  if (isPoolOptions(request.options) && extra.workspaceId !== undefined) {
+    // A pool's workspace operation goes straight to the workspace's own host (src/broker/host-pool/).
+    const { locateWorkspace } = await import("../broker/host-pool/locate.js");
+    const at = await locateWorkspace(request.options, owner, extra.workspaceId);
+    return { request, options: at.options, owner, hostLabel: at.label };
+  }
+  return { request, options: parseRuntimeOptions(request.options), owner };
 }
 
 /** Connects, runs one agent op, closes. */
@@ -35,7 +45,7 @@ export function callWorkspaceOp<Op extends OneShotOp>(
   fields: OpRequest<Op>,
   timeoutMs?: number,
 ): Promise<AgentAnswer<Op>> {
-  return withHost(ctx.options, (host) => host.call(op, fields, timeoutMs));
+  return onPoolHost(ctx.hostLabel, () => withHost(ctx.options, (host) => host.call(op, fields, timeoutMs)));
 }
 
 /** The agent ops a `<operation> --workspace-id <id>` command maps to one to one. */
@@ -57,6 +67,9 @@ export function workspaceOperation<Op extends SimpleWorkspaceOp>(
       const workspaceId = args.flags["workspace-id"]!;
       const ctx = await readWorkspaceRequest(io.stdin, operation, { workspaceId });
       const result = await callWorkspaceOp(ctx, op, { workspaceId, owner: ctx.owner });
+      if (op === "workspace.destroy" && ctx.hostLabel !== undefined) {
+        (await import("../broker/host-pool/state.js")).removePlacement(ctx.owner, workspaceId);
+      }
       await writeResponse(io.stdout, respond(workspaceId, result));
     },
   };

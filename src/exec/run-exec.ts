@@ -23,6 +23,7 @@ import type { ConversationParts, ExecStreams } from "./conversation.js";
 import { PipesConversation } from "./pipes-conversation.js";
 import { PtyConversation } from "./pty-conversation.js";
 import { ExecLink, newResumeToken } from "./exec-link.js";
+import { isPoolOptions } from "../broker/host-pool/detect.js";
 
 export type { ExecStreams };
 
@@ -38,7 +39,10 @@ export async function runExec(workspaceId: string, io: ExecStreams, deps: ExecDe
   const events = new EventWriter(deps.fds?.events ?? openEventsOut());
   try {
     const envelope = await controls.envelope;
-    const options = parseRuntimeOptions(envelope.options);
+    const options = isPoolOptions(envelope.options)
+      ? (await (await import("../broker/host-pool/locate.js")).locateWorkspace(envelope.options, envelope.runtimeInstanceId, workspaceId))
+          .options
+      : parseRuntimeOptions(envelope.options);
     const { stdio } = envelope;
     // Execs survive a lost link (through the broker, which reconnects), pipes and terminals the
     // host daemon owns alike. An sshd-owned PTY does not (its channel dies with the link): on

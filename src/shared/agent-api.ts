@@ -148,6 +148,23 @@ export interface HostFacts {
   terminal: { method: "python3" | "script" | "none"; detail: string };
 }
 
+/** What `pool.load` answers: the live facts placement scores a pool's hosts on (src/broker/host-pool/). */
+export interface HostLoad {
+  /** Free bytes of the filesystem holding the root, and its block size (for the disk estimate). */
+  freeBytes: number | null;
+  blockSize: number;
+  memAvailableBytes: number;
+  /** 1-minute load average divided by the CPU count. */
+  loadPerCpu: number;
+  cpus: number;
+  /** Execs the answering agent process (the host daemon) supervises. */
+  liveExecs: number;
+  /** Workspace directories under the root, of every owner. */
+  workspaces: number;
+  /** The project's object cache exists here (its objects need not travel again). */
+  warmCache: boolean;
+}
+
 /** One live process of a workspace (`exec.processes`, diagnostics and tests). */
 export interface ProcessInfo {
   pid: number;
@@ -217,6 +234,7 @@ export type NoFields = Record<never, never>;
 export interface AgentOps {
   ping: { request: NoFields; response: { pong: true } };
   facts: { request: NoFields; response: HostFacts };
+  "pool.load": { request: { projectKey: string | null }; response: HostLoad };
   "workspace.create": { request: CreateRequest; response: CreateResult };
   "workspace.inspect": { request: WorkspaceTarget; response: InspectResult };
   "workspace.pause": { request: WorkspaceTarget; response: null };
@@ -450,6 +468,16 @@ export const ANSWERS: { [Op in OneShotOp]: Guard<AgentAnswer<Op>> } = {
     root: isString,
     freeBytes: nullable(isNumber),
     terminal: object({ method: literal("python3", "script", "none"), detail: isString }),
+  }),
+  "pool.load": object({
+    freeBytes: nullable(isNumber),
+    blockSize: isNumber,
+    memAvailableBytes: isNumber,
+    loadPerCpu: isNumber,
+    cpus: isInteger,
+    liveExecs: isInteger,
+    workspaces: isInteger,
+    warmCache: isBoolean,
   }),
   "workspace.create": object({ view: isWorkspaceView, materializedFreshContent: isBoolean }),
   "workspace.inspect": oneOf(

@@ -3,40 +3,15 @@
 // per hop TCP connect, host key, authentication; agent, host facts) and prints one line per step
 // with its time, so a user sees exactly where a setup breaks. Exit 0 only if every step
 // passes; otherwise the failing step's line, then the classified error and its class's exit code.
-import { readFileSync } from "node:fs";
-import { RuntimeError, oneLine } from "../../shared/errors.js";
+import { RuntimeError } from "../../shared/errors.js";
+import { readOptionsFlag } from "../options-flag.js";
+import { isPoolOptions } from "../../broker/host-pool/detect.js";
 import { parseRuntimeOptions, type RuntimeOptions } from "../../transport/options.js";
 import { connectSshHost, type SshHost } from "../../transport/ssh-host.js";
 import type { ConnectStep } from "../../transport/ssh-connection.js";
 import { resolvePlan, type ConnectionPlan } from "../../transport/ssh-config/resolve.js";
-import type { CliOperation, OperationArgs } from "../operation.js";
+import type { CliOperation, OperationArgs, OperationIO } from "../operation.js";
 import type { HostFacts } from "../../shared/agent-api.js";
-
-function readOptions(flags: Record<string, string>): RuntimeOptions {
-  const inline = flags.options;
-  const file = flags["options-file"];
-  if ((inline === undefined) === (file === undefined)) {
-    throw new RuntimeError("input", "doctor needs exactly one of --options '<json>' or --options-file <path>");
-  }
-  let text = inline;
-  if (file !== undefined) {
-    try {
-      text = readFileSync(file, "utf8");
-    } catch (err) {
-      throw new RuntimeError(
-        "input",
-        `Cannot read --options-file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
-      );
-    }
-  }
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text!);
-  } catch (err) {
-    throw new RuntimeError("input", `Runtime options are not valid JSON: ${oneLine((err as Error).message)}`);
-  }
-  return parseRuntimeOptions(raw);
-}
 
 /** Not a failure: LFS files then arrive as pointer files (docs/workspaces.md). */
 const LFS_MISSING = "git-lfs missing (Git LFS files arrive as pointer files)";
@@ -84,64 +59,87 @@ export function terminalLine(t: HostFacts["terminal"]): string {
   return `owned by the host daemon via ${t.method === "python3" ? t.detail : `util-linux script (${t.detail})`}`;
 }
 
+/** Every step to one host, one line each; throws the first failure (after its FAIL line). */
+async function doctorHost(options: RuntimeOptions, io: OperationIO): Promise<void> {
+  const line = (ok: boolean, step: Step, ms: number, detail: string) =>
+    io.stdout.write(`${ok ? "ok  " : "FAIL"} ${STEP_NAMES[step].padEnd(17)} ${String(Math.round(ms)).padStart(6)} ms  ${detail}\n`);
+  let last = performance.now();
+  const elapsed = () => {
+    const now = performance.now();
+    const ms = now - last;
+    last = now;
+    return ms;
+  };
+  // The steps still expected, in order: each hop's connect, host key and authentication.
+  let expected: Step[] = ["config", "tcp", "host-key", "auth", "agent", "facts", "terminals"];
+  const pass = (step: Step, detail: string) => {
+    if (expected[0] === step) expected = expected.slice(1);
+    line(true, step, elapsed(), detail);
+  };
+
+  let host: SshHost | undefined;
+  try {
+    const plan = await resolvePlan(options, { provenance: true });
+    const hops = plan.hops.length;
+    expected = ["config", ...plan.hops.flatMap((): Step[] => ["tcp", "host-key", "auth"]), "agent", "facts", "terminals"];
+    pass("config", `via ${plan.via}${options.sshConfig ? ` (${options.sshConfig})` : ""}: ${plan.hops.map((h) => h.label).join(" -> ")}`);
+    for (const l of describePlan(plan)) io.stdout.write(`${l}\n`);
+    const tag = (i: number) => (hops > 1 ? `[hop ${i + 1}/${hops}] ` : "");
+    host = await connectSshHost(
+      options,
+      {
+        onStep: (step, detail, hop, i) => {
+          if (step === "tcp") pass(step, `${tag(i)}${detail}${hop.proxyCommand === undefined && i === 0 ? " (TCP)" : ""}`);
+          if (step === "host-key") pass(step, `${tag(i)}${detail}`);
+          if (step === "auth") pass(step, `${tag(i)}${hop.user} with ${detail}`);
+        },
+      },
+      plan,
+    );
+    const agent = await host.openAgent();
+    agent.end();
+    const where = `${options.root}/agent/${host.bundle.hash}`;
+    pass("agent", `${host.installs > 0 ? "installed" : "found"} agent ${host.bundle.hash} in ${where}`);
+    const f = await host.call("facts", {});
+    pass(
+      "facts",
+      `${f.os} ${f.arch}; node ${f.node} (${f.nodePath}); ${f.git ?? "git missing"}; ${f.gitLfs ?? LFS_MISSING}; ${gib(f.freeBytes)} free under ${f.root}`,
+    );
+    pass("terminals", terminalLine(f.terminal));
+  } catch (err) {
+    const cls = err instanceof RuntimeError ? err.errorClass : "remote";
+    line(false, expected[0] ?? "facts", elapsed(), `[${cls}]`);
+    throw err;
+  } finally {
+    host?.close();
+  }
+}
+
 const operation: CliOperation = {
   requiredFlags: [],
   optionalFlags: ["options", "options-file"],
   async run(args: OperationArgs, io) {
-    const options = readOptions(args.flags);
-    const line = (ok: boolean, step: Step, ms: number, detail: string) =>
-      io.stdout.write(`${ok ? "ok  " : "FAIL"} ${STEP_NAMES[step].padEnd(17)} ${String(Math.round(ms)).padStart(6)} ms  ${detail}\n`);
-    let last = performance.now();
-    const elapsed = () => {
-      const now = performance.now();
-      const ms = now - last;
-      last = now;
-      return ms;
-    };
-    // The steps still expected, in order: each hop's connect, host key and authentication.
-    let expected: Step[] = ["config", "tcp", "host-key", "auth", "agent", "facts", "terminals"];
-    const pass = (step: Step, detail: string) => {
-      if (expected[0] === step) expected = expected.slice(1);
-      line(true, step, elapsed(), detail);
-    };
-
-    let host: SshHost | undefined;
-    try {
-      const plan = await resolvePlan(options, { provenance: true });
-      const hops = plan.hops.length;
-      expected = ["config", ...plan.hops.flatMap((): Step[] => ["tcp", "host-key", "auth"]), "agent", "facts", "terminals"];
-      pass("config", `via ${plan.via}${options.sshConfig ? ` (${options.sshConfig})` : ""}: ${plan.hops.map((h) => h.label).join(" -> ")}`);
-      for (const l of describePlan(plan)) io.stdout.write(`${l}\n`);
-      const tag = (i: number) => (hops > 1 ? `[hop ${i + 1}/${hops}] ` : "");
-      host = await connectSshHost(
-        options,
-        {
-          onStep: (step, detail, hop, i) => {
-            if (step === "tcp") pass(step, `${tag(i)}${detail}${hop.proxyCommand === undefined && i === 0 ? " (TCP)" : ""}`);
-            if (step === "host-key") pass(step, `${tag(i)}${detail}`);
-            if (step === "auth") pass(step, `${tag(i)}${hop.user} with ${detail}`);
-          },
-        },
-        plan,
-      );
-      const agent = await host.openAgent();
-      agent.end();
-      const where = `${options.root}/agent/${host.bundle.hash}`;
-      pass("agent", `${host.installs > 0 ? "installed" : "found"} agent ${host.bundle.hash} in ${where}`);
-      const f = await host.call("facts", {});
-      pass(
-        "facts",
-        `${f.os} ${f.arch}; node ${f.node} (${f.nodePath}); ${f.git ?? "git missing"}; ${f.gitLfs ?? LFS_MISSING}; ${gib(f.freeBytes)} free under ${f.root}`,
-      );
-      pass("terminals", terminalLine(f.terminal));
+    const raw = readOptionsFlag(args.flags, "doctor");
+    if (!isPoolOptions(raw)) {
+      await doctorHost(parseRuntimeOptions(raw), io);
       return 0;
-    } catch (err) {
-      const cls = err instanceof RuntimeError ? err.errorClass : "remote";
-      line(false, expected[0] ?? "facts", elapsed(), `[${cls}]`);
-      throw err;
-    } finally {
-      host?.close();
     }
+    // A pool: every host in turn (their lines must not interleave), then one verdict naming the failed ones.
+    const { loadPool } = await import("../../broker/host-pool/pool.js");
+    const failed: Array<{ label: string; err: unknown }> = [];
+    for (const entry of (await loadPool(raw)).entries) {
+      io.stdout.write(`== ${entry.label}${entry.cordoned ? " (cordoned)" : ""}\n`);
+      try {
+        await doctorHost(entry.options, io);
+      } catch (err) {
+        failed.push({ label: entry.label, err });
+        io.stdout.write(`     ${err instanceof Error ? err.message : String(err)}\n`);
+      }
+    }
+    if (failed.length === 0) return 0;
+    const first = failed[0]!.err;
+    const cls = first instanceof RuntimeError ? first.errorClass : "remote";
+    throw new RuntimeError(cls, `doctor: ${failed.length} host(s) of the pool failed: ${failed.map((f) => f.label).join(", ")}`);
   },
 };
 export default operation;

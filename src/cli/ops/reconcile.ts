@@ -1,19 +1,31 @@
 // `reconcile`: removes this runtime instance's orphaned workspaces (ids Paseo no longer knows).
 // Requires workspaceIds. With a leading `--verbose` (or PASEO_SSH_VERBOSE=1) each removal is
-// reported as one stderr line; otherwise stderr stays empty.
+// reported as one stderr line; otherwise stderr stays empty. A pool is reconciled on every host at
+// once (src/broker/host-pool/reconcile.ts).
 import type { CliOperation } from "../operation.js";
 import { writeResponse } from "../respond.js";
-import { callWorkspaceOp, readWorkspaceRequest } from "../lifecycle-command.js";
+import { callWorkspaceOp } from "../lifecycle-command.js";
+import { readLifecycleRequest } from "../lifecycle-input.js";
+import { parseRuntimeOptions } from "../../transport/options.js";
+import { isPoolOptions } from "../../broker/host-pool/detect.js";
 
 const operation: CliOperation = {
   requiredFlags: [],
   async run(args, io) {
-    const ctx = await readWorkspaceRequest(io.stdin, "reconcile", { requireWorkspaceIds: true });
-    const workspaceIds = ctx.request.workspaceIds ?? [];
-    const result = await callWorkspaceOp(ctx, "workspace.reconcile", { owner: ctx.owner, workspaceIds });
-    if (args.leading.includes("--verbose") || process.env.PASEO_SSH_VERBOSE === "1") {
-      for (const r of result.removed)
-        io.stderr.write(`reconcile: removed orphaned workspace ${JSON.stringify(r.workspaceId)} (${r.dir})\n`);
+    const verbose = args.leading.includes("--verbose") || process.env.PASEO_SSH_VERBOSE === "1";
+    const request = await readLifecycleRequest(io.stdin, { operation: "reconcile", requireWorkspaceIds: true });
+    const owner = request.runtimeInstanceId;
+    const workspaceIds = request.workspaceIds ?? [];
+    if (isPoolOptions(request.options)) {
+      const { reconcilePool } = await import("../../broker/host-pool/reconcile.js");
+      await reconcilePool(request.options, owner, workspaceIds, { stderr: io.stderr, verbose });
+    } else {
+      const ctx = { request, options: parseRuntimeOptions(request.options), owner };
+      const result = await callWorkspaceOp(ctx, "workspace.reconcile", { owner, workspaceIds });
+      if (verbose) {
+        for (const r of result.removed)
+          io.stderr.write(`reconcile: removed orphaned workspace ${JSON.stringify(r.workspaceId)} (${r.dir})\n`);
+      }
     }
     await writeResponse(io.stdout, { type: "ok", protocolVersion: 1 });
   },

@@ -18,6 +18,7 @@ export const OPERATIONS = {
   destroy: () => import("./destroy.js"),
   reconcile: () => import("./reconcile.js"),
   doctor: () => import("./doctor.js"),
+  status: () => import("./status.js"),
   config: () => import("./config.js"),
   demo: () => import("./demo.js"),
   processes: () => import("./processes.js"),

@@ -1,0 +1,20 @@
+// Whether an options object is a pool (`hosts` / `hostsCommand`), and the wrapper naming a pool host
+// in a network failure: the only pool code the single-host path runs, so it loads nothing else.
+import { RuntimeError } from "../../shared/errors.js";
+
+export function isPoolOptions(raw: unknown): raw is Record<string, unknown> {
+  return typeof raw === "object" && raw !== null && !Array.isArray(raw) && ("hosts" in raw || "hostsCommand" in raw);
+}
+
+/** Prefixes a network failure with the pool host it happened on (unless it already names it). */
+export async function onPoolHost<T>(label: string | undefined, fn: () => Promise<T>): Promise<T> {
+  if (label === undefined) return fn();
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof RuntimeError && err.errorClass === "network" && !err.message.includes(label)) {
+      throw new RuntimeError("network", `${label}: ${err.message}`, { cause: err });
+    }
+    throw err;
+  }
+}

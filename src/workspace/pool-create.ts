@@ -1,0 +1,50 @@
+// `create` on a pool (`hosts` / `hostsCommand`): a workspace created before (Paseo retrying) stays on
+// its host; otherwise every candidate host is asked for its live load and the best one takes it
+// (src/broker/host-pool/pool.ts). The chosen host is named in progress and recorded once the
+// workspace exists, so every later operation goes straight there.
+import type { LifecycleRequest } from "../contract/schemas.js";
+import { withHost } from "../broker/open-host.js";
+import { loadPool, placeWorkspace, recordPlacement } from "../broker/host-pool/pool.js";
+import { readPlacement } from "../broker/host-pool/state.js";
+import { onPoolHost } from "../broker/host-pool/detect.js";
+import { parseRuntimeOptions } from "../transport/options.js";
+import { checkoutFootprint } from "../shared/disk-space.js";
+import type { CreateResult } from "../shared/agent-api.js";
+import { prepareCreate, runCreate } from "./create-workspace.js";
+import type { Progress } from "./progress.js";
+
+export async function createInPool(request: LifecycleRequest, raw: Record<string, unknown>, progress: Progress): Promise<CreateResult> {
+  const owner = request.runtimeInstanceId;
+  const input = request.input!;
+  const pool = await loadPool(raw);
+  const prepared = await prepareCreate(input, owner);
+  const earlier = readPlacement(owner, input.workspaceId);
+  if (earlier) {
+    progress.mark("placed", { host: earlier.label });
+    return onPoolHost(earlier.label, () => withHost(parseRuntimeOptions(earlier.raw), (host) => runCreate(host, prepared, progress)));
+  }
+  const source = prepared.request.source;
+  const projectKey = source.kind === "directory" ? source.projectKey : null;
+  // The existing disk estimate (what the checkout writes), per block size the hosts report.
+  const footprints = new Map<number, Promise<number>>();
+  const needBytes = (blockSize: number): Promise<number> => {
+    if (source.kind !== "directory" || !prepared.repo) return Promise.resolve(0);
+    let need = footprints.get(blockSize);
+    if (!need) {
+      need = checkoutFootprint(prepared.repo, source.commit, blockSize).then((f) => f.bytes);
+      footprints.set(blockSize, need);
+    }
+    return need;
+  };
+  const placement = await placeWorkspace(pool, projectKey, (load) => needBytes(load.blockSize));
+  try {
+    progress.mark("placed", { host: placement.entry.label, score: Math.round(placement.score * 100) / 100 });
+    const result = await onPoolHost(placement.entry.label, () =>
+      withHost(placement.entry.options, (host) => runCreate(host, prepared, progress)),
+    );
+    recordPlacement(owner, placement.entry, input.workspaceId);
+    return result;
+  } finally {
+    placement.release();
+  }
+}

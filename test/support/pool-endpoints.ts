@@ -1,0 +1,83 @@
+// Several SSH endpoints on 127.0.0.1 for pool tests: one extra sshd behind a TCP relay per endpoint,
+// each with its own port, known_hosts file and remote root. `refuse()` closes the relay's port
+// (connections refused) and cuts what it carried; `restore()` listens on the same port again.
+import { createServer, connect, type Server, type Socket } from "node:net";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { rig } from "../rig/rig.js";
+import { startExtraSshd, type ExtraSshd } from "./extra-sshd.js";
+import { suiteRoot } from "./workspace.js";
+
+export interface PoolEndpoint {
+  port: number;
+  root: string;
+  /** One `hosts` entry reaching this endpoint. */
+  entry(extra?: Record<string, unknown>): Record<string, unknown>;
+  refuse(): Promise<void>;
+  restore(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+function listen(server: Server, port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, "127.0.0.1", () => {
+      server.off("error", reject);
+      resolve((server.address() as { port: number }).port);
+    });
+  });
+}
+
+export async function startPoolEndpoint(label: string): Promise<PoolEndpoint> {
+  const sshd: ExtraSshd = await startExtraSshd([]);
+  const sockets = new Set<Socket>();
+  const makeServer = () =>
+    createServer((client) => {
+      const upstream = connect(sshd.port, "127.0.0.1");
+      for (const s of [client, upstream]) {
+        sockets.add(s);
+        s.on("close", () => sockets.delete(s));
+        s.on("error", () => {
+          client.destroy();
+          upstream.destroy();
+        });
+      }
+      client.pipe(upstream).pipe(client);
+    });
+  let server = makeServer();
+  const port = await listen(server, 0);
+  const dir = mkdtempSync(join(rig().tmpDir, `pool-${label}-`));
+  const knownHostsFile = join(dir, "known_hosts");
+  writeFileSync(
+    knownHostsFile,
+    rig()
+      .hostPublicKeys.map((k) => `[127.0.0.1]:${port} ${k.split(" ").slice(0, 2).join(" ")}\n`)
+      .join(""),
+  );
+  const root = suiteRoot(`pool-${label}`);
+  const closeServer = () =>
+    new Promise<void>((resolve) => {
+      for (const s of sockets) s.destroy();
+      server.close(() => resolve());
+    });
+  return {
+    port,
+    root,
+    // connectTimeoutMs is left to the pool's defaults.
+    entry: (extra = {}) => {
+      const { connectTimeoutMs: _, ...own } = sshd.options();
+      return { ...own, port, knownHostsFile, root, ...extra };
+    },
+    refuse: closeServer,
+    async restore() {
+      server = makeServer();
+      await listen(server, port);
+    },
+    async stop() {
+      await closeServer();
+      await sshd.stop();
+      rmSync(dir, { recursive: true, force: true });
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
+}
