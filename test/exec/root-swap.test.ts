@@ -24,6 +24,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { agentBundle } from "../../src/transport/bootstrap.js";
 import { rig } from "../rig/rig.js";
 import { ExecWorkspace, exitOf } from "../support/exec.js";
+import { NEEDS, needs, unless } from "../support/needs.js";
 
 const uidOf = (user: string) => Number(execFileSync("id", ["-u", user]).toString().trim());
 const HELPER_DESCRIBE = '{"protocolVersion":1,"version":1,"capabilities":["files","watch","resolve-command"]}';
@@ -35,8 +36,13 @@ function proofScript(interpreter: "node" | "python", proof: string): string {
     : `open(${JSON.stringify(proof)}, "w").write("ran")\n`;
 }
 
-describe.skipIf(!!process.env.PASEO_TEST_SSH_HOST || !rig().noisyUser)(
+describe(
   "a root swapped or tampered with after the daemon verified it",
+  unless(
+    needs.localHost("plants files on the host directly"),
+    needs.root("plays another local user who can write the root's parent"),
+    rig().noisyUser ? null : `${NEEDS}a second login user on the rig (OpenSSH rig as root)`,
+  ),
   () => {
     const base = mkdtempSync("/srv/paseo-root-swap-");
     const shared = join(base, "shared");

@@ -19,7 +19,7 @@ import {
   utimesSync,
   writeFileSync,
 } from "node:fs";
-import { tmpdir } from "node:os";
+import { homedir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { agentBundle } from "../../src/transport/bootstrap.js";
@@ -39,11 +39,12 @@ afterAll(() => {
 /**
  * A directory of `uid` (mode `mode`) whose parents all pass StrictModes: as root, under a
  * root-owned 0755 directory in /srv (the run's TMPDIR is root's own, which the login user cannot
- * enter); otherwise in the run's TMPDIR, and the login user's (only root can give it away).
+ * enter); otherwise in the home directory (the run's TMPDIR is sticky and world-writable but not
+ * root's), and the login user's (only root can give it away).
  */
 function closedParent(uid: number, mode: number): string {
   const asRoot = process.getuid?.() === 0;
-  const base = mkdtempSync(asRoot ? "/srv/paseo-root-safety-" : join(tmpdir(), "paseo-root-safety-"));
+  const base = mkdtempSync(asRoot ? "/srv/paseo-root-safety-" : join(homedir(), ".paseo-root-safety-"));
   bases.push(base);
   chmodSync(base, 0o755);
   const dir = join(base, "p");

@@ -27,6 +27,7 @@ import { cliDriver, dirInput, progressLines, type Driver } from "../support/work
 import { setHostGitSearchPath } from "../support/test-hooks.js";
 import { runCli } from "../support/run-cli.js";
 import { rig } from "../rig/rig.js";
+import { needs, unless } from "../support/needs.js";
 
 const which = (name: string) =>
   execFileSync("sh", ["-c", `command -v ${name}`])
@@ -34,7 +35,6 @@ const which = (name: string) =>
     .trim();
 const GIT = which("git");
 const SETPRIV = which("setpriv");
-const HAVE_GIT_LFS = spawnSync("git", ["lfs", "version"]).status === 0;
 /** The lfs filter as `git lfs install` configures it (the fixture's git runs without system config). */
 const LFS_FILTER = [
   "-c",
@@ -85,141 +85,145 @@ function lfsMark(stderr: string, phase: string): Record<string, unknown> | undef
 
 const POINTER = /^version https:\/\/git-lfs\.github\.com\/spec\/v1\noid sha256:[0-9a-f]{64}\nsize \d+\n$/;
 
-describe.skipIf(!HAVE_GIT_LFS)("Git LFS over SSH (skipped when git-lfs is not installed on this machine)", () => {
-  let base: string;
-  let repo: LfsRepo;
-  const drivers: Driver[] = [];
-  const driver = (label: string) => {
-    const d = cliDriver(label);
-    drivers.push(d);
-    return d;
-  };
-  const progress = { env: { PASEO_SSH_PROGRESS: "1" } };
+describe(
+  "Git LFS over SSH",
+  unless(needs.command("git-lfs"), needs.localHost("hides git-lfs from the host's PATH and reads the host's LFS store directly")),
+  () => {
+    let base: string;
+    let repo: LfsRepo;
+    const drivers: Driver[] = [];
+    const driver = (label: string) => {
+      const d = cliDriver(label);
+      drivers.push(d);
+      return d;
+    };
+    const progress = { env: { PASEO_SSH_PROGRESS: "1" } };
 
-  beforeAll(() => {
-    base = mkdtempSync(join(tmpdir(), "paseo-ws-lfs-"));
-    chmodSync(base, 0o755);
-    repo = lfsRepo(base);
-  });
-  afterAll(() => {
-    rmSync(base, { recursive: true, force: true });
-    for (const d of drivers) rmSync(d.root, { recursive: true, force: true });
-  });
+    beforeAll(() => {
+      base = mkdtempSync(join(tmpdir(), "paseo-ws-lfs-"));
+      chmodSync(base, 0o755);
+      repo = lfsRepo(base);
+    });
+    afterAll(() => {
+      rmSync(base, { recursive: true, force: true });
+      for (const d of drivers) rmSync(d.root, { recursive: true, force: true });
+    });
 
-  it("git-lfs on the host, no LFS server: content from the local store, a normal LFS checkout; a second workspace sends nothing", async () => {
-    const d = driver("lfs");
-    const before = localRepoFingerprint(repo.path);
-    const first = await d.create(dirInput("lfs-1", repo.path), progress);
-    expect(first.message).toBe("");
-    expect(first.ok).toBe(true);
-    const checkout = workspaceLayout(d.root, "lfs-1").checkout;
-    expect(readFileSync(join(checkout, "model.bin")).equals(repo.model)).toBe(true);
-    expect(readFileSync(join(checkout, "nested dir", "weights.bin")).equals(repo.weights)).toBe(true);
-    expect(remoteGit(checkout, ["status", "--porcelain"])).toBe("");
-    // "*": the content is there (a pointer would show "-").
-    const listed = remoteGit(checkout, ["lfs", "ls-files"]).trim().split("\n");
-    expect(listed.every((l) => /^[0-9a-f]{10} [*-] /.test(l))).toBe(true);
-    expect(listed.map((l) => l.slice(11)).sort()).toEqual(["* model.bin", "* nested dir/weights.bin"]);
-    // The repository's real endpoint, not the host's cache.
-    expect(remoteGit(checkout, ["config", "remote.origin.lfsurl"]).trim()).toBe(`${DEAD_ORIGIN}.git/info/lfs`);
-    expect(remoteGit(checkout, ["lfs", "env"])).toContain(`Endpoint=${DEAD_ORIGIN}.git/info/lfs`);
-    expect(lfsMark(first.stderr, "lfs-sent")).toMatchObject({ bytes: 420_000, objects: 2 });
-    expect(lfsMark(first.stderr, "lfs-pointers")).toBeUndefined();
-    expect(localRepoFingerprint(repo.path)).toEqual(before);
+    it("git-lfs on the host, no LFS server: content from the local store, a normal LFS checkout; a second workspace sends nothing", async () => {
+      const d = driver("lfs");
+      const before = localRepoFingerprint(repo.path);
+      const first = await d.create(dirInput("lfs-1", repo.path), progress);
+      expect(first.message).toBe("");
+      expect(first.ok).toBe(true);
+      const checkout = workspaceLayout(d.root, "lfs-1").checkout;
+      expect(readFileSync(join(checkout, "model.bin")).equals(repo.model)).toBe(true);
+      expect(readFileSync(join(checkout, "nested dir", "weights.bin")).equals(repo.weights)).toBe(true);
+      expect(remoteGit(checkout, ["status", "--porcelain"])).toBe("");
+      // "*": the content is there (a pointer would show "-").
+      const listed = remoteGit(checkout, ["lfs", "ls-files"]).trim().split("\n");
+      expect(listed.every((l) => /^[0-9a-f]{10} [*-] /.test(l))).toBe(true);
+      expect(listed.map((l) => l.slice(11)).sort()).toEqual(["* model.bin", "* nested dir/weights.bin"]);
+      // The repository's real endpoint, not the host's cache.
+      expect(remoteGit(checkout, ["config", "remote.origin.lfsurl"]).trim()).toBe(`${DEAD_ORIGIN}.git/info/lfs`);
+      expect(remoteGit(checkout, ["lfs", "env"])).toContain(`Endpoint=${DEAD_ORIGIN}.git/info/lfs`);
+      expect(lfsMark(first.stderr, "lfs-sent")).toMatchObject({ bytes: 420_000, objects: 2 });
+      expect(lfsMark(first.stderr, "lfs-pointers")).toBeUndefined();
+      expect(localRepoFingerprint(repo.path)).toEqual(before);
 
-    const second = await d.create(dirInput("lfs-2", repo.path), progress);
-    expect(second.ok).toBe(true);
-    expect(lfsMark(second.stderr, "lfs-sent")).toMatchObject({ bytes: 0, objects: 0 });
-    const checkout2 = workspaceLayout(d.root, "lfs-2").checkout;
-    expect(readFileSync(join(checkout2, "model.bin")).equals(repo.model)).toBe(true);
-    expect(remoteGit(checkout2, ["status", "--porcelain"])).toBe("");
-  });
+      const second = await d.create(dirInput("lfs-2", repo.path), progress);
+      expect(second.ok).toBe(true);
+      expect(lfsMark(second.stderr, "lfs-sent")).toMatchObject({ bytes: 0, objects: 0 });
+      const checkout2 = workspaceLayout(d.root, "lfs-2").checkout;
+      expect(readFileSync(join(checkout2, "model.bin")).equals(repo.model)).toBe(true);
+      expect(remoteGit(checkout2, ["status", "--porcelain"])).toBe("");
+    });
 
-  it("git-lfs hidden from the host's PATH: pointer files, a clean status, the progress and doctor say why", async () => {
-    const d = driver("lfs-hidden");
-    const onlyGit = mkdtempSync(join(tmpdir(), "paseo-only-git-"));
-    chmodSync(onlyGit, 0o755);
-    symlinkSync(GIT, join(onlyGit, "git"));
-    try {
-      setHostGitSearchPath(d.root, onlyGit);
-      const r = await d.create(dirInput("lfs-h", repo.path), progress);
+    it("git-lfs hidden from the host's PATH: pointer files, a clean status, the progress and doctor say why", async () => {
+      const d = driver("lfs-hidden");
+      const onlyGit = mkdtempSync(join(tmpdir(), "paseo-only-git-"));
+      chmodSync(onlyGit, 0o755);
+      symlinkSync(GIT, join(onlyGit, "git"));
+      try {
+        setHostGitSearchPath(d.root, onlyGit);
+        const r = await d.create(dirInput("lfs-h", repo.path), progress);
+        expect(r.message).toBe("");
+        expect(r.ok).toBe(true);
+        const checkout = workspaceLayout(d.root, "lfs-h").checkout;
+        expect(readFileSync(join(checkout, "model.bin"), "utf8")).toMatch(POINTER);
+        expect(readFileSync(join(checkout, "nested dir", "weights.bin"), "utf8")).toMatch(POINTER);
+        expect(readFileSync(join(checkout, "readme.txt"), "utf8")).toBe("plain\n");
+        // The system config's required lfs filter must not break status where git-lfs is missing.
+        expect(remoteGit(checkout, ["status", "--porcelain"], onlyGit)).toBe("");
+        const mark = lfsMark(r.stderr, "lfs-pointers");
+        expect(mark).toMatchObject({ files: 2, reason: "git-lfs is not installed on the remote host" });
+        expect(String(mark?.paths)).toContain("nested dir/weights.bin");
+        // Nothing was shipped for a host that cannot use it.
+        expect(lfsMark(r.stderr, "lfs-sent")).toMatchObject({ bytes: 0 });
+
+        const doctor = await runCli(["doctor", "--options", JSON.stringify(d.options)]);
+        expect(doctor.code).toBe(0);
+        expect(doctor.stdout.toString()).toMatch(
+          /host facts .*git version [^;]+; git-lfs missing \(Git LFS files arrive as pointer files\);/,
+        );
+      } finally {
+        rmSync(onlyGit, { recursive: true, force: true });
+      }
+    });
+
+    it("an LFS object missing on the Paseo side stays a pointer, named in the progress; the create does not fail", async () => {
+      const d = driver("lfs-missing");
+      const clone = join(base, "partial");
+      execFileSync("cp", ["-a", repo.path, clone]);
+      const oid = /oid sha256:([0-9a-f]{64})/.exec(gitIn(clone, ["cat-file", "-p", "HEAD:nested dir/weights.bin"]))![1]!;
+      unlinkSync(join(clone, ".git", "lfs", "objects", oid.slice(0, 2), oid.slice(2, 4), oid));
+      const r = await d.create(dirInput("lfs-m", clone), progress);
       expect(r.message).toBe("");
       expect(r.ok).toBe(true);
-      const checkout = workspaceLayout(d.root, "lfs-h").checkout;
-      expect(readFileSync(join(checkout, "model.bin"), "utf8")).toMatch(POINTER);
+      const checkout = workspaceLayout(d.root, "lfs-m").checkout;
+      expect(readFileSync(join(checkout, "model.bin")).equals(repo.model)).toBe(true);
       expect(readFileSync(join(checkout, "nested dir", "weights.bin"), "utf8")).toMatch(POINTER);
-      expect(readFileSync(join(checkout, "readme.txt"), "utf8")).toBe("plain\n");
-      // The system config's required lfs filter must not break status where git-lfs is missing.
-      expect(remoteGit(checkout, ["status", "--porcelain"], onlyGit)).toBe("");
+      expect(remoteGit(checkout, ["status", "--porcelain"])).toBe("");
       const mark = lfsMark(r.stderr, "lfs-pointers");
-      expect(mark).toMatchObject({ files: 2, reason: "git-lfs is not installed on the remote host" });
-      expect(String(mark?.paths)).toContain("nested dir/weights.bin");
-      // Nothing was shipped for a host that cannot use it.
-      expect(lfsMark(r.stderr, "lfs-sent")).toMatchObject({ bytes: 0 });
-
-      const doctor = await runCli(["doctor", "--options", JSON.stringify(d.options)]);
-      expect(doctor.code).toBe(0);
-      expect(doctor.stdout.toString()).toMatch(
-        /host facts .*git version [^;]+; git-lfs missing \(Git LFS files arrive as pointer files\);/,
-      );
-    } finally {
-      rmSync(onlyGit, { recursive: true, force: true });
-    }
-  });
-
-  it("an LFS object missing on the Paseo side stays a pointer, named in the progress; the create does not fail", async () => {
-    const d = driver("lfs-missing");
-    const clone = join(base, "partial");
-    execFileSync("cp", ["-a", repo.path, clone]);
-    const oid = /oid sha256:([0-9a-f]{64})/.exec(gitIn(clone, ["cat-file", "-p", "HEAD:nested dir/weights.bin"]))![1]!;
-    unlinkSync(join(clone, ".git", "lfs", "objects", oid.slice(0, 2), oid.slice(2, 4), oid));
-    const r = await d.create(dirInput("lfs-m", clone), progress);
-    expect(r.message).toBe("");
-    expect(r.ok).toBe(true);
-    const checkout = workspaceLayout(d.root, "lfs-m").checkout;
-    expect(readFileSync(join(checkout, "model.bin")).equals(repo.model)).toBe(true);
-    expect(readFileSync(join(checkout, "nested dir", "weights.bin"), "utf8")).toMatch(POINTER);
-    expect(remoteGit(checkout, ["status", "--porcelain"])).toBe("");
-    const mark = lfsMark(r.stderr, "lfs-pointers");
-    expect(mark).toMatchObject({ files: 1, paths: "nested dir/weights.bin" });
-    // The host tried the repository's endpoint (nothing listens there).
-    expect(String(mark?.reason)).toMatch(/^not in the Paseo side's LFS store and not fetched on the remote host \(.+\)$/);
-    expect(lfsMark(r.stderr, "lfs-sent")).toMatchObject({ bytes: 300_000, objects: 1 });
-  });
-
-  it("an LFS object damaged on the Paseo side is refused by the host (sha256) and stays a pointer; nothing is left in the host's tmp", async () => {
-    const d = driver("lfs-damaged");
-    const clone = join(base, "damaged");
-    execFileSync("cp", ["-a", repo.path, clone]);
-    const oid = /oid sha256:([0-9a-f]{64})/.exec(gitIn(clone, ["cat-file", "-p", "HEAD:model.bin"]))![1]!;
-    writeFileSync(join(clone, ".git", "lfs", "objects", oid.slice(0, 2), oid.slice(2, 4), oid), randomBytes(repo.model.length));
-    const r = await d.create(dirInput("lfs-d", clone), progress);
-    expect(r.message).toBe("");
-    expect(r.ok).toBe(true);
-    const checkout = workspaceLayout(d.root, "lfs-d").checkout;
-    expect(readFileSync(join(checkout, "model.bin"), "utf8")).toMatch(POINTER);
-    expect(readFileSync(join(checkout, "nested dir", "weights.bin")).equals(repo.weights)).toBe(true);
-    expect(remoteGit(checkout, ["status", "--porcelain"])).toBe("");
-    expect(lfsMark(r.stderr, "lfs-pointers")).toMatchObject({ files: 1, paths: "model.bin" });
-    expect(readdirSync(join(d.root, "tmp")).filter((n) => n.startsWith("incoming-"))).toEqual([]);
-  });
-
-  it("a git source with LFS files on a host whose git-lfs cannot reach a server: the create succeeds with pointer files", async () => {
-    const d = driver("lfs-git");
-    const bare = join(base, "lfs-source.git");
-    gitIn(base, ["clone", "-q", "--bare", repo.path, bare]);
-    execFileSync("chmod", ["-R", "a+rX", bare]);
-    // Owned by the host's user, as a repository it fetches from would be (git's ownership check).
-    execFileSync("chown", ["-R", `${rig().user}:`, bare]);
-    const r = await d.create({
-      workspaceId: "lfs-g",
-      project: { projectId: "lfs-git", source: { kind: "git", url: `file://${bare}`, revision: "main" } },
-      placement: { kind: "existing" },
+      expect(mark).toMatchObject({ files: 1, paths: "nested dir/weights.bin" });
+      // The host tried the repository's endpoint (nothing listens there).
+      expect(String(mark?.reason)).toMatch(/^not in the Paseo side's LFS store and not fetched on the remote host \(.+\)$/);
+      expect(lfsMark(r.stderr, "lfs-sent")).toMatchObject({ bytes: 300_000, objects: 1 });
     });
-    expect(r.message).toBe("");
-    expect(r.ok).toBe(true);
-    const checkout = workspaceLayout(d.root, "lfs-g").checkout;
-    expect(readFileSync(join(checkout, "model.bin"), "utf8")).toMatch(POINTER);
-    expect(readFileSync(join(checkout, "readme.txt"), "utf8")).toBe("plain\n");
-  });
-});
+
+    it("an LFS object damaged on the Paseo side is refused by the host (sha256) and stays a pointer; nothing is left in the host's tmp", async () => {
+      const d = driver("lfs-damaged");
+      const clone = join(base, "damaged");
+      execFileSync("cp", ["-a", repo.path, clone]);
+      const oid = /oid sha256:([0-9a-f]{64})/.exec(gitIn(clone, ["cat-file", "-p", "HEAD:model.bin"]))![1]!;
+      writeFileSync(join(clone, ".git", "lfs", "objects", oid.slice(0, 2), oid.slice(2, 4), oid), randomBytes(repo.model.length));
+      const r = await d.create(dirInput("lfs-d", clone), progress);
+      expect(r.message).toBe("");
+      expect(r.ok).toBe(true);
+      const checkout = workspaceLayout(d.root, "lfs-d").checkout;
+      expect(readFileSync(join(checkout, "model.bin"), "utf8")).toMatch(POINTER);
+      expect(readFileSync(join(checkout, "nested dir", "weights.bin")).equals(repo.weights)).toBe(true);
+      expect(remoteGit(checkout, ["status", "--porcelain"])).toBe("");
+      expect(lfsMark(r.stderr, "lfs-pointers")).toMatchObject({ files: 1, paths: "model.bin" });
+      expect(readdirSync(join(d.root, "tmp")).filter((n) => n.startsWith("incoming-"))).toEqual([]);
+    });
+
+    it("a git source with LFS files on a host whose git-lfs cannot reach a server: the create succeeds with pointer files", async () => {
+      const d = driver("lfs-git");
+      const bare = join(base, "lfs-source.git");
+      gitIn(base, ["clone", "-q", "--bare", repo.path, bare]);
+      execFileSync("chmod", ["-R", "a+rX", bare]);
+      // Owned by the host's user, as a repository it fetches from would be (git's ownership check).
+      execFileSync("chown", ["-R", `${rig().user}:`, bare]);
+      const r = await d.create({
+        workspaceId: "lfs-g",
+        project: { projectId: "lfs-git", source: { kind: "git", url: `file://${bare}`, revision: "main" } },
+        placement: { kind: "existing" },
+      });
+      expect(r.message).toBe("");
+      expect(r.ok).toBe(true);
+      const checkout = workspaceLayout(d.root, "lfs-g").checkout;
+      expect(readFileSync(join(checkout, "model.bin"), "utf8")).toMatch(POINTER);
+      expect(readFileSync(join(checkout, "readme.txt"), "utf8")).toBe("plain\n");
+    });
+  },
+);

@@ -118,33 +118,33 @@ describe("spare checkouts: the next workspace of a commit without writing its fi
       "assume-unchanged and new content",
       (s) => {
         gitAsRemoteUser(s, ["update-index", "--assume-unchanged", "committed.txt"]);
-        writeFileSync(join(s, "committed.txt"), "planted content\n");
+        writeFileSync(onHost(join(s, "committed.txt")), "planted content\n");
       },
     ],
     [
       "skip-worktree and a deleted file",
       (s) => {
         gitAsRemoteUser(s, ["update-index", "--skip-worktree", "committed.txt"]);
-        unlinkSync(join(s, "committed.txt"));
+        unlinkSync(onHost(join(s, "committed.txt")));
       },
     ],
-    ["an untracked file", (s) => writeFileSync(join(s, "planted.txt"), "planted\n")],
+    ["an untracked file", (s) => writeFileSync(onHost(join(s, "planted.txt")), "planted\n")],
     [
       "an ignored file",
       (s) => {
-        writeFileSync(join(s, ".git", "info", "exclude"), "planted.log\n");
-        writeFileSync(join(s, "planted.log"), "planted\n");
+        writeFileSync(onHost(join(s, ".git", "info", "exclude")), "planted.log\n");
+        writeFileSync(onHost(join(s, "planted.log")), "planted\n");
       },
     ],
-    ["an empty untracked directory", (s) => mkdirSync(join(s, "planted-dir"))],
-    ["a hook", (s) => writeFileSync(join(s, ".git", "hooks", "post-commit"), "#!/bin/sh\ntouch /tmp/planted\n", { mode: 0o755 })],
+    ["an empty untracked directory", (s) => mkdirSync(onHost(join(s, "planted-dir")))],
+    ["a hook", (s) => writeFileSync(onHost(join(s, ".git", "hooks", "post-commit")), "#!/bin/sh\ntouch /tmp/planted\n", { mode: 0o755 })],
     ["a config entry", (s) => gitAsRemoteUser(s, ["config", "core.fsmonitor", "touch /tmp/planted"])],
-    ["attributes in .git/info", (s) => writeFileSync(join(s, ".git", "info", "attributes"), "* filter=planted\n")],
+    ["attributes in .git/info", (s) => writeFileSync(onHost(join(s, ".git", "info", "attributes")), "* filter=planted\n")],
     [
       "a replace ref standing in for its commit",
       (s) => {
         // The index, the files and the (replaced) commit agree: only the .git check can tell.
-        writeFileSync(join(s, "committed.txt"), "planted content\n");
+        writeFileSync(onHost(join(s, "committed.txt")), "planted content\n");
         gitAsRemoteUser(s, ["add", "committed.txt"]);
         const tree = gitAsRemoteUser(s, ["write-tree"]).trim();
         const stand = gitAsRemoteUser(s, ["commit-tree", tree, "-m", "planted"]).trim();

@@ -14,6 +14,7 @@ import { cachePath } from "../../src/remote-agent/workspace/git-cache.js";
 import { projectKey } from "../../src/workspace/create-workspace.js";
 import { brokenSubmodule, superproject, type SuperFixture } from "../fixtures/submodules.js";
 import { cliDriver, dirInput, gitAsRemoteUser, progressLines, type Driver } from "../support/workspace.js";
+import { needs, unless } from "../support/needs.js";
 
 const PROGRESS = { PASEO_SSH_PROGRESS: "1" };
 
@@ -24,7 +25,7 @@ function allBytesSent(stderr: string): number {
   return lines.reduce((sum, p) => sum + (p.bytes ?? NaN), 0);
 }
 
-describe("submodules over SSH", () => {
+describe("submodules over SSH", unless(needs.localHost("looks at the submodules' caches and git dirs on the host")), () => {
   let base: string;
   let fx: SuperFixture;
   let d: Driver;
