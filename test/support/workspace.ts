@@ -6,7 +6,8 @@ import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import type { CreateInput, InspectionResponse, LifecycleRequest, Options, StateResponse } from "../../src/contract/schemas.js";
 import { CLI_PATH, lifecycleRequest, runCli, TEST_RUNTIME_INSTANCE_ID } from "./run-cli.js";
 import { rig, rigOptions } from "../rig/rig.js";
-import { hostView } from "./host-view.js";
+import { rmSync } from "node:fs";
+import { hostView, onHost } from "./host-view.js";
 import { randomBytes } from "node:crypto";
 
 export const OWNER = TEST_RUNTIME_INSTANCE_ID;
@@ -158,4 +159,13 @@ export function startCli(args: string[], stdin: string, env: Record<string, stri
     }
   };
   return { child, waitStderr, done };
+}
+
+/**
+ * Removes a suite's remote root at the end. The host daemon may still be writing a spare checkout
+ * there in the background (its rename into place races the walk: ENOTEMPTY), so the removal is
+ * retried for a few seconds instead of failing the suite.
+ */
+export function removeRoot(root: string): void {
+  rmSync(onHost(root), { recursive: true, force: true, maxRetries: 20, retryDelay: 100 });
 }

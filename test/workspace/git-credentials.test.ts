@@ -16,7 +16,7 @@ import { gitSourceRepo } from "../fixtures/repo.js";
 import { hostProcesses } from "../support/host-processes.js";
 import { onHost } from "../support/host-view.js";
 import { rig } from "../rig/rig.js";
-import { cliDriver, type Driver } from "../support/workspace.js";
+import { cliDriver, type Driver, removeRoot } from "../support/workspace.js";
 import { needs, unless } from "../support/needs.js";
 
 const USER = "paseo";
@@ -133,7 +133,7 @@ describe(
     afterAll(async () => {
       await new Promise((resolve) => git.server.close(resolve));
       rmSync(base, { recursive: true, force: true });
-      rmSync(onHost(d.root), { recursive: true, force: true });
+      removeRoot(d.root);
     });
 
     it("the token authenticates the fetch but is in no command line, file or message on the host", async () => {

@@ -8,7 +8,7 @@ import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { gitSourceRepo } from "../fixtures/repo.js";
-import { cliDriver, suiteRoot, type Driver } from "../support/workspace.js";
+import { cliDriver, suiteRoot, type Driver, removeRoot } from "../support/workspace.js";
 import { rig } from "../rig/rig.js";
 import type { CreateInput } from "../../src/contract/schemas.js";
 import { hostGit, onHost, requireView } from "../support/host-view.js";
@@ -40,7 +40,7 @@ describe("git URL sources over SSH", () => {
   });
   afterAll(() => {
     rmSync(base, { recursive: true, force: true });
-    rmSync(onHost(d.root), { recursive: true, force: true });
+    removeRoot(d.root);
     rmSync(onHost(dirname(src.bare)), { recursive: true, force: true });
   });
 

@@ -23,7 +23,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { gitIn, localRepoFingerprint } from "../fixtures/repo.js";
-import { cliDriver, dirInput, progressLines, type Driver } from "../support/workspace.js";
+import { cliDriver, dirInput, progressLines, type Driver, removeRoot } from "../support/workspace.js";
 import { setHostGitSearchPath } from "../support/test-hooks.js";
 import { runCli } from "../support/run-cli.js";
 import { rig } from "../rig/rig.js";
@@ -106,7 +106,7 @@ describe(
     });
     afterAll(() => {
       rmSync(base, { recursive: true, force: true });
-      for (const d of drivers) rmSync(d.root, { recursive: true, force: true });
+      for (const d of drivers) removeRoot(d.root);
     });
 
     it("git-lfs on the host, no LFS server: content from the local store, a normal LFS checkout; a second workspace sends nothing", async () => {

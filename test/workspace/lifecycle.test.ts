@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { commitAll, gitIn, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { lifecycleRequest } from "../support/run-cli.js";
-import { cliDriver, dirInput, gitAsRemoteUser, startCli, type Driver } from "../support/workspace.js";
+import { cliDriver, dirInput, gitAsRemoteUser, startCli, type Driver, removeRoot } from "../support/workspace.js";
 import { releaseWorkspaceHooks, setWorkspaceHooks } from "../support/test-hooks.js";
 import { onHost } from "../support/host-view.js";
 
@@ -27,7 +27,7 @@ describe("pause, resume and the extras over SSH", () => {
   });
   afterAll(() => {
     rmSync(base, { recursive: true, force: true });
-    rmSync(onHost(d.root), { recursive: true, force: true });
+    removeRoot(d.root);
   });
 
   it("pause and resume are durable and idempotent; create on a paused workspace reports it paused", async () => {

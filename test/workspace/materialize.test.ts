@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { commitAll, gitIn, LARGE_BIN_SIZE, localRepoFingerprint, seedRepo, treeSnapshot, type FixtureRepo } from "../fixtures/repo.js";
-import { bytesSent, dirInput, gitAsRemoteUser, progressLines, cliDriver, type Driver } from "../support/workspace.js";
+import { bytesSent, dirInput, gitAsRemoteUser, progressLines, cliDriver, type Driver, removeRoot } from "../support/workspace.js";
 import { hostGit, onHost } from "../support/host-view.js";
 
 const PROGRESS = { PASEO_SSH_PROGRESS: "1" };
@@ -26,7 +26,7 @@ describe("directory source materialization over SSH", () => {
   });
   afterAll(() => {
     rmSync(base, { recursive: true, force: true });
-    rmSync(onHost(d.root), { recursive: true, force: true });
+    removeRoot(d.root);
   });
 
   it("A1/A2/A9/A25: creates a clean checkout on main with committed content only", async () => {

@@ -13,7 +13,7 @@ import { sealIntegration } from "../../src/workspace/integration-seal.js";
 import type { RemoteHost } from "../../src/transport/host.js";
 import type { MergeInfo } from "../../src/shared/agent-api.js";
 import { gitIn, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
-import { cliDriver, dirInput, gitAsRemoteUser, OWNER, type Driver } from "../support/workspace.js";
+import { cliDriver, dirInput, gitAsRemoteUser, OWNER, type Driver, removeRoot } from "../support/workspace.js";
 import { onHost } from "../support/host-view.js";
 
 describe("merge-to-base with a host that rewrites its manifest", () => {
@@ -32,7 +32,7 @@ describe("merge-to-base with a host that rewrites its manifest", () => {
   });
   afterAll(() => {
     rmSync(base, { recursive: true, force: true });
-    rmSync(onHost(d.root), { recursive: true, force: true });
+    removeRoot(d.root);
   });
 
   it("a target moved to another repository or branch, or unsealed, is refused and nothing local moves", async () => {

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { MANIFEST_MARKER } from "../../src/remote-agent/workspace/manifest.js";
 import { seedRepo, type FixtureRepo } from "../fixtures/repo.js";
-import { dirInput, OTHER_OWNER, OWNER, cliDriver, startCli, type Driver } from "../support/workspace.js";
+import { dirInput, OTHER_OWNER, OWNER, cliDriver, startCli, type Driver, removeRoot } from "../support/workspace.js";
 import { lifecycleRequest, runCli } from "../support/run-cli.js";
 import { releaseWorkspaceHooks, setWorkspaceHooks } from "../support/test-hooks.js";
 import { TEST_HOOKS_FILE } from "../../src/remote-agent/test-hooks.js";
@@ -80,7 +80,7 @@ describe("ownership, partial state and reconciliation over SSH", () => {
   });
   afterAll(() => {
     rmSync(base, { recursive: true, force: true });
-    rmSync(onHost(d.root), { recursive: true, force: true });
+    removeRoot(d.root);
   });
 
   it("J1: a directory without a manifest is refused by create, inspect and destroy, and survives", async () => {

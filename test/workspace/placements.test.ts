@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { commitAll, gitIn, localRepoFingerprint, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
-import { cliDriver, dirInput, type Driver } from "../support/workspace.js";
+import { cliDriver, dirInput, type Driver, removeRoot } from "../support/workspace.js";
 import type { CreateInput } from "../../src/contract/schemas.js";
 import { hostGit, onHost } from "../support/host-view.js";
 
@@ -38,7 +38,7 @@ describe("placements and relativeCwd over SSH", () => {
   });
   afterAll(() => {
     rmSync(base, { recursive: true, force: true });
-    rmSync(onHost(d.root), { recursive: true, force: true });
+    removeRoot(d.root);
   });
 
   async function expectCheckout(id: string, placement: CreateInput["placement"], commit: string, branch: string): Promise<string> {

@@ -14,7 +14,7 @@ import { projectKey } from "../../src/workspace/create-workspace.js";
 import { gitIn, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { hostProcesses } from "../support/host-processes.js";
 import { rig } from "../rig/rig.js";
-import { cliDriver, dirInput, type Driver } from "../support/workspace.js";
+import { cliDriver, dirInput, type Driver, removeRoot } from "../support/workspace.js";
 import { needs, unless } from "../support/needs.js";
 
 const canSignal = unless(needs.localHost("signals the host's processes"), needs.root("signals the rig's login user's processes"));
@@ -34,7 +34,7 @@ describe("reconcile racing a create over SSH", canSignal, () => {
   });
   afterAll(() => {
     rmSync(base, { recursive: true, force: true });
-    rmSync(d.root, { recursive: true, force: true });
+    removeRoot(d.root);
   });
 
   it("a cache a create starts using while reconcile runs is not deleted under it", { timeout: 120_000 }, async () => {

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { commitAll, gitIn, localRepoFingerprint, treeSnapshot } from "../fixtures/repo.js";
 import { shallowSource } from "../fixtures/submodules.js";
-import { bytesSent, cliDriver, dirInput, gitAsRemoteUser, type Driver } from "../support/workspace.js";
+import { bytesSent, cliDriver, dirInput, gitAsRemoteUser, type Driver, removeRoot } from "../support/workspace.js";
 
 const PROGRESS = { PASEO_SSH_PROGRESS: "1" };
 
@@ -26,7 +26,7 @@ describe("shallow sources over SSH", () => {
   });
   afterAll(() => {
     rmSync(base, { recursive: true, force: true });
-    rmSync(d.root, { recursive: true, force: true });
+    removeRoot(d.root);
   });
 
   const log = (cwd: string, remote = false) => {

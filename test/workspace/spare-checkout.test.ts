@@ -11,7 +11,7 @@ import { cachePath } from "../../src/remote-agent/workspace/git-cache.js";
 import { agentBundle } from "../../src/transport/bootstrap.js";
 import { projectKey } from "../../src/workspace/create-workspace.js";
 import { gitIn, LARGE_BIN_SIZE, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
-import { bytesSent, cliDriver, dirInput, gitAsRemoteUser, type Driver } from "../support/workspace.js";
+import { bytesSent, cliDriver, dirInput, gitAsRemoteUser, type Driver, removeRoot } from "../support/workspace.js";
 import { hostGit, onHost } from "../support/host-view.js";
 
 const PROGRESS = { PASEO_SSH_PROGRESS: "1" };
@@ -43,7 +43,7 @@ describe("spare checkouts: the next workspace of a commit without writing its fi
   });
   afterAll(() => {
     rmSync(base, { recursive: true, force: true });
-    rmSync(onHost(d.root), { recursive: true, force: true });
+    removeRoot(d.root);
   });
 
   it("a second workspace takes the spare: same content and branch, its own files, no objects sent", async () => {

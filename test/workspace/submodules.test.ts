@@ -13,7 +13,7 @@ import { gitIn, localRepoFingerprint, treeSnapshot } from "../fixtures/repo.js";
 import { cachePath } from "../../src/remote-agent/workspace/git-cache.js";
 import { projectKey } from "../../src/workspace/create-workspace.js";
 import { brokenSubmodule, superproject, type SuperFixture } from "../fixtures/submodules.js";
-import { cliDriver, dirInput, gitAsRemoteUser, progressLines, type Driver } from "../support/workspace.js";
+import { cliDriver, dirInput, gitAsRemoteUser, progressLines, type Driver, removeRoot } from "../support/workspace.js";
 import { needs, unless } from "../support/needs.js";
 
 const PROGRESS = { PASEO_SSH_PROGRESS: "1" };
@@ -37,7 +37,7 @@ describe("submodules over SSH", unless(needs.localHost("looks at the submodules'
   });
   afterAll(() => {
     rmSync(base, { recursive: true, force: true });
-    rmSync(d.root, { recursive: true, force: true });
+    removeRoot(d.root);
   });
 
   const expectComplete = (checkout: string, f: SuperFixture = fx) => {
