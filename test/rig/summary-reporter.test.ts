@@ -1,7 +1,7 @@
 // The run's last lines: skip reasons counted by what was missing ("needs nc", "needs root", …),
 // a skip that names none counted as such, and the server line.
 import { describe, expect, it } from "vitest";
-import { NO_REASON, serverLine, skipLine, skipReason } from "../support/summary-reporter.js";
+import { NO_REASON, serverLine, skipLine, skipReason, unreportedFailure } from "../support/summary-reporter.js";
 import { needLabel } from "../support/needs.js";
 
 describe("summary lines", () => {
@@ -32,5 +32,12 @@ describe("summary lines", () => {
       "SSH server: OpenSSH sshd (PASEO_TEST_SERVER=openssh)",
     );
     expect(serverLine(null)).toBe("SSH server: none started (the rig did not set up)");
+  });
+
+  it("count a file that failed with no failed test (load error, failing hook) as one failure", () => {
+    expect(unreportedFailure("failed", [])).toBe(1);
+    expect(unreportedFailure("failed", ["passed", "passed", "skipped"])).toBe(1);
+    expect(unreportedFailure("failed", ["passed", "failed"])).toBe(0);
+    expect(unreportedFailure("passed", ["passed"])).toBe(0);
   });
 });

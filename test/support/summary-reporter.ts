@@ -37,6 +37,14 @@ export function skipReason(note: string | undefined, declared: string | undefine
   return reason ? needLabel(reason) : NO_REASON;
 }
 
+/**
+ * 1 for a file that failed while none of its tests did (it failed to load, or a beforeAll/afterAll
+ * hook threw): such a file must not read as green. 0 otherwise.
+ */
+export function unreportedFailure(moduleState: string, testStates: string[]): number {
+  return moduleState === "failed" && !testStates.includes("failed") ? 1 : 0;
+}
+
 export default class SummaryReporter implements Reporter {
   onTestRunEnd(testModules: ReadonlyArray<TestModule>): void {
     const counts = { passed: 0, failed: 0, skipped: 0 };
@@ -51,8 +59,10 @@ export default class SummaryReporter implements Reporter {
     };
     for (const mod of testModules) {
       for (const test of mod.children.allTests()) count(test);
-      // A file that failed to load has no tests but must not read as green.
-      if (mod.state() === "failed" && [...mod.children.allTests()].length === 0) counts.failed++;
+      counts.failed += unreportedFailure(
+        mod.state(),
+        [...mod.children.allTests()].map((t) => t.result().state),
+      );
     }
     const skipped = counts.skipped ? `, ${counts.skipped} skipped` : "";
     const raw = process.env.PASEO_TEST_RIG;
