@@ -18,6 +18,7 @@ import { dirInput, progressLines } from "../support/workspace.js";
 import { extraSshdSkipReason } from "../support/extra-sshd.js";
 import { startPoolEndpoint, type PoolEndpoint } from "../support/pool-endpoints.js";
 import { ExecWorkspace } from "../support/exec.js";
+import { unless } from "../support/needs.js";
 import type { Options } from "../../src/contract/index.js";
 
 const skip = extraSshdSkipReason();
@@ -42,7 +43,7 @@ async function op(options: Options, args: string[], extra: Record<string, unknow
 
 const newId = (label: string) => `pool-${label}-${randomBytes(4).toString("hex")}`;
 
-describe.skipIf(skip !== null)("a pool of three hosts", () => {
+describe("a pool of three hosts", unless(skip), () => {
   let eps: PoolEndpoint[];
   let fixture: FixtureRepo;
   let base: string;
