@@ -24,13 +24,13 @@ mkdirSync(join(root, "dist"), { recursive: true });
 
 const remoteTarget = { platform: "node", target: "node18", format: "cjs", bundle: true, legalComments: "none" };
 
-await build({ ...remoteTarget, entryPoints: [join(root, "helper/src/main.ts")], outfile: out("paseo-workspace-helper.cjs") });
+await build({ ...remoteTarget, entryPoints: [join(root, "helper/src/run-helper.ts")], outfile: out("paseo-workspace-helper.cjs") });
 chmodSync(out("paseo-workspace-helper.cjs"), 0o755);
 const helperSource = readFileSync(out("paseo-workspace-helper.cjs"), "utf8");
 
 await build({
   ...remoteTarget,
-  entryPoints: [join(root, "src/remote-agent/main.ts")],
+  entryPoints: [join(root, "src/remote-agent/run-agent.ts")],
   outfile: out("remote-agent.cjs"),
   define: { __HELPER_SOURCE__: JSON.stringify(helperSource), ...terminalSources(root) },
 });
@@ -74,7 +74,7 @@ const brokerBuild = await build({
   bundle: true,
   // zod inside, and p-retry, which is ESM only; import.meta.url is the bundle's own file URL.
   external: dependencies.filter((d) => d !== "zod" && d !== "p-retry"),
-  entryPoints: { broker: join(root, "src/broker/entry.ts") },
+  entryPoints: { broker: join(root, "src/broker/process/entry.ts") },
   plugins: [ssh2Parts],
   outdir: out("cli-chunks"),
   entryNames: "[name]-[hash]",
@@ -196,7 +196,7 @@ writeFileSync(out("package.json"), `${JSON.stringify({ type: "commonjs" })}\n`);
 await build({
   ...cjs,
   external: dependencies.filter((d) => d !== "zod"),
-  entryPoints: [join(root, "src/cli/main.ts")],
+  entryPoints: [join(root, "src/cli/dispatch.ts")],
   outfile: out("cli.js"),
   banner: { js: `#!/usr/bin/env node\n${cjs.banner.js}` },
   plugins: [opLoaders],

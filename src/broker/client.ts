@@ -1,7 +1,7 @@
 // Reaching the broker for a host configuration from a runtime process: connect to its socket and
 // check its hello; if there is no live broker of our version (none yet, crashed, old build, hung,
 // or a socket that is not safely ours) start one detached and connect once it listens. Brokers
-// settle among themselves who serves the socket (server.ts), so racing starters are harmless.
+// settle among themselves who serves the socket (process/broker-server.ts), so racing starters are harmless.
 import { closeSync, existsSync, openSync, readFileSync, rmSync, statSync, truncateSync } from "node:fs";
 import type { Socket } from "node:net";
 import { RuntimeError, oneLine } from "../shared/errors.js";
@@ -20,7 +20,7 @@ import {
   socketTrustworthy,
   type BrokerPaths,
 } from "./paths.js";
-import type { BrokerLaunch } from "./main.js";
+import type { BrokerLaunch } from "./process/run-broker.js";
 import { sleep } from "../shared/async.js";
 
 /** How long a started broker may take to listen (node start-up plus module loading). */

@@ -14,7 +14,7 @@ import type { Socket } from "node:net";
 import * as z from "../contract/zod-mini.js";
 import { EXIT_CODES, RuntimeError, type ErrorClass } from "../shared/errors.js";
 import { parseJson } from "../shared/guards.js";
-import { MAX_ATTACH_GEN, RESUME_TOKEN } from "../shared/resume.js";
+import { MAX_ATTACH_GEN, RESUME_TOKEN } from "../shared/stream-replay.js";
 
 const positiveInt = z.int().check(z.gte(1));
 
@@ -22,7 +22,7 @@ export const BrokerRequestSchema = z.discriminatedUnion("kind", [
   /**
    * `session`: the resume token of the exec this conversation carries (see RemoteHost.openAgent);
    * `reattach`: it re-attaches to that exec, and waits here while the link is down; `gen`: its
-   * attach generation (src/shared/resume.ts; absent: 0, the exec.run conversation).
+   * attach generation (src/shared/stream-replay.ts; absent: 0, the exec.run conversation).
    */
   z.object({
     kind: z.literal("agent"),
@@ -74,7 +74,7 @@ export type BrokerResult = z.output<typeof BrokerResultSchema>;
 
 /**
  * How long an operation may wait in the broker for a free session or a reconnect before failing
- * (here, not in pool.ts, so clients can bound their wait without loading ssh2).
+ * (here, not in process/channel-pool.ts, so clients can bound their wait without loading ssh2).
  */
 export const ACQUIRE_WAIT_MS = 30_000;
 

@@ -1,4 +1,4 @@
-// The shape every CLI operation module implements. The dispatcher (main.ts) parses argv strictly,
+// The shape every CLI operation module implements. The dispatcher (dispatch.ts) parses argv strictly,
 // then calls `run`; a thrown RuntimeError becomes one stderr line and its class's exit code.
 import type { Readable, Writable } from "node:stream";
 

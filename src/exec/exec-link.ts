@@ -1,4 +1,4 @@
-// The wrapper's side of a resumable exec conversation (src/shared/resume.ts): numbers and keeps
+// The wrapper's side of a resumable exec conversation (src/shared/stream-replay.ts): numbers and keeps
 // the frames it sends until the daemon acknowledges them, numbers what it receives and acknowledges
 // it once handed to Paseo, and — when the stream is lost with the link, the broker or its SSH
 // connection — re-attaches with `exec.attach {token, received}` (backoff 250 ms → 5 s with
@@ -7,7 +7,7 @@
 import { EventEmitter } from "node:events";
 import { RuntimeError, fromWireError } from "../shared/errors.js";
 import { FrameKind, encodeJson, type Frame } from "../shared/frames.js";
-import { ReceiveCounter, ReplayLog, isUnnumbered } from "../shared/resume.js";
+import { ReceiveCounter, ReplayLog, isUnnumbered } from "../shared/stream-replay.js";
 import { sleep } from "../shared/async.js";
 import { randomHex } from "../shared/random.js";
 import type { AgentRequest, RuntimeMessage } from "../shared/agent-api.js";
@@ -58,7 +58,7 @@ export class ExecLink extends EventEmitter<ExecLinkEvents> {
   reattaching = false;
   /** Re-attachments that succeeded (diagnostics). */
   reattached = 0;
-  /** The last attach generation asked for (src/shared/resume.ts): exec.run's conversation is 0. */
+  /** The last attach generation asked for (src/shared/stream-replay.ts): exec.run's conversation is 0. */
   private gen = 0;
 
   constructor(

@@ -3,7 +3,7 @@
 // a workload that does not read its stdin stops us reading fd0 instead of filling memory; a resize
 // control is an error.
 import { FrameKind, encodeData, encodeFrame } from "../shared/frames.js";
-import { Conversation } from "./conversation.js";
+import { Conversation } from "./exec-conversation.js";
 
 /** Workload stdin sent to the agent but not yet taken by the workload; above this fd0 is not read. */
 export const STDIN_WINDOW = 4 * 1024 * 1024;

@@ -18,7 +18,7 @@ import { RuntimeError } from "../shared/errors.js";
 import { sleep } from "../shared/async.js";
 import type { ExecAgentMessage } from "../shared/agent-api.js";
 import type { PtyChannel } from "../transport/host.js";
-import { Conversation, type ConversationParts, type ResizeControl } from "./conversation.js";
+import { Conversation, type ConversationParts, type ResizeControl } from "./exec-conversation.js";
 import { PtyStdin, TerminalInput } from "./pty-stdin.js";
 
 /** After a PTY workload exited: how long to wait for the pty channel to deliver its last output. */

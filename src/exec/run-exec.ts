@@ -10,7 +10,7 @@
 //  * PTY controls (resize, signal) are processed after `started`, one resize at a time: applied
 //    with an SSH window-change, confirmed on the remote terminal, then acknowledged.
 //  * Any failure after `started` kills the execution first and then writes one fd4 `error`.
-// What both modes share is conversation.ts; pipes-conversation.ts and pty-conversation.ts add
+// What both modes share is exec-conversation.ts; pipes-conversation.ts and pty-conversation.ts add
 // how workload bytes and resizes travel in each.
 import type { Readable, Writable } from "node:stream";
 import type { RemoteHost } from "../transport/host.js";
@@ -19,7 +19,7 @@ import { readControls } from "./controls.js";
 import { EventWriter } from "./events.js";
 import { openControlIn, openEventsOut } from "./fds.js";
 import { WrapperSignals } from "./wrapper-signals.js";
-import type { ConversationParts, ExecStreams } from "./conversation.js";
+import type { ConversationParts, ExecStreams } from "./exec-conversation.js";
 import { PipesConversation } from "./pipes-conversation.js";
 import { PtyConversation } from "./pty-conversation.js";
 import { ExecLink, newResumeToken } from "./exec-link.js";

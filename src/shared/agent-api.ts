@@ -210,7 +210,7 @@ export interface ExecRunRequest extends WorkspaceTarget {
   cwd?: string;
   stdio: ExecStdio;
   /**
-   * Present when the wrapper can re-attach (src/shared/resume.ts): a random 128-bit token (hex) that
+   * Present when the wrapper can re-attach (src/shared/stream-replay.ts): a random 128-bit token (hex) that
    * names the session inside frames only, and how long a detached session waits for it.
    */
   resume?: { token: string; graceMs: number };
@@ -342,7 +342,7 @@ export interface StartedMessage {
 /**
  * exec, both ways, not numbered itself: every numbered frame up to `seq` was processed (down: its
  * bytes reached Paseo's fd1/fd2/fd4; up: stdin taken by the workload, signal delivered, resize
- * applied). See src/shared/resume.ts.
+ * applied). See src/shared/stream-replay.ts.
  */
 export interface AckMessage {
   type: "ack";

@@ -28,7 +28,7 @@ export interface PtyChannel {
 export interface AgentOpenOptions {
   session?: string;
   reattach?: boolean;
-  /** A re-attachment's attach generation (src/shared/resume.ts); exec.run's conversation is 0. */
+  /** A re-attachment's attach generation (src/shared/stream-replay.ts); exec.run's conversation is 0. */
   gen?: number;
   /** A re-attachment waits for the broker's answer until then (epoch ms): the end of the grace. */
   waitUntil?: number;

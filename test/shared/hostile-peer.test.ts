@@ -23,7 +23,7 @@ import {
   type StreamClose,
 } from "../../src/shared/mux.js";
 import { FrameKind, MAX_FRAME_PAYLOAD, encodeFrame, encodeJson } from "../../src/shared/frames.js";
-import { MAX_HELD_BYTES, heldBytes, serveConversation, type ConversationPort } from "../../src/remote-agent/conversation.js";
+import { MAX_HELD_BYTES, heldBytes, serveConversation, type ConversationPort } from "../../src/remote-agent/serve-conversation.js";
 import type { ConversationEnd } from "../../src/remote-agent/context.js";
 
 const tick = () => new Promise((r) => setImmediate(r));

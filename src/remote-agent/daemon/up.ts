@@ -14,7 +14,7 @@ import { toWireError, oneLine, RuntimeError } from "../../shared/errors.js";
 import { AGENT_READY_MARKER } from "../../shared/frames.js";
 import { daemonPaths, idleArg, type DaemonPaths } from "./paths.js";
 import { probeDaemon } from "./probe.js";
-import { DAEMON_IDLE_MS, prepareRunDir } from "./server.js";
+import { DAEMON_IDLE_MS, prepareRunDir } from "./host-daemon.js";
 
 /** How long a started daemon may take to answer (node start-up plus the bind). */
 export const DAEMON_START_MS = 10_000;

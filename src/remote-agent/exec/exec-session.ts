@@ -1,4 +1,4 @@
-// One exec as the daemon keeps it across streams (src/shared/resume.ts): the exec's op code talks
+// One exec as the daemon keeps it across streams (src/shared/stream-replay.ts): the exec's op code talks
 // to an ExecContext that outlives the conversation it started on. Down frames are numbered and
 // kept until the wrapper acknowledges them; up frames are numbered and acknowledged once the op
 // processed them. When the stream is lost with the link, a resumable session is *detached*: the
@@ -8,7 +8,7 @@
 // rule (sessions.ts) reaps the tree.
 import { RuntimeError } from "../../shared/errors.js";
 import { FrameKind, encodeJson, type Frame } from "../../shared/frames.js";
-import { ReceiveCounter, ReplayLog, RESUME_TOKEN, abandonApplies, isUnnumbered } from "../../shared/resume.js";
+import { ReceiveCounter, ReplayLog, RESUME_TOKEN, abandonApplies, isUnnumbered } from "../../shared/stream-replay.js";
 import { decodeRuntimeMessage, type AgentMessage } from "../../shared/agent-api.js";
 import { isInteger, isRecord } from "../../shared/guards.js";
 import type { AgentContext, ConversationEnd } from "../context.js";

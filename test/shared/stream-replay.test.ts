@@ -4,7 +4,7 @@
 // unnumbered.
 import { describe, expect, it } from "vitest";
 import { FrameKind, encodeJson } from "../../src/shared/frames.js";
-import { ReceiveCounter, ReplayLog, isUnnumbered } from "../../src/shared/resume.js";
+import { ReceiveCounter, ReplayLog, isUnnumbered } from "../../src/shared/stream-replay.js";
 
 const b = (s: string) => Buffer.from(s);
 

@@ -3,9 +3,9 @@
 // reconnect window, except for failures retrying cannot fix (a wrong key or host key), and
 // one clear line naming the host and the window when it gives up.
 import pRetry, { AbortError } from "p-retry";
-import { RuntimeError, oneLine } from "../shared/errors.js";
-import type { RuntimeOptions } from "../transport/options.js";
-import { reconnectWindowMs } from "./wire.js";
+import { RuntimeError, oneLine } from "../../shared/errors.js";
+import type { RuntimeOptions } from "../../transport/options.js";
+import { reconnectWindowMs } from "../wire.js";
 
 export async function reconnect<T>(
   connectOnce: () => Promise<T>,

@@ -3,12 +3,12 @@
 // dist/broker.js`: the configuration (options, the resolved hop chain, paths; no workspace id, no
 // secret) arrives as one JSON document on stdin. Diagnostics go to stderr, which the starter points
 // at a 0600 log file next to the socket.
-import * as z from "../contract/zod-mini.js";
-import { RuntimeError, oneLine } from "../shared/errors.js";
-import { parseRuntimeOptions, type RuntimeOptions } from "../transport/options.js";
-import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
-import { brokerVersion, type BrokerPaths } from "./paths.js";
-import { BrokerServer } from "./server.js";
+import * as z from "../../contract/zod-mini.js";
+import { RuntimeError, oneLine } from "../../shared/errors.js";
+import { parseRuntimeOptions, type RuntimeOptions } from "../../transport/options.js";
+import type { ConnectionPlan } from "../../transport/ssh-config/resolve.js";
+import { brokerVersion, type BrokerPaths } from "../paths.js";
+import { BrokerServer } from "./broker-server.js";
 
 export interface BrokerLaunch {
   options: RuntimeOptions;

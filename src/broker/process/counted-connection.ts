@@ -2,8 +2,8 @@
 // server allows (MaxSessions). sshd frees a session only once its channel closed both ways, and
 // frees it on its next loop iteration, so an open refused right after a close is retried briefly.
 import type { ClientChannel, PseudoTtyOptions } from "ssh2";
-import { sleep } from "../shared/async.js";
-import { SshConnection } from "../transport/ssh-connection.js";
+import { sleep } from "../../shared/async.js";
+import { SshConnection } from "../../transport/ssh-connection.js";
 
 /** Attempts at opening a session that sshd refused although our count says it has room. */
 const SESSION_RETRIES = 6;

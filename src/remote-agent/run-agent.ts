@@ -10,13 +10,13 @@
 // Secrets (workload env) arrive only in frames, never on a command line or in a file.
 import { dirname } from "node:path";
 import { AGENT_READY_MARKER } from "../shared/frames.js";
-import type { ConversationPort } from "./conversation.js";
-import { serveConversation } from "./conversation.js";
+import type { ConversationPort } from "./serve-conversation.js";
+import { serveConversation } from "./serve-conversation.js";
 import { execSessions } from "./exec/sessions.js";
 import { ptyAttachMain } from "./exec/pty-attach.js";
 import { expandRoot } from "./root.js";
 import { holdAgentRoot } from "./root-guard.js";
-import { daemonMain } from "./daemon/server.js";
+import { daemonMain } from "./daemon/host-daemon.js";
 import { daemonUpMain, relayMain } from "./daemon/up.js";
 
 function stdioPort(): ConversationPort {

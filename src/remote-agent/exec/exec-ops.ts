@@ -6,7 +6,7 @@
 //   exec.attach     a wrapper re-attaches to its resumable exec after the link was lost (streaming)
 //   exec.abandon    the wrapper of a resumable exec died during an outage: reap it now
 import { RuntimeError, toWireError } from "../../shared/errors.js";
-import { MAX_ATTACH_GEN, RESUME_TOKEN } from "../../shared/resume.js";
+import { MAX_ATTACH_GEN, RESUME_TOKEN } from "../../shared/stream-replay.js";
 import { isInteger } from "../../shared/guards.js";
 import { ExecSession, findSession, parseResume } from "./exec-session.js";
 import type { AgentContext, OneShotHandlers } from "../context.js";

@@ -4,26 +4,26 @@
 // socket path and its last conversation has closed.
 import { chmodSync, rmSync, statSync } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
-import { BinaryFrameDecoder, FrameBoundary, FrameKind, encodeJson, AGENT_READY_MARKER, type Frame } from "../shared/frames.js";
-import { RuntimeError, oneLine, toWireError } from "../shared/errors.js";
-import type { RuntimeOptions } from "../transport/options.js";
-import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
-import type { PtyChannel } from "../transport/host.js";
-import { dial } from "./dial.js";
-import { withLock } from "./lock.js";
-import type { BrokerPaths } from "./paths.js";
-import { ChannelPool, type Lease, type StreamLease } from "./pool.js";
-import { BrokerRequestSchema, WindowMessageSchema, readLine, writeLine, type BrokerResult } from "./wire.js";
-import { parseJson, windowDimension } from "../shared/guards.js";
-import * as z from "../contract/zod-mini.js";
-import { listenUnix } from "../shared/listen-unix.js";
+import { BinaryFrameDecoder, FrameBoundary, FrameKind, encodeJson, AGENT_READY_MARKER, type Frame } from "../../shared/frames.js";
+import { RuntimeError, oneLine, toWireError } from "../../shared/errors.js";
+import type { RuntimeOptions } from "../../transport/options.js";
+import type { ConnectionPlan } from "../../transport/ssh-config/resolve.js";
+import type { PtyChannel } from "../../transport/host.js";
+import { dial } from "../dial.js";
+import { withLock } from "../lock.js";
+import type { BrokerPaths } from "../paths.js";
+import { ChannelPool, type Lease, type StreamLease } from "./channel-pool.js";
+import { BrokerRequestSchema, WindowMessageSchema, readLine, writeLine, type BrokerResult } from "../wire.js";
+import { parseJson, windowDimension } from "../../shared/guards.js";
+import * as z from "../../contract/zod-mini.js";
+import { listenUnix } from "../../shared/listen-unix.js";
 
 /** A client must name its channel this soon after connecting. */
 const HEADER_TIMEOUT_MS = 10_000;
 /** A resumable exec's client waiting through an outage: how often the pool is asked again. */
 const SESSION_RETRY_MS = 1000;
 
-/** A resumable exec's conversation: its token and attach generation (src/shared/resume.ts). */
+/** A resumable exec's conversation: its token and attach generation (src/shared/stream-replay.ts). */
 export interface Session {
   token: string;
   gen: number;

@@ -6,16 +6,16 @@
 // more than MaxSessions, extra connections open beyond that, and a lost link is re-established
 // with backoff and jitter (reconnect.ts), the host key verified again each time.
 import { EventEmitter } from "node:events";
-import { RuntimeError, oneLine } from "../shared/errors.js";
-import type { MuxStream } from "../shared/mux.js";
-import type { RuntimeOptions } from "../transport/options.js";
-import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
-import type { DaemonLink } from "../transport/daemon-link.js";
-import type { PtyChannel, PtyRequest } from "../transport/host.js";
-import { agentBundle } from "../transport/bootstrap.js";
-import { connectSsh } from "../transport/ssh-connection.js";
-import { SshHost } from "../transport/ssh-host.js";
-import { ACQUIRE_WAIT_MS } from "./wire.js";
+import { RuntimeError, oneLine } from "../../shared/errors.js";
+import type { MuxStream } from "../../shared/mux.js";
+import type { RuntimeOptions } from "../../transport/options.js";
+import type { ConnectionPlan } from "../../transport/ssh-config/resolve.js";
+import type { DaemonLink } from "../../transport/daemon-link.js";
+import type { PtyChannel, PtyRequest } from "../../transport/host.js";
+import { agentBundle } from "../../transport/bootstrap.js";
+import { connectSsh } from "../../transport/ssh-connection.js";
+import { SshHost } from "../../transport/ssh-host.js";
+import { ACQUIRE_WAIT_MS } from "../wire.js";
 import { CountedConnection } from "./counted-connection.js";
 import { reconnect } from "./reconnect.js";
 

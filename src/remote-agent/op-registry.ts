@@ -4,8 +4,8 @@ import type { AgentContext, OneShotHandlers } from "./context.js";
 import type { OneShotOp } from "../shared/agent-api.js";
 import { systemOps } from "./ops-system.js";
 import { loadOps } from "./ops-load.js";
-import { workspaceOps } from "./workspace/ops.js";
-import { execAttach, execOps, execRun } from "./exec/ops.js";
+import { workspaceOps } from "./workspace/workspace-ops.js";
+import { execAttach, execOps, execRun } from "./exec/exec-ops.js";
 
 const ONE_SHOT: OneShotHandlers = {
   ...systemOps,

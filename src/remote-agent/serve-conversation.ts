@@ -7,7 +7,7 @@ import { RuntimeError, toWireError } from "../shared/errors.js";
 import { isRecord, parseJson } from "../shared/guards.js";
 import type { AgentMessage } from "../shared/agent-api.js";
 import type { AgentContext, ConversationEnd, ReceivedRequest } from "./context.js";
-import { lookupOp } from "./ops.js";
+import { lookupOp } from "./op-registry.js";
 import { markRoot } from "./root-marker.js";
 import { checkAgentRoot } from "./root-guard.js";
 
