@@ -1,7 +1,10 @@
 // Import boundaries between the layers of docs/architecture.md, checked by `npm run lint`.
 // Layers only point down: cli -> workspace, exec, demo -> broker -> transport -> contract, shared.
 // The remote agent and the helper are separate bundles that run on the host with Node built-ins
-// only; src/shared is bundled into the agent too.
+// only; src/shared is bundled into the agent too. The broker process (src/broker/process/, its own
+// bundle) and the operation side of src/broker meet only in the broker modules both share.
+/** The src/broker modules both the broker process and the operation side use. */
+const BROKER_SHARED = "wire|paths|dial|lock|launch";
 const NPM = ["npm", "npm-dev", "npm-optional", "npm-peer", "npm-bundled", "npm-no-pkg", "npm-unknown"];
 
 /** @type {import('dependency-cruiser').IConfiguration} */
@@ -69,6 +72,28 @@ module.exports = {
       severity: "error",
       from: { path: "^src/broker/" },
       to: { path: "^src/(workspace|exec|demo|cli)/" },
+    },
+    {
+      name: "broker-process-is-its-own-bundle",
+      comment: "src/broker/process/ runs only inside dist/broker.js: nothing outside it imports it (the build names process/entry.ts).",
+      severity: "error",
+      from: { path: "^src/", pathNot: "^src/broker/process/" },
+      to: { path: "^src/broker/process/" },
+    },
+    {
+      name: "broker-process-uses-only-shared-broker-modules",
+      comment:
+        "The broker process meets the operation side of src/broker (open-host, broker-host, client, environment, host-pool) only through the modules both share.",
+      severity: "error",
+      from: { path: "^src/broker/process/" },
+      to: { path: "^src/broker/", pathNot: ["^src/broker/process/", `^src/broker/(${BROKER_SHARED})[.]ts$`] },
+    },
+    {
+      name: "shared-broker-modules-import-neither-side",
+      comment: "What both broker sides share depends on neither of them.",
+      severity: "error",
+      from: { path: `^src/broker/(${BROKER_SHARED})[.]ts$` },
+      to: { path: "^src/broker/", pathNot: `^src/broker/(${BROKER_SHARED})[.]ts$` },
     },
     {
       name: "operations-do-not-import-each-other",

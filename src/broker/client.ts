@@ -20,7 +20,7 @@ import {
   socketTrustworthy,
   type BrokerPaths,
 } from "./paths.js";
-import type { BrokerLaunch } from "./process/run-broker.js";
+import type { BrokerLaunch } from "./launch.js";
 import { sleep } from "../shared/async.js";
 
 /** How long a started broker may take to listen (node start-up plus module loading). */
