@@ -1,5 +1,5 @@
-// paseo-workspace-helper, protocol v1 (shared/spec/helper.md, our copy of Paseo's
-// helper contract). Bundled into one self-contained CJS file run by node >= 18 with built-ins
+// paseo-workspace-helper, protocol v1 of Paseo's helper contract (helper/README.md says what we
+// implement of it and where it is specified). Bundled into one self-contained CJS file run by node >= 18 with built-ins
 // only; Paseo launches it once per operation with the workspace root as cwd and possibly no PATH.
 import { realpathSync } from "node:fs";
 import { parseInvocation, type Invocation } from "./argv.js";

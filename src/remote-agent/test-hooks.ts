@@ -53,7 +53,13 @@ export async function holdWorkspaceHook(
   while (Date.now() < until && workspaceHooks(root, workspaceId)[key] > 0) await sleep(Math.min(HOOK_POLL_MS, until - Date.now()));
 }
 
-export function execHooks(root: string, execId: string): { delayIdentityMs: number; terminalSearchPath?: string } {
+/** One exec's hooks, handed around as one object: all off unless a test wrote them. */
+export interface ExecHooks {
+  delayIdentityMs: number;
+  terminalSearchPath?: string;
+}
+
+export function execHooks(root: string, execId: string): ExecHooks {
   const h = hooksFor(root, "execs", execId);
   return {
     delayIdentityMs: ms(h.delayIdentityMs, 30_000),

@@ -1,4 +1,4 @@
-// Every example of the contract's examples/v1.json re-encodes to its `bytes` entry exactly, whatever the
+// Every example of the contract's examples/v1.json (test/fixtures/v1.json) re-encodes to its `bytes` entry exactly, whatever the
 // key order of the input object, and the canonical encoder's byte rules (docs/contract.md#encoding).
 import { describe, expect, it } from "vitest";
 import type * as z from "zod/mini";

@@ -1,4 +1,4 @@
-// The contract's test vectors shared by every suite: the verbatim examples/v1.json and raw byte
+// The contract's test vectors shared by every suite: the verbatim examples/v1.json (test/fixtures/v1.json) and raw byte
 // conversations (exec suites replay these against the real wrapper).
 import { readFileSync } from "node:fs";
 

@@ -1,5 +1,5 @@
 // The first module of the broker bundle: what must happen before ssh2 is loaded, then the broker
-// itself. main.ts is imported, not statically, so that its imports (ssh2 among them) are evaluated
+// itself. run-broker.ts is imported, not statically, so that its imports (ssh2 among them) are evaluated
 // only after this.
 import { skipUnusedPoly1305Wasm } from "../../transport/ssh2-poly1305.js";
 

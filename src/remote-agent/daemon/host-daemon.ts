@@ -4,7 +4,7 @@
 // each connection is a channel (the broker's stream-local forward, or a relay); each stream on it
 // is one agent conversation, served in-process by the same op handlers a one-shot agent uses. It
 // supervises every exec it starts (exec records name it by pid + start time) and outlives the
-// streams: a lost stream is handled by the exec loss rule (exec-sessions.ts), never by exiting.
+// streams: a lost stream is handled by the exec loss rule (exec/sessions.ts), never by exiting.
 //
 // Lifetime: exits once no exec is live and no stream is open, after `--idle-ms` (default 5 min);
 // at once when retired (a daemon of another build asked it to step aside) or when its socket path

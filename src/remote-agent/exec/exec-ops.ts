@@ -63,16 +63,22 @@ export async function execRun(first: AgentContext): Promise<void> {
     updateExecRecord(layout, record, { state: "refused" });
     throw err;
   }
-  const pty = req.stdio.kind === "pty";
-  const hooks = execHooks(ctx.root, req.execId);
-  const sup = new ExecSupervisor(ctx, layout, record, req.workspaceId, req.owner, !pty, hooks.delayIdentityMs);
+  const sup = new ExecSupervisor({
+    ctx,
+    layout,
+    record,
+    workspaceId: req.workspaceId,
+    owner: req.owner,
+    signals: req.stdio.kind === "pty" ? "tree" : "group",
+    hooks: execHooks(ctx.root, req.execId),
+  });
   // Live until its exit was received by the wrapper or its tree is reaped (the daemon's idle rule
   // counts these), findable by its token for a wrapper re-attaching meanwhile.
   execSessions.add(sup);
   session.register();
   try {
-    if (req.stdio.kind === "pty") await runPty(ctx, sup, launch, req, hooks.terminalSearchPath);
-    else await runPipes(ctx, sup, launch, req.env, req.argv[0]!);
+    if (req.stdio.kind === "pty") await runPty(ctx, sup, launch, req);
+    else await runPipes(ctx, sup, launch, req);
   } catch (err) {
     let wire = err;
     await sup.settleUnfinished().catch((e: Error) => {
@@ -128,7 +134,7 @@ async function waitGone(targets: Array<{ pid: number; startTime: string }>, ms: 
 }
 
 /**
- * The `signal` operation. Answers by record state (see exec-records.ts): only a genuinely starting
+ * The `signal` operation. Answers by record state (see records.ts): only a genuinely starting
  * exec is "not ready"; a starting record whose agent died is treated as abandoned and reaped.
  */
 async function execSignal(ctx: AgentContext): Promise<{ state: string }> {

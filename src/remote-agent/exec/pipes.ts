@@ -13,7 +13,7 @@ import type { ExecContext } from "./exec-session.js";
 import { closeTag, openTag, taggedStdio, type Launch } from "./launch.js";
 import { identityNow, type ExecSupervisor } from "./supervisor.js";
 import { execTagPath } from "../proc/process-set.js";
-import { decodeRuntimeMessage } from "../../shared/agent-api.js";
+import { decodeRuntimeMessage, type ExecRunRequest } from "../../shared/agent-api.js";
 import { conversationLost } from "./sessions.js";
 
 export const OUTPUT_IDLE_MS = 1000;
@@ -180,13 +180,9 @@ function spawnWorkload(sup: ExecSupervisor, launch: Launch, env: Record<string, 
   return { child: c, exited };
 }
 
-export async function runPipes(
-  ctx: ExecContext,
-  sup: ExecSupervisor,
-  launch: Launch | null,
-  env: Record<string, string>,
-  argv0: string,
-): Promise<void> {
+export async function runPipes(ctx: ExecContext, sup: ExecSupervisor, launch: Launch | null, req: ExecRunRequest): Promise<void> {
+  const { env } = req;
+  const argv0 = req.argv[0]!;
   const stdin = new StdinForwarder(ctx);
   const flow = new OutputFlow(ctx);
   ctx.onFrame((f: Frame) => {

@@ -26,16 +26,18 @@ import { conversationLost } from "./sessions.js";
 
 type Outcome = { exit: TerminalExit } | { failed: unknown } | { lost: ConversationEnd };
 
-export async function runTerminal(
-  ctx: ExecContext,
-  sup: ExecSupervisor,
-  support: UsableTerminalSupport,
-  launch: Launch,
-  req: ExecRunRequest & { stdio: { kind: "pty" } },
+/** How runTerminal runs one PTY exec. */
+export interface TerminalRun {
+  support: UsableTerminalSupport;
+  launch: Launch;
+  req: ExecRunRequest & { stdio: { kind: "pty" } };
   /** A relay started ahead of this exec (used if still usable), and what to do once it runs. */
-  idle: IdleRelay | undefined,
-  afterStart: () => void,
-): Promise<void> {
+  idle: IdleRelay | undefined;
+  afterStart: () => void;
+}
+
+export async function runTerminal(ctx: ExecContext, sup: ExecSupervisor, run: TerminalRun): Promise<void> {
+  const { support, launch, req, idle, afterStart } = run;
   const stdin = new StdinForwarder(ctx);
   const flow = new OutputFlow(ctx);
   let term: Terminal | null = null;

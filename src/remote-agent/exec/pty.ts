@@ -99,20 +99,18 @@ function prepareIdleRelay(agentDir: string, support: UsableTerminalSupport): voi
   }, IDLE_RELAY_DELAY_MS).unref();
 }
 
-export async function runPty(
-  ctx: ExecContext,
-  sup: ExecSupervisor,
-  launch: Launch | null,
-  req: ExecRunRequest,
-  searchPath?: string,
-): Promise<void> {
+export async function runPty(ctx: ExecContext, sup: ExecSupervisor, launch: Launch | null, req: ExecRunRequest): Promise<void> {
   if (!launch) return sup.notFound(req.argv[0]!);
   if (req.stdio.kind !== "pty") throw new RuntimeError("input", "exec request has an invalid stdio");
-  const support = await terminalSupport(ctx.agentDir, searchPath);
+  const support = await terminalSupport(ctx.agentDir, sup.hooks.terminalSearchPath);
   if (support.method !== "none") {
-    return runTerminal(ctx, sup, support, launch, { ...req, stdio: req.stdio }, takeIdleRelay(ctx.agentDir, support), () =>
-      prepareIdleRelay(ctx.agentDir, support),
-    );
+    return runTerminal(ctx, sup, {
+      support,
+      launch,
+      req: { ...req, stdio: req.stdio },
+      idle: takeIdleRelay(ctx.agentDir, support),
+      afterStart: () => prepareIdleRelay(ctx.agentDir, support),
+    });
   }
   return runSshdPty(ctx, sup, launch, req);
 }

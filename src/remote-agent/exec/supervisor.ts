@@ -11,6 +11,7 @@ import { execMembers, killMembers, recordSession } from "../proc/process-set.js"
 import type { WorkspaceLayout } from "../layout.js";
 import { loadWorkspace } from "../workspace/store.js";
 import { sleep } from "../../shared/async.js";
+import type { ExecHooks } from "../test-hooks.js";
 
 /**
  * Grace between losing the runtime's control channel (wrapper SIGKILLed, link cut) and killing the
@@ -29,6 +30,18 @@ export function identityOf(st: ProcStat): ExecIdentity {
   return { pid: st.pid, pgid: st.pgid, sid: st.sid, startTime: st.startTime };
 }
 
+/** What one exec's supervisor is made of. */
+export interface SupervisorOptions {
+  ctx: AgentContext;
+  layout: WorkspaceLayout;
+  record: ExecRecord;
+  workspaceId: string;
+  owner: string;
+  /** Pipes: the workload leads its own group. PTY: job control moves its processes between groups, so signal the tree. */
+  signals: "group" | "tree";
+  hooks: ExecHooks;
+}
+
 export class ExecSupervisor {
   published = false;
   finished = false;
@@ -36,16 +49,23 @@ export class ExecSupervisor {
   private ident: ExecIdentity | null = null;
   private pendingSignal: NodeJS.Signals | null = null;
 
-  constructor(
-    readonly ctx: AgentContext,
-    readonly layout: WorkspaceLayout,
-    private record: ExecRecord,
-    readonly workspaceId: string,
-    readonly owner: string,
-    /** Pipes: the workload leads its own group. PTY: job control moves its processes between groups, so signal the tree. */
-    private readonly groupSignals: boolean,
-    private readonly delayIdentityMs: number,
-  ) {}
+  readonly ctx: AgentContext;
+  readonly layout: WorkspaceLayout;
+  readonly workspaceId: string;
+  readonly owner: string;
+  readonly hooks: ExecHooks;
+  private record: ExecRecord;
+  private readonly signals: "group" | "tree";
+
+  constructor(opts: SupervisorOptions) {
+    this.ctx = opts.ctx;
+    this.layout = opts.layout;
+    this.workspaceId = opts.workspaceId;
+    this.owner = opts.owner;
+    this.hooks = opts.hooks;
+    this.record = opts.record;
+    this.signals = opts.signals;
+  }
 
   get execId(): string {
     return this.record.execId;
@@ -54,7 +74,7 @@ export class ExecSupervisor {
   /** Records the running identity, then (and only then) tells the runtime `started`. */
   async publish(ident: ExecIdentity | null): Promise<void> {
     // Test-only hook (test-hooks.ts): widens the window between launch and publication.
-    if (this.delayIdentityMs > 0) await sleep(this.delayIdentityMs);
+    if (this.hooks.delayIdentityMs > 0) await sleep(this.hooks.delayIdentityMs);
     if (this.finished || this.abandoned) return;
     this.ident = ident;
     if (ident) recordSession(this.layout, this.execId, ident);
@@ -87,7 +107,7 @@ export class ExecSupervisor {
       this.pendingSignal = signal;
       return;
     }
-    if (this.ident && this.groupSignals && this.leaderAlive()) {
+    if (this.ident && this.signals === "group" && this.leaderAlive()) {
       try {
         process.kill(-this.ident.pgid, signal);
         return;

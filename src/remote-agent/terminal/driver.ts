@@ -37,6 +37,11 @@ export interface TerminalExit {
   signal: string | null;
 }
 
+/**
+ * One workload on its own terminal, sized before it starts, leading its own session in the
+ * foreground group (python3: pgid = sid = pid; `script`: our child leads the session and the
+ * workload is its foreground group). Bytes pass raw both ways.
+ */
 export interface Terminal {
   readonly method: UsableTerminalSupport["method"];
   /** The relay process (python3 or `script`): never a member of the workspace's process set. */
@@ -51,7 +56,11 @@ export interface Terminal {
   readonly spawnError: { code: number; message: string } | null;
   /** What the terminal shows. Not reading it holds the workload back (its writes block). */
   readonly output: Readable;
-  /** Keyboard side. Honour write()'s return value; end() only stops input (a tty has no EOF). */
+  /**
+   * Keyboard side. Honour write()'s return value; end() only stops input (a tty has no EOF).
+   * `script` (util-linux >= 2.35) queues input its workload does not read without bound, so the
+   * writer must bound what it writes to a terminal nobody reads.
+   */
   readonly input: Writable;
   /** Applies a size; true once the terminal side reports exactly that size (SIGWINCH sent). */
   resize(rows: number, cols: number): Promise<boolean>;

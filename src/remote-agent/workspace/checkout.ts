@@ -14,6 +14,20 @@ import { removeTree } from "./trash.js";
 import { configEnv, STREAM_BIG_BLOBS } from "../../shared/big-blobs.js";
 import { finishLfsCheckout, lfsCheckoutRun, prepareLfsCheckout, type LfsCheckout } from "./lfs-checkout.js";
 
+/** One checkout to materialize: `commit` of `cache`, on `branch` ("" for a detached HEAD). */
+export interface CheckoutPlan {
+  staging: string;
+  checkout: string;
+  cache: string;
+  commit: string;
+  branch: string;
+  /** Run just before the final rename (the create's last ownership check). */
+  beforeRename: () => void;
+  spares: boolean;
+  lfs: LfsCheckout;
+  finish?: (staging: string) => Promise<void>;
+}
+
 /**
  * Builds the checkout in `staging` (under `<root>/tmp`) and renames it to `checkout` at the end.
  * Git recreates missing parent directories while writing, so building in place could resurrect a
@@ -22,17 +36,8 @@ import { finishLfsCheckout, lfsCheckoutRun, prepareLfsCheckout, type LfsCheckout
  * and another is built in the background for the next workspace (spare-checkout.ts). `finish`
  * completes either before the rename.
  */
-export async function materializeCheckout(
-  staging: string,
-  checkout: string,
-  cache: string,
-  commit: string,
-  branch: string,
-  beforeRename: () => void,
-  spares: boolean,
-  lfs: LfsCheckout,
-  finish?: (staging: string) => Promise<void>,
-): Promise<void> {
+export async function materializeCheckout(plan: CheckoutPlan): Promise<void> {
+  const { staging, checkout, cache, commit, branch, beforeRename, spares, lfs, finish } = plan;
   mkdirSync(dirname(staging), { recursive: true, mode: 0o700 });
   try {
     if (!(spares && (await fromSpare(staging, cache, commit, branch)))) {

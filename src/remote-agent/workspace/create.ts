@@ -165,7 +165,17 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
     };
     const finish = (dir: string) => finishCheckout(dir, source.kind === "directory" ? (source.shallow ?? []) : [], modules);
     // A spare is a plain checkout: an LFS commit's content comes from its store each time.
-    await materializeCheckout(staging, layout.checkout, cache, commit, branch, owned, source.kind === "directory" && !lfsSpec, lfs, finish);
+    await materializeCheckout({
+      staging,
+      checkout: layout.checkout,
+      cache,
+      commit,
+      branch,
+      beforeRename: owned,
+      spares: source.kind === "directory" && !lfsSpec,
+      lfs,
+      finish,
+    });
     const workspaceRoot = resolveWorkspaceRoot(layout.checkout, source.subdirectory, relativeCwd);
     const current = verifyOwned(ctx.root, workspaceId, owner);
     const done = replaceManifest(layout, {

@@ -1,5 +1,5 @@
 // Agent side of the workspace lifecycle, registered as `workspace.*` ops: create
-// (workspace-create.ts), inspect, pause, resume, destroy, reconcile (workspace-reconcile.ts),
+// (create.ts), inspect, pause, resume, destroy, reconcile (reconcile.ts),
 // release-backing, merge-to-base (merge-info + export-objects) and adopt. Every op loads the
 // manifest through loadWorkspace() first, so ownership is verified before anything is read or
 // changed, and removal only ever touches a directory whose manifest names this owner.
