@@ -57,17 +57,17 @@ const MAX_SOCKET_PATH = 100;
 
 /**
  * Null when no private directory is usable or its socket path would be too long to bind (the
- * caller then connects in-process). `fromScript`: the version of the broker script on disk now
- * rather than the one built with this code (they differ once dist/ was rebuilt under us).
+ * caller then connects in-process). `version`: the broker version built into this code, or that
+ * of the broker script on disk now (they differ once dist/ was rebuilt under us).
  */
-export function brokerTarget(options: RuntimeOptions, plan?: ConnectionPlan, fromScript = false): BrokerTarget | null {
+export function brokerTarget(options: RuntimeOptions, plan?: ConnectionPlan, version: "built" | "on-disk" = "built"): BrokerTarget | null {
   const dir = brokerDir();
   if (!dir) return null;
   const script = brokerScriptPath();
-  const version = (!fromScript && builtBrokerVersion()) || brokerVersion(script);
-  const paths = brokerPaths(dir, brokerKey(options, version, plan));
+  const current = (version === "built" && builtBrokerVersion()) || brokerVersion(script);
+  const paths = brokerPaths(dir, brokerKey(options, current, plan));
   if (Buffer.byteLength(paths.socket) > MAX_SOCKET_PATH) return null;
-  return { paths, version, script, ...(plan ? { plan } : {}) };
+  return { paths, version: current, script, ...(plan ? { plan } : {}) };
 }
 
 /** The broker's last log line (its reason for failing to start), kept to one short line. */
@@ -144,7 +144,7 @@ export async function connectBroker(options: RuntimeOptions, initial: BrokerTarg
     if (r.state === "mismatch") {
       // dist/ was rebuilt since we computed our version (the broker we started loaded the new
       // build): follow the new build's socket instead of waiting on the old one.
-      const now = brokerTarget(options, target.plan, true);
+      const now = brokerTarget(options, target.plan, "on-disk");
       if (now && now.version !== target.version) {
         target = now;
         started = false;

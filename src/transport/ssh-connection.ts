@@ -159,25 +159,34 @@ function openSocket(host: string, port: number, timeoutMs: number): Promise<Sock
 }
 
 /** `user@host:port`, with the alias and the hop's role when they tell the user more. */
-export function hopName(hop: Hop, isTarget: boolean): string {
+export function hopName(hop: Hop, role: "target" | "jump"): string {
   const addr = `${hop.user}@${hop.host}:${hop.port}`;
   const alias = hop.label.includes(" (") ? hop.label.slice(0, hop.label.indexOf(" (")) : undefined;
   const named = alias !== undefined ? `${alias} (${addr})` : addr;
-  return isTarget ? named : `jump host ${named}`;
+  return role === "target" ? named : `jump host ${named}`;
+}
+
+/** Hop `index` of `plan`, reached through `outer` (the previous hop's connection) when there is one. */
+interface HopRoute {
+  plan: ConnectionPlan;
+  index: number;
+  outer: Client | undefined;
+  /** The environment a ProxyCommand runs in (default: this process's). */
+  proxyEnv: NodeJS.ProcessEnv | undefined;
+}
+
+/** What carries one hop's SSH connection, and the ProxyCommand behind it if any. */
+interface HopStream {
+  stream: Duplex;
+  proxy?: ProxyProcess;
 }
 
 /** A stream that is not a TCP socket has to be given one for errors to name: the hop's address. */
-async function hopStream(
-  plan: ConnectionPlan,
-  index: number,
-  outer: Client | undefined,
-  hooks: ConnectHooks,
-  proxyEnv?: NodeJS.ProcessEnv,
-): Promise<{ stream: Duplex; proxy?: ProxyProcess }> {
+async function hopStream({ plan, index, outer, proxyEnv }: HopRoute, hooks: ConnectHooks): Promise<HopStream> {
   const hop = plan.hops[index]!;
   if (outer !== undefined) {
     const prev = plan.hops[index - 1]!;
-    const stream = await forwardThrough(outer, hopName(prev, false).replace(/^jump host /, ""), hop.host, hop.port, hop.connectTimeoutMs);
+    const stream = await forwardThrough(outer, hopName(prev, "jump").replace(/^jump host /, ""), hop.host, hop.port, hop.connectTimeoutMs);
     hooks.onStep?.("tcp", `${hop.host}:${hop.port} through ${prev.label}`, hop, index);
     return { stream };
   }
@@ -194,12 +203,9 @@ async function hopStream(
 
 /** One SSH handshake (host key verified before any authentication) over `stream`. */
 function handshake(
-  hop: Hop,
-  name: string,
-  stream: Duplex,
-  proxy: ProxyProcess | undefined,
+  { hop, index, name }: { hop: Hop; index: number; name: string },
+  { stream, proxy }: HopStream,
   hooks: ConnectHooks,
-  index: number,
 ): Promise<Client> {
   const knownHosts = loadKnownHostsFiles([...hop.userKnownHostsFiles, ...hop.globalKnownHostsFiles]);
   const auth = planAuth(hop);
@@ -312,10 +318,11 @@ export async function connectSsh(
     for (let i = 0; i < plan.hops.length; i++) {
       const hop = plan.hops[i]!;
       const isTarget = i === plan.hops.length - 1;
-      const { stream, proxy } = await hopStream(plan, i, via, hooks, proxyEnv);
+      const carrier = await hopStream({ plan, index: i, outer: via, proxyEnv }, hooks);
+      const { proxy } = carrier;
       if (proxy) outer.push({ end: () => proxy.kill() });
-      const client = await handshake(hop, hopName(hop, isTarget), stream, proxy, hooks, i);
-      if (isTarget) return new SshConnection(client, hopName(hop, true), outer);
+      const client = await handshake({ hop, index: i, name: hopName(hop, isTarget ? "target" : "jump") }, carrier, hooks);
+      if (isTarget) return new SshConnection(client, hopName(hop, "target"), outer);
       outer.unshift({ end: () => client.end() });
       via = client;
     }

@@ -111,7 +111,7 @@ class Daemon {
       (s) => log(`terminals: ${s.method === "none" ? `sshd's pty (${s.reason})` : s.method}`),
       (err: Error) => log(`terminal probe failed: ${oneLine(err.message)}`),
     );
-    for (const sig of ["SIGTERM", "SIGINT"] as const) process.on(sig, () => void this.stop(`${sig}: reaping live execs`, true));
+    for (const sig of ["SIGTERM", "SIGINT"] as const) process.on(sig, () => void this.stop(`${sig}: reaping live execs`, { reap: true }));
   }
 
   private onConnection(sock: Socket): void {
@@ -247,7 +247,7 @@ class Daemon {
   }
 
   /** Stops serving; `reap`: kill live execs first (the daemon itself is being terminated). */
-  async stop(why: string, reap = false): Promise<void> {
+  async stop(why: string, { reap = false }: { reap?: boolean } = {}): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
     clearInterval(this.timer);

@@ -85,6 +85,19 @@ interface Flags {
   neverMatch: boolean;
 }
 
+/** Which pass reads: the first (the name as given), or `Match final`'s re-read for the final host name. */
+interface Pass {
+  final: boolean;
+  host: string;
+}
+
+/** Where a read stands: its pass, the Host/Match state it shares with its includer, its Include depth. */
+interface ReadState {
+  pass: Pass;
+  active: { on: boolean };
+  depth: number;
+}
+
 class Evaluation {
   readonly values = new Map<string, string>();
   readonly lists = new Map<string, string[]>();
@@ -122,13 +135,14 @@ class Evaluation {
   }
 
   /** The host name Match host compares: HostName (with %h) once set, else the name as given. */
-  private matchHost(final: boolean, host: string): string {
+  private matchHost({ final, host }: Pass): string {
     if (final) return host;
     const hn = this.values.get("hostname");
     return hn !== undefined ? hn.replace(/%h/g, this.req.alias) : this.req.alias;
   }
 
-  private matchLine(args: string[], final: boolean, host: string, source: Source): boolean {
+  private matchLine(args: string[], pass: Pass, source: Source): boolean {
+    const { final } = pass;
     let result = true;
     let attributes = 0;
     const ruser = this.values.get("user") ?? this.local.name;
@@ -146,7 +160,7 @@ class Evaluation {
       const arg = args[++i];
       if (arg === undefined) throw new RuntimeError("input", `${source.file} line ${source.line}: Match ${attr} needs a value`);
       let r: boolean;
-      const h = this.matchHost(final, host);
+      const h = this.matchHost(pass);
       switch (attr) {
         case "host":
           r = matchPatternList(h.toLowerCase(), arg, true) === 1;
@@ -192,7 +206,9 @@ class Evaluation {
     return r.status === 0;
   }
 
-  async readFile(file: string, flags: Flags, active: { on: boolean }, depth: number, final: boolean, host: string): Promise<boolean> {
+  async readFile(file: string, flags: Flags, state: ReadState): Promise<boolean> {
+    const { active, depth, pass } = state;
+    const { host } = pass;
     if (depth > MAX_INCLUDE_DEPTH) throw new RuntimeError("input", `ssh_config: too many nested Include levels at ${file}`);
     let text: string;
     try {
@@ -224,12 +240,12 @@ class Evaluation {
           break;
         }
         case "match": {
-          const value = this.matchLine(line.args, final, host, line.source);
+          const value = this.matchLine(line.args, pass, line.source);
           active.on = flags.neverMatch ? false : value;
           break;
         }
         case "include":
-          await this.include(line, flags, active, depth, final, host);
+          await this.include(line, flags, state);
           break;
         default:
           if (active.on) this.set(line);
@@ -238,7 +254,8 @@ class Evaluation {
     return true;
   }
 
-  private async include(line: Line, flags: Flags, active: { on: boolean }, depth: number, final: boolean, host: string): Promise<void> {
+  private async include(line: Line, flags: Flags, state: ReadState): Promise<void> {
+    const { active } = state;
     for (const arg of line.args) {
       if (arg.startsWith("~") && !flags.user) {
         throw new RuntimeError("input", `${line.source.file} line ${line.source.line}: bad include path ${arg}`);
@@ -251,10 +268,7 @@ class Evaluation {
         await this.readFile(
           file,
           { user: flags.user, checkPerm: true, neverMatch: flags.neverMatch || !outer },
-          active,
-          depth + 1,
-          final,
-          host,
+          { ...state, depth: state.depth + 1 },
         );
         // An included Match must not change the including file's state.
         active.on = outer;
@@ -365,13 +379,13 @@ export async function evaluateConfig(req: EvalRequest, local: LocalIdentity, run
   const ev = new Evaluation(req, local, runExec);
   const files = configFiles(req.file, local);
   for (const { path, flags } of files) {
-    const found = await ev.readFile(path, flags, { on: true }, 0, false, req.alias);
+    const found = await ev.readFile(path, flags, { pass: { final: false, host: req.alias }, active: { on: true }, depth: 0 });
     if (!found && req.file !== null) throw new RuntimeError("input", `ssh_config file ${path} does not exist`);
   }
   if (ev.wantFinal) {
     const host = ev.finalHost();
     ev.values.set("hostname", host);
-    for (const { path, flags } of files) await ev.readFile(path, flags, { on: true }, 0, true, host);
+    for (const { path, flags } of files) await ev.readFile(path, flags, { pass: { final: true, host }, active: { on: true }, depth: 0 });
   }
   return { dump: ev.dump(req.alias), sources: ev.sources, via: "parser" };
 }
