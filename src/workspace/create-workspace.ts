@@ -187,7 +187,10 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
       const deepen = shallow.length + cut.length > 0 ? { revs: await deepeningRevs(repo, commit, cut, shallow) } : null;
       // The big-blob probe looked at the superproject's commit; a submodule's pack is compressed as usual.
       const stored = path === null && (await prepared.bigBlob);
-      const pack = withTransferProgress(startPack(repo, commit, haves, rttMs < FAST_LINK_RTT_MS, { shallow: deepen, stored }), progress);
+      const pack = withTransferProgress(
+        startPack(repo, commit, haves, { fastLink: rttMs < FAST_LINK_RTT_MS, shallow: deepen, stored }),
+        progress,
+      );
       try {
         if (msg.disk) await requireRemoteSpace(repo, commit, haves, msg.disk);
       } catch (err) {

@@ -60,14 +60,16 @@ export async function requireRemoteSpace(repo: string, commit: string, haves: st
  * compressed in the repository's packs are reused as they are either way (see PackShape for the rest).
  */
 export interface PackShape {
+  /** The link is fast (above): objects that must be compressed here use level 1. */
+  fastLink: boolean;
   /** A shallow history on either side (shallow.ts): the boundary lines that come before the revisions. */
   shallow?: { revs: string[] } | null;
   /** The commit holds a big blob (big-objects.ts): on a fast link everything goes at level 0. */
   stored?: boolean;
 }
 
-export function startPack(repo: string, commit: string, haves: string[], fastLink: boolean, shape: PackShape = {}): GitStream {
-  const { shallow = null, stored = false } = shape;
+export function startPack(repo: string, commit: string, haves: string[], shape: PackShape): GitStream {
+  const { fastLink, shallow = null, stored = false } = shape;
   // `--shallow` takes every have's tree as a delta base, not only those of the commit's parents
   // (a commit cut from its parents has none: the pack would carry every file again).
   const extra = shallow ? shallow.revs : [];

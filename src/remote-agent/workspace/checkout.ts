@@ -45,7 +45,7 @@ export async function materializeCheckout(plan: CheckoutPlan): Promise<void> {
       const disk = diskInfo(dirname(staging));
       const footprint = await checkoutFootprint(cache, commit, disk.blockSize);
       requireSpace(disk, footprint, "the checkout");
-      await buildCheckout(staging, cache, commit, branch, lfs);
+      await buildCheckout(staging, plan);
       // Written once this checkout is done (not beside it: on a busy host two checkouts at once
       // take far longer than one after the other), for the next workspace of the commit.
       if (spares) scheduleSpare(cache, commit, footprint, "now");
@@ -76,7 +76,8 @@ async function fromSpare(staging: string, cache: string, commit: string, branch:
 // quarter off a 5,000-file checkout here, which is most of a second workspace's create time.
 const PARALLEL_CHECKOUT = ["-c", "checkout.workers=0"];
 
-async function buildCheckout(checkout: string, cache: string, commit: string, branch: string, lfs: LfsCheckout): Promise<void> {
+/** Clones and checks out `plan`'s commit into `checkout` (the staging directory). */
+async function buildCheckout(checkout: string, { cache, commit, branch, lfs }: CheckoutPlan): Promise<void> {
   mkdirSync(checkout, { mode: 0o700 });
   await git(["clone", "--quiet", "--shared", "--no-checkout", cache, checkout]);
   await prepareLfsCheckout(checkout, lfs);

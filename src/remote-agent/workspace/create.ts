@@ -17,7 +17,7 @@ import { loadWorkspace, replaceManifest } from "./store.js";
 import { acquireCreateLock, claimWorkspace, newManifest, removeWorkspaceDir, verifyOwned } from "./claim.js";
 import { discardTree } from "./trash.js";
 import { ensureCache, fetchGitSource, pinCommit, unpinCommit } from "./git-cache.js";
-import { fillObjects } from "./object-fill.js";
+import { fillObjects, type Intake } from "./object-fill.js";
 import { fillSubmodules, finishCheckout, parseShallow, parseSubmodules } from "./submodule-checkout.js";
 import { gitSourceAccess } from "./git-credentials.js";
 import { explainNoSpace } from "./disk.js";
@@ -74,18 +74,12 @@ function sourceKey(source: SourceSpec): string {
 }
 
 /** Brings objects for `source` into its cache and returns the commit/branch to check out. */
-async function fillCache(
-  ctx: AgentContext,
-  inbox: FrameInbox,
-  cache: string,
-  source: SourceSpec,
-  startedAt: number,
-): Promise<{ commit: string; branch: string }> {
+async function fillCache(intake: Intake, cache: string, source: SourceSpec): Promise<{ commit: string; branch: string }> {
   if (source.kind === "git") {
     const resolved = await fetchGitSource(cache, source.url, source.revision);
     return source.newBranch ? { commit: resolved.commit, branch: source.newBranch } : resolved;
   }
-  await fillObjects(ctx, inbox, cache, { commit: source.commit, shallow: source.shallow ?? [] }, startedAt);
+  await fillObjects(intake, cache, { commit: source.commit, shallow: source.shallow ?? [] });
   return { commit: source.commit, branch: source.branch };
 }
 
@@ -127,7 +121,7 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
       try {
         release = acquireCreateLock(layout, workspaceId);
       } catch (err) {
-        await rollback(ctx.root, layout, workspaceId, owner, null, err);
+        await rollback({ root: ctx.root, layout, workspaceId, owner, projectKey: null }, err);
         throw err;
       }
     }
@@ -146,11 +140,11 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
     verifyOwned(ctx.root, workspaceId, owner);
     const cache = await ensureCache(ctx.root, projectKey);
     ctx.sendJson({ type: "progress", phase: "negotiate" });
-    const { commit, branch } = await fillCache(ctx, inbox, cache, source, startedAt);
-    if (lfsSpec) await fillLfsStore(ctx, inbox, cache, lfsSpec, hasGitLfs(searchPath));
+    const intake: Intake = { ctx, inbox, startedAt };
+    const { commit, branch } = await fillCache(intake, cache, source);
+    if (lfsSpec) await fillLfsStore(intake, cache, lfsSpec, hasGitLfs(searchPath));
     // After the LFS objects: the runtime sends one stream at a time.
-    const modules =
-      source.kind === "directory" ? await fillSubmodules(ctx, inbox, cache, source.submodules ?? [], layout.key, startedAt) : [];
+    const modules = source.kind === "directory" ? await fillSubmodules(intake, cache, source.submodules ?? [], layout.key) : [];
     inbox.assertAttended();
     verifyOwned(ctx.root, workspaceId, owner);
     await pinCommit(cache, layout.key, commit);
@@ -192,7 +186,7 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
     return { view: view(done), materializedFreshContent: true };
   } catch (err) {
     try {
-      await rollback(ctx.root, layout, workspaceId, owner, projectKey, err);
+      await rollback({ root: ctx.root, layout, workspaceId, owner, projectKey }, err);
     } finally {
       if (existsSync(layout.dir)) release();
     }
@@ -200,15 +194,17 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
   }
 }
 
+/** The workspace a create claimed, and the project whose cache it pinned (null: nothing pinned yet). */
+interface Claimed {
+  root: string;
+  layout: WorkspaceLayout;
+  workspaceId: string;
+  owner: string;
+  projectKey: string | null;
+}
+
 /** Removes what a failed create made, but only while the directory is still provably ours. */
-async function rollback(
-  root: string,
-  layout: WorkspaceLayout,
-  workspaceId: string,
-  owner: string,
-  projectKey: string | null,
-  cause: unknown,
-): Promise<void> {
+async function rollback({ root, layout, workspaceId, owner, projectKey }: Claimed, cause: unknown): Promise<void> {
   if (cause instanceof RuntimeError && cause.errorClass === "ownership") return;
   let still: ReturnType<typeof loadWorkspace>;
   try {

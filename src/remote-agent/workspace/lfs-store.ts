@@ -10,13 +10,12 @@ import { dirname, join } from "node:path";
 import { Writable } from "node:stream";
 import { RuntimeError } from "../../shared/errors.js";
 import type { LfsPointer, LfsSpec } from "../../shared/agent-api.js";
-import type { AgentContext } from "../context.js";
 import { formatBytes, requireSpace } from "../../shared/disk-space.js";
 import { rootLayout } from "../layout.js";
 import { diskInfo, explainNoSpace } from "./disk.js";
 import { INCOMING_PREFIX } from "./pack-intake.js";
 import { TRANSFER_TIMEOUT_MS } from "./git-cache.js";
-import type { FrameInbox } from "./frame-inbox.js";
+import type { Intake } from "./object-fill.js";
 
 const OID_RE = /^[0-9a-f]{64}$/;
 
@@ -141,7 +140,7 @@ class ObjectSink extends Writable {
  * when `wanted` is false: this host has no git-lfs to use them). An object that arrives damaged is
  * dropped (its file stays a pointer unless the host fetches it).
  */
-export async function fillLfsStore(ctx: AgentContext, inbox: FrameInbox, cache: string, spec: LfsSpec, wanted: boolean): Promise<void> {
+export async function fillLfsStore({ ctx, inbox }: Intake, cache: string, spec: LfsSpec, wanted: boolean): Promise<void> {
   const seen = new Set<string>();
   const lacking = wanted ? spec.pointers.filter((p) => p.local && !seen.has(p.oid) && seen.add(p.oid) && !hasLfsObject(cache, p)) : [];
   ctx.sendJson({ type: "need-lfs", oids: lacking.map((p) => p.oid) });

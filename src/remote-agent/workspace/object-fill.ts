@@ -11,6 +11,13 @@ import { diskInfo } from "./disk.js";
 import { cacheBoundary, reachedBoundary, recordShallow } from "./shallow.js";
 import type { FrameInbox } from "./frame-inbox.js";
 
+/** A create's exchange with the runtime while objects come in: whom to ask, where the streams arrive, and when the create started (each ask reports the time spent). */
+export interface Intake {
+  ctx: AgentContext;
+  inbox: FrameInbox;
+  startedAt: number;
+}
+
 export interface ObjectsWanted {
   commit: string;
   /** The source repository's shallow boundary. */
@@ -19,13 +26,7 @@ export interface ObjectsWanted {
   module?: string;
 }
 
-export async function fillObjects(
-  ctx: AgentContext,
-  inbox: FrameInbox,
-  cache: string,
-  wanted: ObjectsWanted,
-  startedAt: number,
-): Promise<void> {
+export async function fillObjects({ ctx, inbox, startedAt }: Intake, cache: string, wanted: ObjectsWanted): Promise<void> {
   const { commit, shallow, module } = wanted;
   const held = await hasCommit(cache, commit);
   const cut = held ? await reachedBoundary(cache, commit, rootLayout(ctx.root).tmpBase) : await cacheBoundary(cache);

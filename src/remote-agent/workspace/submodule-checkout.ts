@@ -15,13 +15,11 @@ import { normaliseRelativePath } from "../../shared/relative-path.js";
 import { isSafeSubmoduleName } from "../../shared/submodule-name.js";
 import { checkoutFootprint, requireSpace } from "../../shared/disk-space.js";
 import type { SubmoduleSpec } from "../../shared/agent-api.js";
-import type { AgentContext } from "../context.js";
 import { initCacheAt, moduleCachePath, pinCommit } from "./git-cache.js";
-import { fillObjects } from "./object-fill.js";
+import { fillObjects, type Intake } from "./object-fill.js";
 import { writeShallowFile } from "./shallow.js";
 import { verifyCheckout } from "./checkout-verify.js";
 import { diskInfo } from "./disk.js";
-import type { FrameInbox } from "./frame-inbox.js";
 
 /** A submodule whose objects are in its cache on this host. */
 export interface CachedSubmodule {
@@ -77,18 +75,11 @@ export function parseSubmodules(v: unknown): SubmoduleSpec[] {
 }
 
 /** Fills each submodule's cache (asking the runtime for what it lacks) and pins its commit there. */
-export async function fillSubmodules(
-  ctx: AgentContext,
-  inbox: FrameInbox,
-  cache: string,
-  specs: SubmoduleSpec[],
-  pin: string,
-  startedAt: number,
-): Promise<CachedSubmodule[]> {
+export async function fillSubmodules(intake: Intake, cache: string, specs: SubmoduleSpec[], pin: string): Promise<CachedSubmodule[]> {
   const cached: CachedSubmodule[] = [];
   for (const spec of specs) {
-    const moduleCache = await initCacheAt(ctx.root, moduleCachePath(cache, spec.key));
-    await fillObjects(ctx, inbox, moduleCache, { commit: spec.commit, shallow: spec.shallow, module: spec.key }, startedAt);
+    const moduleCache = await initCacheAt(intake.ctx.root, moduleCachePath(cache, spec.key));
+    await fillObjects(intake, moduleCache, { commit: spec.commit, shallow: spec.shallow, module: spec.key });
     await pinCommit(moduleCache, pin, spec.commit);
     cached.push({ spec, cache: moduleCache });
   }
