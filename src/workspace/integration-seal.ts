@@ -17,7 +17,8 @@ export function stateDir(): string {
 
 const KEY_FILE = "integration.key";
 
-function checkPrivate(path: string, dir: boolean): void {
+function checkPrivate(path: string, kind: "directory" | "file"): void {
+  const dir = kind === "directory";
   const st = lstatSync(path);
   const uid = process.getuid?.();
   if ((dir ? !st.isDirectory() : !st.isFile()) || (uid !== undefined && st.uid !== uid) || (st.mode & 0o077) !== 0) {
@@ -32,10 +33,10 @@ function checkPrivate(path: string, dir: boolean): void {
 function sealingKey(): Buffer {
   const dir = stateDir();
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  checkPrivate(dir, true);
+  checkPrivate(dir, "directory");
   const path = join(dir, KEY_FILE);
   try {
-    checkPrivate(path, false);
+    checkPrivate(path, "file");
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
     // Written aside and linked into place: a concurrent first use keeps whichever key won.

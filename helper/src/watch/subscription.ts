@@ -112,7 +112,7 @@ export class Subscription {
     } else if (scoped.relative === ".") {
       // Our choice for the open point of docs/contract.md#helper-watch: a non-recursive `.` watches the root's own
       // entries (one level) instead of the root's parent, which lies outside the workspace.
-      this.watchLevel(scoped.absolute, false);
+      this.watchLevel(scoped.absolute, { rescan: false });
     } else {
       this.watchEntry(scoped.absolute, scoped.relative);
     }
@@ -131,7 +131,7 @@ export class Subscription {
   }
 
   /** One directory level: events name its entries; `rescan` adds new sub-directories. */
-  private watchLevel(directory: string, rescan: boolean): void {
+  private watchLevel(directory: string, { rescan }: { rescan: boolean }): void {
     const watcher = this.watchDirectory(directory, (filename, event) => {
       let target = filename;
       if (filename !== null && isSelfEvent(directory, filename)) {
@@ -178,7 +178,7 @@ export class Subscription {
   private startLevel(directory: string): boolean {
     if (this.closed || this.levelWatchers.has(directory)) return false;
     if (this.isIgnored(normalizeRelative(relative(this.root, directory)))) return false;
-    this.watchLevel(directory, true);
+    this.watchLevel(directory, { rescan: true });
     return true;
   }
 

@@ -61,8 +61,8 @@ export function terminalLine(t: HostFacts["terminal"]): string {
 
 /** Every step to one host, one line each; throws the first failure (after its FAIL line). */
 async function doctorHost(options: RuntimeOptions, io: OperationIO): Promise<void> {
-  const line = (ok: boolean, step: Step, ms: number, detail: string) =>
-    io.stdout.write(`${ok ? "ok  " : "FAIL"} ${STEP_NAMES[step].padEnd(17)} ${String(Math.round(ms)).padStart(6)} ms  ${detail}\n`);
+  const line = (verdict: "ok" | "FAIL", step: Step, ms: number, detail: string) =>
+    io.stdout.write(`${verdict.padEnd(4)} ${STEP_NAMES[step].padEnd(17)} ${String(Math.round(ms)).padStart(6)} ms  ${detail}\n`);
   let last = performance.now();
   const elapsed = () => {
     const now = performance.now();
@@ -74,7 +74,7 @@ async function doctorHost(options: RuntimeOptions, io: OperationIO): Promise<voi
   let expected: Step[] = ["config", "tcp", "host-key", "auth", "agent", "facts", "terminals"];
   const pass = (step: Step, detail: string) => {
     if (expected[0] === step) expected = expected.slice(1);
-    line(true, step, elapsed(), detail);
+    line("ok", step, elapsed(), detail);
   };
 
   let host: SshHost | undefined;
@@ -108,7 +108,7 @@ async function doctorHost(options: RuntimeOptions, io: OperationIO): Promise<voi
     pass("terminals", terminalLine(f.terminal));
   } catch (err) {
     const cls = err instanceof RuntimeError ? err.errorClass : "remote";
-    line(false, expected[0] ?? "facts", elapsed(), `[${cls}]`);
+    line("FAIL", expected[0] ?? "facts", elapsed(), `[${cls}]`);
     throw err;
   } finally {
     host?.close();

@@ -163,16 +163,16 @@ class Evaluation {
       const h = this.matchHost(pass);
       switch (attr) {
         case "host":
-          r = matchPatternList(h.toLowerCase(), arg, true) === 1;
+          r = matchPatternList(h.toLowerCase(), arg, "lowercase") === 1;
           break;
         case "originalhost":
-          r = matchPatternList(this.req.alias.toLowerCase(), arg, true) === 1;
+          r = matchPatternList(this.req.alias.toLowerCase(), arg, "lowercase") === 1;
           break;
         case "user":
-          r = matchPatternList(ruser, arg, false) === 1;
+          r = matchPatternList(ruser, arg, "as-written") === 1;
           break;
         case "localuser":
-          r = matchPatternList(this.local.name, arg, false) === 1;
+          r = matchPatternList(this.local.name, arg, "as-written") === 1;
           break;
         case "exec": {
           // OpenSSH skips the command once an earlier criterion on the line has failed.
@@ -182,7 +182,7 @@ class Evaluation {
             { alias: this.req.alias, host: h, port, user: ruser, keyAlias: this.values.get("hostkeyalias") ?? h },
             this.local,
           );
-          r = this.exec(expandTokens("Match exec", arg, tokens, false), source);
+          r = this.exec(expandTokens("Match exec", arg, tokens, { envVars: false }), source);
           break;
         }
         default:

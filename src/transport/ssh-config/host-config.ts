@@ -113,7 +113,9 @@ export function interpretDump(alias: string, dump: Dump, local: LocalIdentity, e
     ...(agent !== undefined && agent !== "SSH_AUTH_SOCK"
       ? {
           identityAgent:
-            agent === "none" ? "none" : expandTokens("IdentityAgent", expandTilde(agent, local), defaultTokens(t, local), true),
+            agent === "none"
+              ? "none"
+              : expandTokens("IdentityAgent", expandTilde(agent, local), defaultTokens(t, local), { envVars: true }),
         }
       : {}),
     userKnownHostsFiles: known("UserKnownHostsFile", "userknownhostsfile"),

@@ -10,8 +10,9 @@ export function matchPattern(text: string, pattern: string): boolean {
   return new RegExp(`^${body}$`, "s").test(text);
 }
 
-/** OpenSSH match_pattern_list: 1 match, -1 negated match, 0 none. */
-export function matchPatternList(text: string, list: string, lower: boolean): 1 | 0 | -1 {
+/** OpenSSH match_pattern_list: 1 match, -1 negated match, 0 none. `lowercase`: patterns compared lowercased (host names). */
+export function matchPatternList(text: string, list: string, patterns: "lowercase" | "as-written"): 1 | 0 | -1 {
+  const lower = patterns === "lowercase";
   let positive = false;
   for (const raw of list.split(",")) {
     const negated = raw.startsWith("!");

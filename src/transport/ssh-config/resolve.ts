@@ -134,7 +134,8 @@ class Resolver {
     return { config, sources: formatSources(sources) };
   }
 
-  async chain(req: EvalRequest, path: string[], isTarget: boolean): Promise<Hop[]> {
+  async chain(req: EvalRequest, path: string[], role: "target" | "jump"): Promise<Hop[]> {
+    const isTarget = role === "target";
     if (path.length >= MAX_HOPS) {
       throw new RuntimeError(
         "input",
@@ -163,7 +164,7 @@ class Resolver {
           ...(rest !== "" ? { proxyJump: rest } : {}),
         },
         [...path, key],
-        false,
+        "jump",
       );
     }
     hops.push(this.hop(config, named, isTarget, sources));
@@ -181,7 +182,7 @@ class Resolver {
             "ProxyCommand",
             c.proxyCommand,
             proxyCommandTokens({ alias: c.alias, host: c.hostname, port: c.port, user: c.user, keyAlias: c.hostKeyAlias ?? c.alias }),
-            false,
+            { envVars: false },
           )
         : undefined;
     return {
@@ -224,7 +225,7 @@ export async function resolvePlan(options: RuntimeOptions, opts: ResolveOptions 
     ...(given(options, "user") ? { user: options.user } : {}),
     ...(given(options, "port") ? { port: options.port } : {}),
   };
-  return { hops: await r.chain(req, [], true), via: r.via };
+  return { hops: await r.chain(req, [], "target"), via: r.via };
 }
 
 /** Resolves one host's config without building a chain (golden tests, doctor). */

@@ -87,7 +87,7 @@ class Scan implements Inputs {
   }
 
   /** Records a config file (stat first, then its text: an edit in between only causes a miss). */
-  file(path: string, user: boolean, depth: number): void {
+  file(path: string, config: "user" | "system", depth: number): void {
     if (!this.cacheable) return;
     if (depth > MAX_DEPTH || this.files.has(path)) {
       this.cacheable = depth <= MAX_DEPTH;
@@ -100,11 +100,11 @@ class Scan implements Inputs {
       const line = splitLine(raw);
       if (!line) continue;
       if (line.keyword === "match" && mentionsRuntimeCriterion(line.args)) this.cacheable = false;
-      if (line.keyword === "include") for (const arg of line.args) this.include(arg, user, depth);
+      if (line.keyword === "include") for (const arg of line.args) this.include(arg, config, depth);
     }
   }
 
-  private include(arg: string, user: boolean, depth: number): void {
+  private include(arg: string, config: "user" | "system", depth: number): void {
     if (/[%$]/.test(arg) || (arg.startsWith("~") && !arg.startsWith("~/"))) {
       this.cacheable = false;
       return;
@@ -113,8 +113,8 @@ class Scan implements Inputs {
       ? join(this.local.home, arg.slice(2))
       : isAbsolute(arg)
         ? arg
-        : join(user ? join(this.local.home, ".ssh") : dirname(SYSTEM_CONFIG), arg);
-    if (!/[*?[]/.test(path)) return this.file(path, user, depth + 1);
+        : join(config === "user" ? join(this.local.home, ".ssh") : dirname(SYSTEM_CONFIG), arg);
+    if (!/[*?[]/.test(path)) return this.file(path, config, depth + 1);
     const dir = dirname(path);
     const pattern = basename(path);
     // Only `*` and `?` in the last component are followed; anything richer is not remembered.
@@ -124,7 +124,7 @@ class Scan implements Inputs {
     }
     // The directory's identity changes whenever an entry is added, removed or renamed.
     if (!this.record(dir)) return;
-    for (const name of readdirSync(dir).sort()) if (matchPattern(name, pattern)) this.file(join(dir, name), user, depth + 1);
+    for (const name of readdirSync(dir).sort()) if (matchPattern(name, pattern)) this.file(join(dir, name), config, depth + 1);
   }
 }
 
@@ -132,10 +132,10 @@ class Scan implements Inputs {
 export function scanInputs(req: EvalRequest, local: LocalIdentity): Inputs {
   const scan = new Scan(local);
   try {
-    if (req.file !== null) scan.file(req.file, true, 0);
+    if (req.file !== null) scan.file(req.file, "user", 0);
     else {
-      scan.file(join(local.home, ".ssh", "config"), true, 0);
-      scan.file(SYSTEM_CONFIG, false, 0);
+      scan.file(join(local.home, ".ssh", "config"), "user", 0);
+      scan.file(SYSTEM_CONFIG, "system", 0);
     }
   } catch {
     // Unreadable or odd: let ssh -G speak for it, every time.

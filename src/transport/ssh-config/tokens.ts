@@ -75,14 +75,14 @@ export function proxyCommandTokens(t: TokenContext): Record<string, string> {
 }
 
 /**
- * `%x` tokens from `tokens` (`%%` is a literal %) and, with `dollar`, `${VAR}` from the
+ * `%x` tokens from `tokens` (`%%` is a literal %) and, with `envVars`, `${VAR}` from the
  * environment. An unknown token or unset variable is an error naming the keyword, as in ssh.
  */
-export function expandTokens(keyword: string, value: string, tokens: Record<string, string>, dollar: boolean): string {
+export function expandTokens(keyword: string, value: string, tokens: Record<string, string>, { envVars }: { envVars: boolean }): string {
   let out = "";
   for (let i = 0; i < value.length; i++) {
     const c = value[i]!;
-    if (dollar && c === "$" && value[i + 1] === "{") {
+    if (envVars && c === "$" && value[i + 1] === "{") {
       const end = value.indexOf("}", i + 2);
       if (end < 0) throw new RuntimeError("input", `ssh_config ${keyword} "${value}": environment variable is missing its closing "}"`);
       const name = value.slice(i + 2, end);
@@ -129,5 +129,5 @@ function passwdHome(user: string): string | undefined {
 
 /** A path keyword as OpenSSH finishes it: `~` first, then tokens and `${VAR}`. */
 export function expandPath(keyword: string, value: string, t: TokenContext, local: LocalIdentity): string {
-  return expandTokens(keyword, expandTilde(value, local), defaultTokens(t, local), true);
+  return expandTokens(keyword, expandTilde(value, local), defaultTokens(t, local), { envVars: true });
 }
