@@ -1,14 +1,65 @@
 // The per-host broker (bundled to dist/broker.js, run after entry.ts). Started detached by the first
 // runtime process of a host configuration; its command line is just `node <V8 flags>
 // dist/broker.js`: the configuration (options, the resolved hop chain, paths; no workspace id, no
-// secret) arrives as one JSON document on stdin (../launch.ts). Diagnostics go to stderr, which the starter points
-// at a 0600 log file next to the socket.
+// secret) arrives as one JSON document on stdin (its type: ../launch.ts). Diagnostics go to
+// stderr, which the starter points at a 0600 log file next to the socket.
+import * as z from "../../contract/zod-mini.js";
 import { RuntimeError, oneLine } from "../../shared/errors.js";
-import { parseLaunch, type BrokerLaunch } from "../launch.js";
+import { parseRuntimeOptions } from "../../transport/options.js";
+import type { ConnectionPlan } from "../../transport/ssh-config/resolve.js";
+import type { BrokerLaunch } from "../launch.js";
 import { brokerVersion } from "../paths.js";
 import { BrokerServer } from "./broker-server.js";
 
 const STDIN_TIMEOUT_MS = 5000;
+
+const HopSchema = z.object({
+  label: z.string(),
+  host: z.string(),
+  port: z.int(),
+  user: z.string(),
+  identityFiles: z.array(z.string()),
+  identityFromOption: z.boolean(),
+  identitiesOnly: z.boolean(),
+  agentSocket: z.nullable(z.string()),
+  userKnownHostsFiles: z.array(z.string()),
+  globalKnownHostsFiles: z.array(z.string()),
+  hostKeyAlias: z.optional(z.string()),
+  acceptNew: z.enum(["off", "configured", "on"]),
+  connectTimeoutMs: z.int(),
+  keepaliveIntervalMs: z.int(),
+  keepaliveCountMax: z.int(),
+  proxyCommand: z.optional(z.string()),
+  sources: z.optional(z.record(z.string(), z.array(z.string()))),
+}) satisfies z.ZodMiniType<ConnectionPlan["hops"][number]>;
+
+const LaunchSchema = z.strictObject({
+  options: z.record(z.string(), z.unknown()),
+  plan: z.optional(z.object({ hops: z.array(HopSchema).check(z.minLength(1)), via: z.enum(["ssh -G", "parser", "options"]) })),
+  proxyEnv: z.optional(z.record(z.string(), z.string())),
+  paths: z.strictObject({ dir: z.string(), socket: z.string(), lock: z.string(), log: z.string() }),
+});
+
+/**
+ * The starter's JSON, checked like any other input: the options go through their own parser (their
+ * `explicit` list, which that parser derives from the keys it was given, travels beside them).
+ */
+export function parseLaunch(text: string): BrokerLaunch {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new RuntimeError("input", "broker configuration on stdin is not JSON");
+  }
+  const launch = LaunchSchema.safeParse(value);
+  if (!launch.success) throw new RuntimeError("input", "broker configuration on stdin is malformed");
+  const { explicit, ...fields } = launch.data.options;
+  const named = z.optional(z.array(z.string())).safeParse(explicit);
+  if (!named.success) throw new RuntimeError("input", "broker configuration on stdin is malformed");
+  const options = { ...parseRuntimeOptions(fields), explicit: named.data };
+  const { plan, proxyEnv, paths } = launch.data;
+  return { options, ...(plan ? { plan } : {}), ...(proxyEnv ? { proxyEnv } : {}), paths };
+}
 
 function log(line: string): void {
   process.stderr.write(`${new Date().toISOString()} ${line}\n`);
