@@ -21,7 +21,9 @@ export async function createInPool(request: LifecycleRequest, raw: Record<string
   const earlier = readPlacement(owner, input.workspaceId);
   if (earlier) {
     progress.mark("placed", { host: earlier.label });
-    return onPoolHost(earlier.label, () => withHost(parseRuntimeOptions(earlier.raw), (host) => runCreate(host, prepared, progress)));
+    return onPoolHost(earlier.label, () =>
+      withHost(parseRuntimeOptions(earlier.raw), (host) => runCreate(host, prepared, progress), { failFast: true }),
+    );
   }
   const source = prepared.request.source;
   const projectKey = source.kind === "directory" ? source.projectKey : null;
@@ -40,7 +42,7 @@ export async function createInPool(request: LifecycleRequest, raw: Record<string
   try {
     progress.mark("placed", { host: placement.entry.label, score: Math.round(placement.score * 100) / 100 });
     const result = await onPoolHost(placement.entry.label, () =>
-      withHost(placement.entry.options, (host) => runCreate(host, prepared, progress)),
+      withHost(placement.entry.options, (host) => runCreate(host, prepared, progress), { failFast: true }),
     );
     recordPlacement(owner, placement.entry, input.workspaceId);
     return result;
