@@ -38,6 +38,9 @@ export async function createInPool(request: LifecycleRequest, raw: Record<string
     }
     return need;
   };
+  // Started while the hosts are asked, for the block size nearly every filesystem reports, so the
+  // estimate is not a step of its own after their facts arrive.
+  needBytes(4096).catch(() => undefined);
   const placement = await placeWorkspace(pool, projectKey, (load) => needBytes(load.blockSize));
   try {
     progress.mark("placed", { host: placement.entry.label, score: Math.round(placement.score * 100) / 100 });
