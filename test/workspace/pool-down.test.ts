@@ -74,6 +74,18 @@ describe("a pool host that goes down", unless(skip), () => {
     expect((JSON.parse(r.stdout) as { inspection: { status: string } }).inspection.status).toBe("ready");
   }
 
+  /** Host `i` ready, taken down (`takeDown`): every operation fails as it should; back: ready again (nothing deleted). */
+  async function downAndBack(i: number, takeDown: () => Promise<void> | void): Promise<void> {
+    await expectReady(i);
+    await takeDown();
+    try {
+      await expectDownFailures(i);
+    } finally {
+      await eps[i]!.restore();
+    }
+    await expectReady(i);
+  }
+
   beforeAll(async () => {
     eps = await Promise.all(["da", "db", "dc"].map((l) => startPoolEndpoint(l)));
     for (const i of [0, 1]) {
@@ -91,14 +103,7 @@ describe("a pool host that goes down", unless(skip), () => {
   });
 
   it("a refusing host: every operation on its workspace fails with a network error naming it, nothing is deleted", async () => {
-    await expectReady(0);
-    await eps[0]!.refuse();
-    try {
-      await expectDownFailures(0);
-    } finally {
-      await eps[0]!.restore();
-    }
-    await expectReady(0);
+    await downAndBack(0, () => eps[0]!.refuse());
   }, 120_000);
 
   it("a resumable exec on a pool workspace still rides out an outage longer than connectTimeoutMs", async () => {
@@ -113,14 +118,7 @@ describe("a pool host that goes down", unless(skip), () => {
   }, 120_000);
 
   it("a host gone from the network (its link dropped, new connections unanswered): the same network error", async () => {
-    await expectReady(1);
-    eps[1]!.blackhole();
-    try {
-      await expectDownFailures(1);
-    } finally {
-      await eps[1]!.restore();
-    }
-    await expectReady(1);
+    await downAndBack(1, () => eps[1]!.blackhole());
   }, 120_000);
 
   it("a single host entry still waits for the broker's reconnect window", async () => {
