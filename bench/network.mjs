@@ -2,7 +2,7 @@
 // delay proxy), in one remote root of its own so each path starts with a cold host: creates of
 // both repositories against `git archive | ssh tar`, interleaved latency rounds (node floor,
 // describe, pipes and PTY execs), OpenSSH references, signal, 100 live execs (broker RSS), traced
-// execs (where the time goes), and the process counts along the way. Ends by stopping what it
+// execs (where the time goes), a pool of three hosts (pool.mjs), and the process counts along the way. Ends by stopping what it
 // started on the host and locally, and says what it had to kill.
 import { appendFileSync, mkdtempSync, rmSync } from "node:fs";
 import { createHash } from "node:crypto";
@@ -14,6 +14,7 @@ import { interleaved, once, reason, sequential, stats, unavailable } from "./sam
 import { runCommand, lastLine } from "./runtime-driver.mjs";
 import { childCommands, execPhases, medianPhases, opPhases, takeCliTrace, traceEnv, wireTrace } from "./exec-profile.mjs";
 import { startProxy } from "./proxy-process.mjs";
+import { benchPool } from "./pool.mjs";
 
 const mb = (kb) => +(kb / 1024).toFixed(1);
 
@@ -295,6 +296,11 @@ export async function benchNetwork(ctx, net) {
   if (wanted("profile") && haveWs) {
     log("traced execs (profile)");
     out.profiles = await profileExecs(ctx, rt, options, execWs, plan.profileSamples, log, net.delayMs);
+  }
+
+  if (wanted("pool")) {
+    log("a pool of three hosts against one host entry");
+    Object.assign(rows, await benchPool(ctx, net, { rootName, createInput, log }));
   }
 
   await destroy(execWs);

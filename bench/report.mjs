@@ -73,6 +73,12 @@ export function markdown(results) {
     ["controlMaster", null],
     ["freshSsh", null],
     ["firstContact", null],
+    ["createSingle", null],
+    ["createPool", null],
+    ["execSingle", null],
+    ["execPool", null],
+    ["inspectSingle", null],
+    ["inspectPool", null],
   ];
   out.push(
     table(

@@ -77,6 +77,18 @@ export function evaluate(net) {
     cell: has(rows.signal) ? cell(rows.signal.p50 <= 400, `${r0(rows.signal.p50)} ms`) : na(rows.signal),
   });
   add("6b", "a commit the host already has sends no object bytes (re-create; second workspace)", { cell: bytesCell(net.creates) });
+  // Placement asks the three hosts in parallel (one round trip) and estimates the checkout's size
+  // locally; 30 ms is that local work and the facts' answer, as 1a allows an exec's.
+  add("7a", "create, pool of three hosts p50 ≤ one host entry + 1 RTT + 30 ms (one-file workspace)", {
+    cell: additive(rows.createPool, withRtt(rows.createSingle, rtt), 30, (f) => `one host+RTT ${r0(f)} ms`),
+  });
+  // A pool workspace's operations read its placement record and go straight to its host.
+  add("7b", "exec `/bin/true` on a pool workspace p50 ≤ one host entry + 10 ms", {
+    cell: additive(rows.execPool, rows.execSingle, 10, (f) => `one host ${r0(f)} ms`),
+  });
+  add("7c", "inspect of a pool workspace p50 ≤ one host entry + 10 ms", {
+    cell: additive(rows.inspectPool, rows.inspectSingle, 10, (f) => `one host ${r0(f)} ms`),
+  });
   return t;
 }
 

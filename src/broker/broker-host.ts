@@ -23,13 +23,24 @@ import { AGENT_READY_TIMEOUT_MS, AgentChannel } from "../transport/agent-channel
 import { callAgent, type AgentOpenOptions, type PtyChannel, type PtyRequest, type RemoteHost } from "../transport/host.js";
 import type { AgentAnswer, OneShotOp, OpRequest } from "../shared/agent-api.js";
 
-/** The header of an agent conversation (`session`, `reattach`, `gen`: a resumable exec's, see RemoteHost.openAgent). */
-function agentRequest(opts: AgentOpenOptions = {}): BrokerRequest {
+/**
+ * The header of an agent conversation (`session`, `reattach`, `gen`: a resumable exec's, see
+ * RemoteHost.openAgent). A re-attachment never fails fast: it waits out the link's outage.
+ */
+function agentRequest(opts: AgentOpenOptions = {}, failFast = false): BrokerRequest {
   return {
     kind: "agent",
     ...(opts.session !== undefined ? { session: opts.session } : {}),
-    ...(opts.reattach === true ? { reattach: true, gen: opts.gen ?? 0 } : {}),
+    ...(opts.reattach === true ? { reattach: true, gen: opts.gen ?? 0 } : failFast ? { failFast: true } : {}),
   };
+}
+
+/** What an operation's host connection is opened with (openHost). */
+export interface HostOpening {
+  /** The first agent conversation's resume token (a resumable exec's), written with the connect. */
+  session?: string;
+  /** A pool's workspace: with the link down, fail after connectTimeoutMs instead of the reconnect window. */
+  failFast?: boolean;
 }
 
 export class BrokerHost implements RemoteHost {
@@ -50,10 +61,10 @@ export class BrokerHost implements RemoteHost {
     private readonly options: RuntimeOptions,
     private readonly target: BrokerTarget,
     /** What the operation's first agent conversation will be (a resumable exec's has its token). */
-    first: { session?: string } = {},
+    private readonly first: HostOpening = {},
   ) {
     this.root = options.root;
-    this.firstLine = lineOf(agentRequest(first));
+    this.firstLine = lineOf(agentRequest(first, first.failFast));
   }
 
   /** Makes sure a broker is reachable (starting one if needed). */
@@ -109,7 +120,7 @@ export class BrokerHost implements RemoteHost {
   }
 
   async openAgent(opts: AgentOpenOptions = {}): Promise<AgentChannel> {
-    const sock = await this.request(agentRequest(opts), opts.waitUntil);
+    const sock = await this.request(agentRequest(opts, this.first.failFast), opts.waitUntil);
     const ch = new AgentChannel({ stdin: sock, stdout: sock, destroy: () => sock.destroy() });
     sock.resume();
     await ch.ready;

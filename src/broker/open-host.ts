@@ -4,7 +4,7 @@
 import type { RuntimeOptions } from "../transport/options.js";
 import { brokerTarget } from "./client.js";
 import { brokerDir } from "./paths.js";
-import { BrokerHost } from "./broker-host.js";
+import { BrokerHost, type HostOpening } from "./broker-host.js";
 import type { RemoteHost } from "../transport/host.js";
 import { resolvePlan, type ConnectionPlan } from "../transport/ssh-config/resolve.js";
 
@@ -18,8 +18,12 @@ export function brokerEnabled(options: RuntimeOptions): boolean {
   return options.broker && process.env.PASEO_SSH_NO_BROKER !== "1";
 }
 
-/** `first`: what the operation's first agent conversation will be (written with the connect to the broker). */
-export async function openHost(options: RuntimeOptions, first: { session?: string } = {}): Promise<RemoteHost> {
+/**
+ * `first`: what the operation's first agent conversation will be (written with the connect to the
+ * broker), and whether it fails fast on a host whose link is down (in-process, a connect is one
+ * attempt bounded by connectTimeoutMs anyway).
+ */
+export async function openHost(options: RuntimeOptions, first: HostOpening = {}): Promise<RemoteHost> {
   // The hop chain is resolved here (ssh_config) so the broker is keyed by where it really connects.
   // ssh -G answers are kept in the private broker directory (a spawn saved per operation).
   const plan = await resolvePlan(options, { cacheDir: brokerDir() });
@@ -30,8 +34,8 @@ export async function openHost(options: RuntimeOptions, first: { session?: strin
 }
 
 /** Opens the host for one operation, runs `fn`, and always closes it. */
-export async function withHost<T>(options: RuntimeOptions, fn: (host: RemoteHost) => Promise<T>): Promise<T> {
-  const host = await openHost(options);
+export async function withHost<T>(options: RuntimeOptions, fn: (host: RemoteHost) => Promise<T>, first: HostOpening = {}): Promise<T> {
+  const host = await openHost(options, first);
   try {
     return await fn(host);
   } finally {

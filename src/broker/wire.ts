@@ -1,6 +1,6 @@
 // The broker's Unix-socket protocol. One socket connection carries one conversation:
 //   broker -> client  hello line   {"v":<version>,"pid":<n>}            (sent on accept)
-//   client -> broker  header line  {"kind":"agent"[,"session":<token>[,"reattach":true,"gen":<n>]]} | {"kind":"pty","args":[…],"pty":{rows,cols,term}}
+//   client -> broker  header line  {"kind":"agent"[,"session":<token>[,"reattach":true,"gen":<n>]][,"failFast":true]} | {"kind":"pty","args":[…],"pty":{rows,cols,term}}
 //                                  | {"kind":"ping"} | {"kind":"shutdown"[,"retireDaemon":true]}
 //                                  (a client may send it before the hello has arrived: a broker
 //                                  reads it after the hello either way)
@@ -29,6 +29,8 @@ export const BrokerRequestSchema = z.discriminatedUnion("kind", [
     session: z.optional(z.string().check(z.regex(RESUME_TOKEN))),
     reattach: z.optional(z.boolean()),
     gen: z.optional(z.int().check(z.gte(0), z.lte(MAX_ATTACH_GEN))),
+    /** A pool's operation: with the link down it fails once connectTimeoutMs passed, not after the reconnect window (pool.ts primary). */
+    failFast: z.optional(z.boolean()),
   }),
   z.object({
     kind: z.literal("pty"),

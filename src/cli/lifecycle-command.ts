@@ -10,6 +10,7 @@ import { writeResponse } from "./respond.js";
 import type { OperationResponse } from "../contract/index.js";
 import type { AgentAnswer, OneShotOp, OpRequest } from "../shared/agent-api.js";
 import { isPoolOptions, onPoolHost } from "../broker/host-pool/detect.js";
+import type { RemoteHost } from "../transport/host.js";
 
 export { withHost };
 
@@ -38,6 +39,14 @@ export async function readWorkspaceRequest(
   return { request, options: parseRuntimeOptions(request.options), owner };
 }
 
+/**
+ * Opens the workspace's host, runs `fn`, always closes. A pool's workspace has no other host to
+ * go to: with its host down the operation fails fast, with a network error naming that host.
+ */
+export function withWorkspaceHost<T>(ctx: LifecycleContext, fn: (host: RemoteHost) => Promise<T>): Promise<T> {
+  return onPoolHost(ctx.hostLabel, () => withHost(ctx.options, fn, { failFast: ctx.hostLabel !== undefined }));
+}
+
 /** Connects, runs one agent op, closes. */
 export function callWorkspaceOp<Op extends OneShotOp>(
   ctx: LifecycleContext,
@@ -45,7 +54,7 @@ export function callWorkspaceOp<Op extends OneShotOp>(
   fields: OpRequest<Op>,
   timeoutMs?: number,
 ): Promise<AgentAnswer<Op>> {
-  return onPoolHost(ctx.hostLabel, () => withHost(ctx.options, (host) => host.call(op, fields, timeoutMs)));
+  return withWorkspaceHost(ctx, (host) => host.call(op, fields, timeoutMs));
 }
 
 /** The agent ops a `<operation> --workspace-id <id>` command maps to one to one. */

@@ -29,7 +29,7 @@ export type { ExecStreams };
 
 export interface ExecDeps {
   /** `first`: the first agent conversation's broker header (written with the connect). */
-  openHost(options: RuntimeOptions, first?: { session?: string }): Promise<RemoteHost>;
+  openHost(options: RuntimeOptions, first?: { session?: string; failFast?: boolean }): Promise<RemoteHost>;
   fds?: { control: Readable; events: Writable };
 }
 
@@ -39,7 +39,8 @@ export async function runExec(workspaceId: string, io: ExecStreams, deps: ExecDe
   const events = new EventWriter(deps.fds?.events ?? openEventsOut());
   try {
     const envelope = await controls.envelope;
-    const options = isPoolOptions(envelope.options)
+    const pool = isPoolOptions(envelope.options);
+    const options = pool
       ? (await (await import("../broker/host-pool/locate.js")).locateWorkspace(envelope.options, envelope.runtimeInstanceId, workspaceId))
           .options
       : parseRuntimeOptions(envelope.options);
@@ -49,7 +50,8 @@ export async function runExec(workspaceId: string, io: ExecStreams, deps: ExecDe
     // `pty-token` both sides drop the token and a loss ends it with a network error, as it does
     // in-process. The token goes with the connect.
     const candidate = options.reconnectGraceMs > 0 ? newResumeToken() : null;
-    const host = await deps.openHost(options, candidate ? { session: candidate } : {});
+    // A pool's workspace fails fast with its host down (its re-attachments still wait out an outage).
+    const host = await deps.openHost(options, { ...(candidate ? { session: candidate } : {}), ...(pool ? { failFast: true } : {}) });
     try {
       const token = candidate !== null && host.reattachable ? candidate : null;
       const ch = await host.openAgent(token ? { session: token } : {});

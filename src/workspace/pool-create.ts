@@ -21,7 +21,9 @@ export async function createInPool(request: LifecycleRequest, raw: Record<string
   const earlier = readPlacement(owner, input.workspaceId);
   if (earlier) {
     progress.mark("placed", { host: earlier.label });
-    return onPoolHost(earlier.label, () => withHost(parseRuntimeOptions(earlier.raw), (host) => runCreate(host, prepared, progress)));
+    return onPoolHost(earlier.label, () =>
+      withHost(parseRuntimeOptions(earlier.raw), (host) => runCreate(host, prepared, progress), { failFast: true }),
+    );
   }
   const source = prepared.request.source;
   const projectKey = source.kind === "directory" ? source.projectKey : null;
@@ -36,11 +38,14 @@ export async function createInPool(request: LifecycleRequest, raw: Record<string
     }
     return need;
   };
+  // Started while the hosts are asked, for the block size nearly every filesystem reports, so the
+  // estimate is not a step of its own after their facts arrive.
+  needBytes(4096).catch(() => undefined);
   const placement = await placeWorkspace(pool, projectKey, (load) => needBytes(load.blockSize));
   try {
     progress.mark("placed", { host: placement.entry.label, score: Math.round(placement.score * 100) / 100 });
     const result = await onPoolHost(placement.entry.label, () =>
-      withHost(placement.entry.options, (host) => runCreate(host, prepared, progress)),
+      withHost(placement.entry.options, (host) => runCreate(host, prepared, progress), { failFast: true }),
     );
     recordPlacement(owner, placement.entry, input.workspaceId);
     return result;

@@ -1,6 +1,7 @@
 // Several SSH endpoints on 127.0.0.1 for pool tests: one extra sshd behind a TCP relay per endpoint,
 // each with its own port, known_hosts file and remote root. `refuse()` closes the relay's port
-// (connections refused) and cuts what it carried; `restore()` listens on the same port again.
+// (connections refused) and cuts what it carried; `blackhole()` cuts what it carried and leaves new
+// connections unanswered (a host gone from the network); `restore()` ends either.
 import { createServer, connect, type Server, type Socket } from "node:net";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -14,6 +15,7 @@ export interface PoolEndpoint {
   /** One `hosts` entry reaching this endpoint. */
   entry(extra?: Record<string, unknown>): Record<string, unknown>;
   refuse(): Promise<void>;
+  blackhole(): void;
   restore(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -31,8 +33,15 @@ function listen(server: Server, port: number): Promise<number> {
 export async function startPoolEndpoint(label: string): Promise<PoolEndpoint> {
   const sshd: ExtraSshd = await startExtraSshd([]);
   const sockets = new Set<Socket>();
+  /** Connections accepted during a blackhole: never answered, closed when it ends. */
+  let unanswered: Set<Socket> | null = null;
   const makeServer = () =>
     createServer((client) => {
+      if (unanswered) {
+        unanswered.add(client);
+        client.on("error", () => client.destroy());
+        return;
+      }
       const upstream = connect(sshd.port, "127.0.0.1");
       for (const s of [client, upstream]) {
         sockets.add(s);
@@ -57,7 +66,7 @@ export async function startPoolEndpoint(label: string): Promise<PoolEndpoint> {
   const root = suiteRoot(`pool-${label}`);
   const closeServer = () =>
     new Promise<void>((resolve) => {
-      for (const s of sockets) s.destroy();
+      for (const s of [...sockets, ...(unanswered ?? [])]) s.destroy();
       server.close(() => resolve());
     });
   return {
@@ -69,7 +78,16 @@ export async function startPoolEndpoint(label: string): Promise<PoolEndpoint> {
       return { ...own, port, knownHostsFile, root, ...extra };
     },
     refuse: closeServer,
+    blackhole() {
+      unanswered = new Set();
+      for (const s of sockets) s.destroy();
+    },
     async restore() {
+      if (unanswered) {
+        for (const s of unanswered) s.destroy();
+        unanswered = null;
+        return;
+      }
       server = makeServer();
       await listen(server, port);
     },

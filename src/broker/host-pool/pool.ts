@@ -74,7 +74,7 @@ export function callOn<Op extends OneShotOp>(
   fields: OpRequest<Op>,
   timeoutMs?: number,
 ): Promise<AgentAnswer<Op>> {
-  return withHost(entry.options, (host) => host.call(op, fields, timeoutMs));
+  return withHost(entry.options, (host) => host.call(op, fields, timeoutMs), { failFast: true });
 }
 
 /** Every entry's live facts, in parallel; `skipDown`: hosts found down within the backoff are not asked. */

@@ -208,9 +208,9 @@ export class BrokerServer {
           await this.stop("asked to shut down");
           return;
         case "agent": {
-          if (req.session === undefined) return this.bridgeStream(sock, await this.pool.stream());
+          if (req.session === undefined) return this.bridgeStream(sock, await this.pool.stream(req.failFast === true));
           const session: Session = { token: req.session, gen: req.gen ?? 0 };
-          if (req.reattach !== true) return this.bridgeStream(sock, await this.pool.stream(), session);
+          if (req.reattach !== true) return this.bridgeStream(sock, await this.pool.stream(req.failFast === true), session);
           // The wrapper is alive at this generation: an abandon pending for an earlier one is void.
           this.pool.attaching(session);
           return await this.bridgeSession(sock, session);

@@ -56,6 +56,8 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
   private extra: Promise<Conn> | undefined;
   /** True once a connection has existed: later connects are reconnects and retry with backoff. */
   private everConnected = false;
+  /** The last reconnect attempt's failure, for an operation that stops waiting (primary). */
+  private lastReconnectFailure = "";
   private closed = false;
   /** Client conversations bridged to daemon streams right now. */
   private streams = 0;
@@ -141,6 +143,7 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     ssh.client.once("close", () => this.dropped(conn));
     this.conns.push(conn);
     this.everConnected = true;
+    this.lastReconnectFailure = "";
     this.log(`connected to ${ssh.target} (${this.conns.length} connection(s))`);
     if (this.conns.length === 1) void this.flushAbandons();
     return conn;
@@ -168,7 +171,7 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     const attempt = this.everConnected
       ? reconnect(() => this.connectOnce(), this.options, {
           closed: () => this.closed,
-          log: (line) => this.log(line),
+          log: (line) => this.log((this.lastReconnectFailure = line)),
         })
       : this.connectOnce();
     this.connecting = attempt.finally(() => {
@@ -177,10 +180,34 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     return this.connecting;
   }
 
-  /** The first connection (the one carrying the daemon channel), connected if need be. */
-  private async primary(): Promise<Conn> {
+  /**
+   * The first connection (the one carrying the daemon channel), connected if need be. `failFast`
+   * (a pool's operation: its host is named down at once, and another host may take a create): with
+   * the link down it waits connectTimeoutMs for the reconnect, not its whole window; the broker
+   * keeps retrying for the operations that do wait (a resumable exec's re-attachment, a single host's).
+   */
+  private async primary(failFast = false): Promise<Conn> {
     if (this.closed) throw new RuntimeError("network", "SSH broker is shutting down; rerun the operation");
-    return this.conns[0] ?? (await this.connect());
+    if (this.conns[0]) return this.conns[0];
+    if (!failFast || !this.everConnected) return this.connect();
+    const ms = this.options.connectTimeoutMs;
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const last = this.lastReconnectFailure ? `; ${this.lastReconnectFailure}` : "";
+        reject(
+          new RuntimeError(
+            "network",
+            `${this.options.host}:${this.options.port} unreachable: the SSH connection dropped and was not back within ${ms} ms${last}`,
+          ),
+        );
+      }, ms);
+    });
+    try {
+      return await Promise.race([this.connect(), bound]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** Waits for a pool change (a channel closed, a connection came or went), bounded. */
@@ -238,8 +265,8 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
   }
 
   /** One agent conversation: a new stream on the daemon channel (started and connected if need be). */
-  async stream(): Promise<StreamLease> {
-    const conn = await this.primary();
+  async stream(failFast = false): Promise<StreamLease> {
+    const conn = await this.primary(failFast);
     const stream = await conn.host.link.stream();
     this.streams++;
     this.emit("change");

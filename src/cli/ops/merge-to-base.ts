@@ -3,7 +3,7 @@
 // answers the trusted localIntegrationTarget, the repository path Paseo should refresh.
 import type { CliOperation } from "../operation.js";
 import { writeResponse } from "../respond.js";
-import { readWorkspaceRequest, withHost } from "../lifecycle-command.js";
+import { readWorkspaceRequest, withWorkspaceHost } from "../lifecycle-command.js";
 import { mergeToBase } from "../../workspace/merge-to-base.js";
 
 const operation: CliOperation = {
@@ -11,7 +11,7 @@ const operation: CliOperation = {
   async run(args, io) {
     const workspaceId = args.flags["workspace-id"]!;
     const ctx = await readWorkspaceRequest(io.stdin, "merge-to-base", { workspaceId });
-    const target = await withHost(ctx.options, (host) => mergeToBase(host, ctx.request.runtimeInstanceId, workspaceId));
+    const target = await withWorkspaceHost(ctx, (host) => mergeToBase(host, ctx.request.runtimeInstanceId, workspaceId));
     await writeResponse(io.stdout, { type: "merge-to-base", protocolVersion: 1, localIntegrationTarget: target });
   },
 };
