@@ -22,7 +22,8 @@ import { WrapperSignals } from "./wrapper-signals.js";
 import type { ConversationParts, ExecStreams } from "./conversation.js";
 import { PipesConversation } from "./pipes-conversation.js";
 import { PtyConversation } from "./pty-conversation.js";
-import { ExecLink, newResumeToken } from "./exec-link.js";
+import { ExecLink } from "./exec-link.js";
+import { newResumeToken, wantsResume } from "./reattach-rules.js";
 import { isPoolOptions } from "../broker/host-pool/detect.js";
 
 export type { ExecStreams };
@@ -45,10 +46,9 @@ export async function runExec(workspaceId: string, io: ExecStreams, deps: ExecDe
       : parseRuntimeOptions(envelope.options);
     const { stdio } = envelope;
     // Execs survive a lost link (through the broker, which reconnects), pipes and terminals the
-    // host daemon owns alike. An sshd-owned PTY does not (its channel dies with the link): on
-    // `pty-token` both sides drop the token and a loss ends it with a network error, as it does
-    // in-process. The token goes with the connect.
-    const candidate = options.reconnectGraceMs > 0 ? newResumeToken() : null;
+    // host daemon owns alike; an sshd-owned PTY does not (reattach-rules.ts). The token goes with
+    // the connect.
+    const candidate = wantsResume(options.reconnectGraceMs) ? newResumeToken() : null;
     const host = await deps.openHost(options, candidate ? { session: candidate } : {});
     try {
       const token = candidate !== null && host.reattachable ? candidate : null;
