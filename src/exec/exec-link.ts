@@ -73,11 +73,6 @@ export class ExecLink extends EventEmitter<ExecLinkEvents> {
     return this.state;
   }
 
-  /** The lifecycle state's kind (diagnostics, tests). */
-  get phase(): ExecLinkState["kind"] {
-    return this.state.kind;
-  }
-
   get resumable(): boolean {
     return this.right.kind === "resumable";
   }

@@ -118,11 +118,6 @@ export class DaemonLink {
     return this.state.kind === "connected" ? this.state.mux : null;
   }
 
-  /** The lifecycle state's kind (diagnostics, tests). */
-  get phase(): LinkState["kind"] {
-    return this.state.kind;
-  }
-
   /** True while a mux channel is open. */
   get connected(): boolean {
     return this.mux !== null && !this.mux.closed;
