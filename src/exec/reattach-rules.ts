@@ -31,6 +31,11 @@ export function wantsResume(graceMs: number): boolean {
   return graceMs > 0;
 }
 
+/** The token an exec keeps: the one offered with the connect, if the host can re-attach later. */
+export function keptToken(offered: string | null, reattachable: boolean): string | null {
+  return offered !== null && reattachable ? offered : null;
+}
+
 /**
  * Whether the exec may re-attach after losing its stream. `dropped`: the exec runs on sshd's pty,
  * whose channel cannot outlive the link (the agent said `pty-token`).

@@ -23,7 +23,7 @@ import type { ConversationParts, ExecStreams } from "./conversation.js";
 import { PipesConversation } from "./pipes-conversation.js";
 import { PtyConversation } from "./pty-conversation.js";
 import { ExecLink } from "./exec-link.js";
-import { newResumeToken, wantsResume } from "./reattach-rules.js";
+import { keptToken, newResumeToken, wantsResume } from "./reattach-rules.js";
 import { isPoolOptions } from "../broker/host-pool/detect.js";
 
 export type { ExecStreams };
@@ -51,7 +51,7 @@ export async function runExec(workspaceId: string, io: ExecStreams, deps: ExecDe
     const candidate = wantsResume(options.reconnectGraceMs) ? newResumeToken() : null;
     const host = await deps.openHost(options, candidate ? { session: candidate } : {});
     try {
-      const token = candidate !== null && host.reattachable ? candidate : null;
+      const token = keptToken(candidate, host.reattachable);
       const ch = await host.openAgent(token ? { session: token } : {});
       const link = new ExecLink(host, ch, { token, graceMs: options.reconnectGraceMs, hostName: options.host });
       const parts: ConversationParts = {

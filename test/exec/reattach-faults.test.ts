@@ -68,6 +68,17 @@ describe("resumable exec over a faulty link (in-process double)", () => {
     expect(x.events().map((e) => e.type)).toEqual(["started", "eof", "exit"]);
   });
 
+  it("a slow, throughput-limited link is no outage: nothing is re-attached, the output is exact", async () => {
+    const x = run({ graceMs: 5000, keepaliveMs: 200, workload: counter(30, 10) });
+    // Every chunk arrives 100 ms late at 20 kB/s: slower than the output, well within three keepalive intervals.
+    x.net.slow({ delayMs: 100, bytesPerSecond: 20_000 });
+    expect(await exitStatus(x)).toBe(0);
+    expect(x.stdout()).toBe(lines(30));
+    expect(x.linkLosses).toEqual([]);
+    expect(x.view.attaches).toBe(0);
+    expect(x.net.connections.length).toBe(1);
+  });
+
   it("a blackhole beyond the keepalive: the wrapper's side declares the link dead itself and re-attaches once it heals", async () => {
     const x = run({ graceMs: 5000, keepaliveMs: 100, workload: counter(30, 20) });
     await until("output under way", () => x.stdout().split("\n").length > 5);
@@ -75,7 +86,10 @@ describe("resumable exec over a faulty link (in-process double)", () => {
     const first = x.net.connections[0]!;
     // No FIN or reset arrives: only the keepalive (3 x 100 ms of silence) can tell the link is dead.
     await until("link declared dead", () => x.linkLosses.length === 1, 3000);
-    expect(first.closedBy).toBe("paseo");
+    // Closed by its own side while nothing crossed the blackhole (the daemon's side, which may
+    // have given up first, could not tell it): the keepalive did it.
+    expect(first.fate.paseo).toBe("own");
+    expect(first.fate.daemon).not.toBe("reset");
     expect(x.view.attaches).toBe(0);
     x.net.heal();
     expect(await exitStatus(x)).toBe(0);

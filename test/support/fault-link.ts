@@ -15,6 +15,8 @@ import type { DaemonInfo, DaemonStarter } from "../../src/transport/daemon-link.
 
 type Item = Buffer | "fin" | "close";
 type Mode = "up" | "reset" | "blackhole";
+/** How one end of a connection closed: by its own side, by the peer's close arriving, or by a reset. */
+export type EndFate = "open" | "own" | "peer" | "reset";
 
 export interface SlowLink {
   /** Added to every chunk's trip. */
@@ -33,6 +35,8 @@ class Lane {
   constructor(
     private readonly net: FaultNetwork,
     private readonly to: () => Duplex,
+    /** The receiving end is being closed by what arrived (not by its own side). */
+    private readonly closing: () => void,
   ) {}
 
   put(item: Item): void {
@@ -70,8 +74,10 @@ class Lane {
     const to = this.to();
     if (!to.destroyed) {
       if (item === "fin") to.push(null);
-      else if (item === "close") to.destroy();
-      else {
+      else if (item === "close") {
+        this.closing();
+        to.destroy();
+      } else {
         this.delivered += item.length;
         to.push(item);
       }
@@ -85,12 +91,20 @@ export class FaultConnection {
   readonly paseo: Duplex;
   readonly daemon: Duplex;
   private readonly lanes: Lane[];
-  /** Which end was destroyed first by its own side (how the connection was declared dead). */
-  closedBy: "paseo" | "daemon" | "network" | null = null;
+  /** How each end closed (who declared the connection dead). */
+  readonly fate: Record<"paseo" | "daemon", EndFate> = { paseo: "open", daemon: "open" };
 
   constructor(net: FaultNetwork) {
-    const toDaemon = new Lane(net, () => this.daemon);
-    const toPaseo = new Lane(net, () => this.paseo);
+    const toDaemon = new Lane(
+      net,
+      () => this.daemon,
+      () => this.closing("daemon", "peer"),
+    );
+    const toPaseo = new Lane(
+      net,
+      () => this.paseo,
+      () => this.closing("paseo", "peer"),
+    );
     this.lanes = [toDaemon, toPaseo];
     const end = (name: "paseo" | "daemon", out: Lane) =>
       new Duplex({
@@ -104,13 +118,17 @@ export class FaultConnection {
         },
         read: () => undefined,
         destroy: (err, cb) => {
-          this.closedBy ??= name;
+          this.closing(name, "own");
           out.put("close");
           cb(err);
         },
       });
     this.paseo = end("paseo", toDaemon);
     this.daemon = end("daemon", toPaseo);
+  }
+
+  private closing(end: "paseo" | "daemon", how: EndFate): void {
+    if (this.fate[end] === "open") this.fate[end] = how;
   }
 
   /** Bytes delivered toward the daemon and toward Paseo. */
@@ -123,7 +141,8 @@ export class FaultConnection {
   }
 
   reset(): void {
-    this.closedBy ??= "network";
+    this.closing("paseo", "reset");
+    this.closing("daemon", "reset");
     for (const l of this.lanes) l.drop();
     for (const end of [this.paseo, this.daemon]) {
       if (!end.destroyed) end.destroy(Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" }));
