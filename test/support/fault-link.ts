@@ -25,9 +25,14 @@ export interface SlowLink {
   bytesPerSecond?: number;
 }
 
-/** One direction of one connection: an ordered queue toward `to`, paced by the network's mode. */
+/**
+ * One direction of one connection: an ordered queue toward `to`, paced by the network's mode. A
+ * slow link delays each chunk by `delayMs` (latency: chunks travel together) and spaces them by
+ * their size at `bytesPerSecond` (throughput: one after another).
+ */
 class Lane {
-  private readonly queue: Item[] = [];
+  private readonly queue: Array<{ item: Item; due: number }> = [];
+  private lastDue = 0;
   private timer: NodeJS.Timeout | null = null;
   /** Bytes that reached the other end. */
   delivered = 0;
@@ -40,7 +45,12 @@ class Lane {
   ) {}
 
   put(item: Item): void {
-    this.queue.push(item);
+    const slow = this.net.slowness;
+    const now = Date.now();
+    const bytes = Buffer.isBuffer(item) ? item.length : 0;
+    const due = slow ? Math.max(now + slow.delayMs, this.lastDue) + (slow.bytesPerSecond ? (bytes * 1000) / slow.bytesPerSecond : 0) : now;
+    this.lastDue = due;
+    this.queue.push({ item, due });
     this.pump();
   }
 
@@ -51,38 +61,30 @@ class Lane {
   }
 
   pump(): void {
-    if (this.timer || this.net.mode !== "up") return;
-    const item = this.queue[0];
-    if (item === undefined) return;
-    const slow = this.net.slowness;
-    const bytes = Buffer.isBuffer(item) ? item.length : 0;
-    const wait = slow ? slow.delayMs + (slow.bytesPerSecond ? (bytes * 1000) / slow.bytesPerSecond : 0) : 0;
-    if (wait <= 0) {
-      this.deliverHead();
-      return;
+    while (!this.timer && this.net.mode === "up" && this.queue.length > 0) {
+      const wait = this.queue[0]!.due - Date.now();
+      if (wait > 0) {
+        this.timer = setTimeout(() => {
+          this.timer = null;
+          this.pump();
+        }, wait);
+        return;
+      }
+      this.deliver(this.queue.shift()!.item);
     }
-    this.timer = setTimeout(() => {
-      this.timer = null;
-      if (this.net.mode !== "up") return;
-      this.deliverHead();
-    }, wait);
   }
 
-  private deliverHead(): void {
-    const item = this.queue.shift();
-    if (item === undefined) return;
+  private deliver(item: Item): void {
     const to = this.to();
-    if (!to.destroyed) {
-      if (item === "fin") to.push(null);
-      else if (item === "close") {
-        this.closing();
-        to.destroy();
-      } else {
-        this.delivered += item.length;
-        to.push(item);
-      }
+    if (to.destroyed) return;
+    if (item === "fin") to.push(null);
+    else if (item === "close") {
+      this.closing();
+      to.destroy();
+    } else {
+      this.delivered += item.length;
+      to.push(item);
     }
-    this.pump();
   }
 }
 
