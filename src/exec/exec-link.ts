@@ -1,31 +1,31 @@
 // The wrapper's side of a resumable exec conversation (src/shared/stream-replay.ts): numbers and keeps
 // the frames it sends until the daemon acknowledges them, numbers what it receives and acknowledges
 // it once handed to Paseo, and — when the stream is lost with the link, the broker or its SSH
-// connection — re-attaches with `exec.attach {token, received}` (backoff 250 ms → 5 s with
-// jitter) through the broker, or a replacement broker, until the reconnect grace runs out. The
-// conversation above sees one gapless, duplicate-free stream of frames.
+// connection — re-attaches with `exec.attach {token, received}` through the broker, or a
+// replacement broker, as long as the rules allow (reattach-rules.ts: lifecycle, backoff, grace,
+// generations, fatal failures). The conversation above sees one gapless, duplicate-free stream of frames.
 import { EventEmitter } from "node:events";
 import { RuntimeError, fromWireError } from "../shared/errors.js";
 import { FrameKind, encodeJson, type Frame } from "../shared/frames.js";
 import { ReceiveCounter, ReplayLog, isUnnumbered } from "../shared/stream-replay.js";
 import { sleep } from "../shared/async.js";
-import { randomHex } from "../shared/random.js";
 import type { AgentRequest, RuntimeMessage } from "../shared/agent-api.js";
 import { agentMessage, type AgentChannel } from "../transport/agent-channel.js";
 import { requestFor, type RemoteHost } from "../transport/host.js";
-
-export const RECONNECT_MIN_MS = 250;
-export const RECONNECT_MAX_MS = 5000;
-
-/** The next wait before re-attaching: doubling from RECONNECT_MIN_MS up to RECONNECT_MAX_MS, ±25 % jitter. */
-export function reconnectDelay(attempt: number): number {
-  const base = Math.min(RECONNECT_MAX_MS, RECONNECT_MIN_MS * 2 ** Math.min(attempt, 10));
-  return Math.round(base * (0.75 + Math.random() * 0.5));
-}
-
-export function newResumeToken(): string {
-  return randomHex(16);
-}
+import {
+  attachRefusal,
+  currentChannel,
+  graceExpiredError,
+  isFatalAttachFailure,
+  lostError,
+  nextAttemptDelay,
+  nextExecLinkState,
+  resumeRight,
+  stillReattaching,
+  type ExecLinkEvent,
+  type ExecLinkState,
+  type ResumeRight,
+} from "./reattach-rules.js";
 
 export interface ExecLinkEvents {
   /** A numbered frame from the daemon, each exactly once and in order; call `processed(seq)` after handling it. */
@@ -46,20 +46,16 @@ export interface ExecLinkOptions {
   hostName: string;
 }
 
+type Attachment = { ch: AgentChannel; received: number; early: Frame[] };
+
 export class ExecLink extends EventEmitter<ExecLinkEvents> {
   private readonly up = new ReplayLog();
   private readonly down = new ReceiveCounter();
-  private ch: AgentChannel | null;
-  private ackScheduled = false;
-  private finished = false;
-  private ending = false;
-  private resumeDropped = false;
-  /** Set while re-attaching (the frames sent meanwhile wait in the replay log). */
-  reattaching = false;
+  private state: ExecLinkState;
+  private right: ResumeRight;
+  private ackPending: NodeJS.Immediate | null = null;
   /** Re-attachments that succeeded (diagnostics). */
   reattached = 0;
-  /** The last attach generation asked for (src/shared/stream-replay.ts): exec.run's conversation is 0. */
-  private gen = 0;
 
   constructor(
     private readonly host: RemoteHost,
@@ -67,17 +63,28 @@ export class ExecLink extends EventEmitter<ExecLinkEvents> {
     private readonly opts: ExecLinkOptions,
   ) {
     super();
-    this.ch = first;
+    this.right = resumeRight(opts.token, opts.graceMs);
+    this.state = { kind: "attached", ch: first, gen: 0 };
     this.watch(first);
   }
 
+  private to(e: ExecLinkEvent): ExecLinkState {
+    this.state = nextExecLinkState(this.state, e);
+    return this.state;
+  }
+
   get resumable(): boolean {
-    return this.opts.token !== null && !this.resumeDropped && this.opts.graceMs > 0;
+    return this.right.kind === "resumable";
+  }
+
+  /** Set while re-attaching (the frames sent meanwhile wait in the replay log). */
+  get reattaching(): boolean {
+    return stillReattaching(this.state);
   }
 
   /** The exec runs on sshd's pty, whose channel cannot outlive the link: a loss now ends it. */
   dropResume(): void {
-    this.resumeDropped = true;
+    this.right = { kind: "dropped" };
   }
 
   /** Bytes of stdin sent and not yet taken by the workload. */
@@ -87,15 +94,15 @@ export class ExecLink extends EventEmitter<ExecLinkEvents> {
 
   /** Sends the request (not numbered). */
   start(req: AgentRequest): void {
-    this.ch?.sendJson(req);
+    currentChannel(this.state)?.sendJson(req);
   }
 
-  /** Sends numbered frames (`stdinBytes`: how many workload bytes they carry). */
+  /** Sends numbered frames (`stdinBytes`: how many workload bytes they carry); while re-attaching they wait in the replay log. */
   send(frames: Buffer | Buffer[], stdinBytes = 0): void {
     const list = Array.isArray(frames) ? frames : [frames];
     list.forEach((f, i) => {
       this.up.append(f, i === 0 ? stdinBytes : 0);
-      if (!this.reattaching) this.ch?.send(f);
+      currentChannel(this.state)?.send(f);
     });
   }
 
@@ -105,37 +112,36 @@ export class ExecLink extends EventEmitter<ExecLinkEvents> {
 
   /** Frame `seq` was handed on (to fd1/fd2/fd4, or acted on): acknowledged cumulatively. */
   processed(seq: number): void {
-    if (!this.down.complete(seq) || this.ackScheduled) return;
-    this.ackScheduled = true;
-    setImmediate(() => this.flushAck());
+    if (!this.down.complete(seq) || this.ackPending) return;
+    this.ackPending = setImmediate(() => this.flushAck());
   }
 
   private flushAck(): void {
-    this.ackScheduled = false;
-    if (!this.reattaching) this.ch?.sendJson({ type: "ack", seq: this.down.processed });
+    clearImmediate(this.ackPending ?? undefined);
+    this.ackPending = null;
+    currentChannel(this.state)?.sendJson({ type: "ack", seq: this.down.processed });
   }
 
   /** Ends our side after the exit was handed on (everything processed is acknowledged first). */
   end(): void {
-    this.finished = true;
-    this.ending = true;
+    this.to({ type: "end" });
     this.flushAck();
-    this.ch?.end();
+    currentChannel(this.state)?.end();
   }
 
   /** Gives up the conversation (a failure being reported, or the wrapper exiting). */
   destroy(): void {
-    this.finished = true;
-    this.ch?.destroy();
+    const ch = currentChannel(this.state);
+    this.to({ type: "destroy" });
+    ch?.destroy();
   }
 
   private watch(ch: AgentChannel): void {
     ch.on("frame", (f) => {
-      if (this.ch === ch) this.onFrame(f);
+      if (currentChannel(this.state) === ch) this.onFrame(f);
     });
     ch.on("close", () => {
-      if (this.ch !== ch) return;
-      this.ch = null;
+      if (currentChannel(this.state) !== ch) return;
       this.onClose();
     });
   }
@@ -152,91 +158,79 @@ export class ExecLink extends EventEmitter<ExecLinkEvents> {
     const seq = this.down.next(false);
     if (f.kind === FrameKind.Json) {
       const type = agentMessage(f)?.type;
-      if (type === "exit" || type === "error") this.finished = true;
+      if ((type === "exit" || type === "error") && this.state.kind !== "ending") this.to({ type: "final-frame" });
     }
     this.emit("frame", f, seq);
   }
 
   private onClose(): void {
-    if (this.finished || this.ending) return;
-    if (!this.resumable) {
-      this.finished = true;
-      // The broker closes a stream that carries a token without naming the loss (it expects a
-      // re-attachment), so an exec that dropped its token names the host and why it cannot resume.
-      const message = this.resumeDropped
-        ? `connection to ${this.opts.hostName} was lost; a terminal on sshd's pty cannot outlive its SSH connection`
-        : "connection to the remote agent was lost";
-      this.emit("lost", new RuntimeError("network", message));
-      return;
-    }
-    void this.reattach();
+    const s = this.to({ type: "stream-closed", resumable: this.resumable, now: Date.now() });
+    if (s.kind === "reattaching") void this.reattach(s.since + this.opts.graceMs);
+    else if (s.kind === "finished" && s.why === "lost") this.emit("lost", lostError(this.right, this.opts.hostName));
   }
 
-  /** Re-attaches until it works, the daemon says the exec is gone, or the grace runs out. */
-  private async reattach(): Promise<void> {
-    this.reattaching = true;
-    const deadline = Date.now() + this.opts.graceMs;
+  /** Re-attaches until it works, the daemon says the exec is gone, or the grace (until `deadline`) runs out. */
+  private async reattach(deadline: number): Promise<void> {
     let last = "";
-    for (let attempt = 0; !this.finished; attempt++) {
-      const wait = reconnectDelay(attempt);
-      if (Date.now() + wait >= deadline) {
+    for (let attempt = 0; this.reattaching; attempt++) {
+      const wait = nextAttemptDelay(attempt, deadline, Date.now());
+      if (wait === null) {
         await sleep(Math.max(0, deadline - Date.now()));
         break;
       }
       await sleep(wait);
-      if (this.finished) return;
+      if (!this.reattaching) return;
       const result = await Promise.race([
         this.tryAttach(deadline),
         sleep(Math.max(0, deadline - Date.now())).then(() => "expired" as const),
       ]);
       if (result === "expired") break;
-      if (this.finished) {
+      if (!this.reattaching) {
         // Given up meanwhile (the conversation is failing): a late attachment is let go again.
         if (typeof result === "object" && !(result instanceof RuntimeError)) result.ch.destroy();
         return;
       }
       if (result instanceof RuntimeError) {
-        this.finished = true;
+        this.to({ type: "gave-up" });
         this.emit("lost", result);
         return;
       }
       if (typeof result !== "string") {
-        this.reattaching = false;
-        this.reattached++;
-        this.ch = result.ch;
-        this.watch(result.ch);
-        for (const f of this.up.after(result.received) ?? []) result.ch.send(f);
-        this.flushAck();
-        for (const f of result.early) this.onFrame(f);
-        this.emit("reattached");
+        this.resumeOn(result);
         return;
       }
       last = result;
     }
-    if (this.finished) return;
-    this.finished = true;
-    this.emit(
-      "lost",
-      new RuntimeError(
-        "network",
-        `connection to ${this.opts.hostName} was lost and not re-established within reconnectGraceMs (${this.opts.graceMs} ms); the execution was stopped on the host${last ? ` (last attempt: ${last})` : ""}`,
-      ),
-    );
+    if (!this.reattaching) return;
+    this.to({ type: "gave-up" });
+    this.emit("lost", graceExpiredError(this.opts.hostName, this.opts.graceMs, last));
+  }
+
+  /** The conversation continues on `a.ch`: replay what the daemon lacks, then what came behind `attached`. */
+  private resumeOn(a: Attachment): void {
+    this.to({ type: "reattached", ch: a.ch });
+    this.reattached++;
+    this.watch(a.ch);
+    for (const f of this.up.after(a.received) ?? []) a.ch.send(f);
+    this.flushAck();
+    for (const f of a.early) this.onFrame(f);
+    this.emit("reattached");
   }
 
   /**
-   * One attach attempt: the new channel and what the daemon holds, a fatal error (the daemon does
-   * not know the exec any more; a host key or credentials that changed), or why it did not work.
+   * One attach attempt (under a new generation): the new channel and what the daemon holds, a
+   * fatal error (the daemon does not know the exec any more; a host key or credentials that
+   * changed), or why it did not work.
    */
-  private async tryAttach(deadline: number): Promise<{ ch: AgentChannel; received: number; early: Frame[] } | RuntimeError | string> {
-    // Every attempt is a new generation, so an abandon a broker issues for an earlier one (it saw
-    // that conversation's client go) can never reap the exec this attempt is re-attaching to.
-    const gen = ++this.gen;
+  private async tryAttach(deadline: number): Promise<Attachment | RuntimeError | string> {
+    const s = this.to({ type: "attempt" });
+    const gen = s.kind === "reattaching" ? s.gen : 0;
+    const token = this.opts.token!;
     let ch: AgentChannel;
     try {
-      ch = await this.host.openAgent({ session: this.opts.token!, reattach: true, gen, waitUntil: deadline });
+      ch = await this.host.openAgent({ session: token, reattach: true, gen, waitUntil: deadline });
     } catch (err) {
-      if (err instanceof RuntimeError && FATAL.has(err.errorClass)) return err;
+      if (isFatalAttachFailure(err)) return err;
       return err instanceof Error ? err.message : String(err);
     }
     return new Promise((resolve) => {
@@ -259,10 +253,7 @@ export class ExecLink extends EventEmitter<ExecLinkEvents> {
         } else if (msg?.type === "error") {
           answered = true;
           ch.destroy();
-          const err = fromWireError(msg);
-          if (err.errorClass === "remote")
-            resolve(new RuntimeError("remote", `the execution on ${this.opts.hostName} could not be resumed: ${err.message}`));
-          else resolve(FATAL.has(err.errorClass) ? err : err.message);
+          resolve(attachRefusal(fromWireError(msg), this.opts.hostName));
         }
       };
       const onClose = () => {
@@ -270,10 +261,7 @@ export class ExecLink extends EventEmitter<ExecLinkEvents> {
       };
       ch.on("frame", onFrame);
       ch.on("close", onClose);
-      ch.sendJson(requestFor(this.host, "exec.attach", { token: this.opts.token!, received: this.down.received, gen }));
+      ch.sendJson(requestFor(this.host, "exec.attach", { token, received: this.down.received, gen }));
     });
   }
 }
-
-/** Failures re-attaching cannot fix. */
-const FATAL = new Set(["auth", "host-key", "ownership", "input"]);

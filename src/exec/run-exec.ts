@@ -22,7 +22,8 @@ import { WrapperSignals } from "./wrapper-signals.js";
 import type { ConversationParts, ExecStreams } from "./exec-conversation.js";
 import { PipesConversation } from "./pipes-conversation.js";
 import { PtyConversation } from "./pty-conversation.js";
-import { ExecLink, newResumeToken } from "./exec-link.js";
+import { ExecLink } from "./exec-link.js";
+import { keptToken, newResumeToken, wantsResume } from "./reattach-rules.js";
 import { isPoolOptions } from "../broker/host-pool/detect.js";
 
 export type { ExecStreams };
@@ -46,14 +47,13 @@ export async function runExec(workspaceId: string, io: ExecStreams, deps: ExecDe
       : parseRuntimeOptions(envelope.options);
     const { stdio } = envelope;
     // Execs survive a lost link (through the broker, which reconnects), pipes and terminals the
-    // host daemon owns alike. An sshd-owned PTY does not (its channel dies with the link): on
-    // `pty-token` both sides drop the token and a loss ends it with a network error, as it does
-    // in-process. The token goes with the connect.
-    const candidate = options.reconnectGraceMs > 0 ? newResumeToken() : null;
+    // host daemon owns alike; an sshd-owned PTY does not (reattach-rules.ts). The token goes with
+    // the connect.
+    const candidate = wantsResume(options.reconnectGraceMs) ? newResumeToken() : null;
     // A pool's workspace fails fast with its host down (its re-attachments still wait out an outage).
     const host = await deps.openHost(options, { ...(candidate ? { session: candidate } : {}), ...(pool ? { failFast: true } : {}) });
     try {
-      const token = candidate !== null && host.reattachable ? candidate : null;
+      const token = keptToken(candidate, host.reattachable);
       const ch = await host.openAgent(token ? { session: token } : {});
       const link = new ExecLink(host, ch, { token, graceMs: options.reconnectGraceMs, hostName: options.host });
       const parts: ConversationParts = {

@@ -40,15 +40,60 @@ export interface LinkHooks {
   onConnected?(): void;
 }
 
+/** The link's lifecycle: at most one current mux channel, opened by at most one attempt at a time. */
+export type LinkState =
+  /** No channel: none opened yet, or the last one was lost or said GOAWAY. */
+  | { kind: "idle" }
+  | { kind: "opening"; opening: Promise<Mux> }
+  | { kind: "connected"; mux: Mux }
+  /** close() was called: nothing opens any more. */
+  | { kind: "closed" };
+
+export type LinkEvent =
+  | { type: "open"; opening: Promise<Mux> }
+  /** The handshake on `mux` succeeded. */
+  | { type: "up"; mux: Mux }
+  | { type: "open-failed" }
+  /** `mux` said GOAWAY or closed: it is current no more. */
+  | { type: "gone"; mux: Mux }
+  | { type: "close" };
+
+/** The one transition function of the link's lifecycle; an event the state cannot take is a bug. */
+export function nextLinkState(s: LinkState, e: LinkEvent): LinkState {
+  switch (e.type) {
+    case "open":
+      if (s.kind === "idle") return { kind: "opening", opening: e.opening };
+      break;
+    case "up":
+      if (s.kind === "opening") return { kind: "connected", mux: e.mux };
+      if (s.kind === "closed") return s;
+      break;
+    case "open-failed":
+      if (s.kind === "opening") return { kind: "idle" };
+      return s;
+    case "gone":
+      return s.kind === "connected" && s.mux === e.mux ? { kind: "idle" } : s;
+    case "close":
+      return { kind: "closed" };
+  }
+  throw new RuntimeError("remote", `internal error: the daemon link cannot take "${e.type}" while ${s.kind}`);
+}
+
+/**
+ * Whether a channel's loss reads as the network's rather than the daemon's: its own SSH connection
+ * is gone, or the mux's keepalive heard nothing from the peer.
+ */
+function lostWithTheNetwork(starter: DaemonStarter, info: StreamClose): boolean {
+  return starter.connectionClosed || /no answer from the peer/.test(info.message ?? "");
+}
+
 export class DaemonLink {
-  private mux: Mux | null = null;
+  private state: LinkState = { kind: "idle" };
   /** Channels whose daemon said GOAWAY, still carrying the streams opened before. */
   private readonly leaving = new Set<Mux>();
-  private opening: Promise<Mux> | null = null;
   private socket: string | null = null;
   /** Set once this connection's server refused stream-local forwarding: every channel is a relay. */
   private relayOnly = false;
-  private closed = false;
   /** How the current (or last) channel reaches the daemon. */
   transport: LinkTransport | null = null;
   /** Channels opened so far (1 + reconnects). */
@@ -62,6 +107,15 @@ export class DaemonLink {
     private readonly hooks: LinkHooks = {},
   ) {
     this.log = hooks.log ?? (() => undefined);
+  }
+
+  private to(e: LinkEvent): LinkState {
+    this.state = nextLinkState(this.state, e);
+    return this.state;
+  }
+
+  private get mux(): Mux | null {
+    return this.state.kind === "connected" ? this.state.mux : null;
   }
 
   /** True while a mux channel is open. */
@@ -116,7 +170,7 @@ export class DaemonLink {
     const t = this.starter.target;
     const why = info.message ? ` (${info.message})` : "";
     if (info.reason === "link-lost") {
-      if (this.starter.connectionClosed || /no answer from the peer/.test(info.message ?? "")) {
+      if (lostWithTheNetwork(this.starter, info)) {
         return new RuntimeError("network", `connection to ${t} was lost${why}`);
       }
       return new RuntimeError("remote", `the host daemon on ${t} went away${why}; the operation it was running is lost`);
@@ -130,10 +184,15 @@ export class DaemonLink {
   }
 
   private ensure(): Promise<Mux> {
-    if (this.closed) return Promise.reject(new RuntimeError("network", `connection to ${this.starter.target} is closing`));
-    if (this.mux && !this.mux.closed) return Promise.resolve(this.mux);
-    this.opening ??= this.open().finally(() => (this.opening = null));
-    return this.opening;
+    const s = this.state;
+    if (s.kind === "closed") return Promise.reject(new RuntimeError("network", `connection to ${this.starter.target} is closing`));
+    if (s.kind === "connected" && !s.mux.closed) return Promise.resolve(s.mux);
+    if (s.kind === "opening") return s.opening;
+    if (s.kind === "connected") this.to({ type: "gone", mux: s.mux });
+    const opening = this.open();
+    this.to({ type: "open", opening });
+    opening.catch(() => this.to({ type: "open-failed" }));
+    return opening;
   }
 
   private async open(): Promise<Mux> {
@@ -197,28 +256,31 @@ export class DaemonLink {
     // The daemon is about to exit when idle: open nothing more here (what is open carries on).
     mux.on("goaway", () => {
       if (this.mux !== mux) return;
-      this.mux = null;
+      this.to({ type: "gone", mux });
       this.leaving.add(mux);
       this.closeIfDrained(mux);
     });
     mux.on("close", (why) => {
       this.leaving.delete(mux);
-      if (this.mux === mux) this.mux = null;
-      if (this.closed) return;
+      this.to({ type: "gone", mux });
+      if (this.state.kind === "closed") return;
       this.log(`channel to the host daemon closed: ${why}`);
       this.hooks.onLost?.(why);
     });
-    if (this.closed) mux.close("link closed");
-    this.mux = mux;
-    if (!this.closed) queueMicrotask(() => this.hooks.onConnected?.());
+    if (this.state.kind === "closed") {
+      mux.close("link closed");
+      return mux;
+    }
+    this.to({ type: "up", mux });
+    queueMicrotask(() => this.hooks.onConnected?.());
     return mux;
   }
 
   close(why = "link closed"): void {
-    this.closed = true;
-    this.mux?.close(why);
+    const mux = this.mux;
+    this.to({ type: "close" });
+    mux?.close(why);
     for (const m of this.leaving) m.close(why);
-    this.mux = null;
   }
 }
 
