@@ -23,11 +23,11 @@ import { AGENT_READY_TIMEOUT_MS, AgentChannel } from "../transport/agent-channel
 import { callAgent, type AgentOpenOptions, type PtyChannel, type PtyRequest, type RemoteHost } from "../transport/host.js";
 import type { AgentAnswer, OneShotOp, OpRequest } from "../shared/agent-api.js";
 
-/** The header of an agent conversation (`session`, `reattach`, `gen`: a resumable exec's, see RemoteHost.openAgent). */
+/** The header of an agent conversation (`token`, `reattach`, `gen`: a resumable exec's, see RemoteHost.openAgent). */
 function agentRequest(opts: AgentOpenOptions = {}): BrokerRequest {
   return {
     kind: "agent",
-    ...(opts.session !== undefined ? { session: opts.session } : {}),
+    ...(opts.session !== undefined ? { token: opts.session } : {}),
     ...(opts.reattach === true ? { reattach: true, gen: opts.gen ?? 0 } : {}),
   };
 }

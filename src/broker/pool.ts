@@ -127,11 +127,11 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     const host = new SshHost(ssh, this.options, this.bundle, {
       log: (l) => this.log(l),
       onConnected: () => void this.flushAbandons(),
-      onLost: (why) => {
+      onLost: (why, code) => {
         this.emit("change");
         // Keepalive death of the channel means the link is silent: do not wait for SSH's own
         // keepalive to notice, drop the connection and reconnect now.
-        if (/no answer from the peer/.test(why) && !ssh.closed) {
+        if (code === "keepalive-timeout" && !ssh.closed) {
           this.log(`dropping the connection to ${ssh.target}: ${why}`);
           ssh.destroy();
         }

@@ -208,8 +208,8 @@ export class BrokerServer {
           await this.stop("asked to shut down");
           return;
         case "agent": {
-          if (req.session === undefined) return this.bridgeStream(sock, await this.pool.stream());
-          const session: Session = { token: req.session, gen: req.gen ?? 0 };
+          if (req.token === undefined) return this.bridgeStream(sock, await this.pool.stream());
+          const session: Session = { token: req.token, gen: req.gen ?? 0 };
           if (req.reattach !== true) return this.bridgeStream(sock, await this.pool.stream(), session);
           // The wrapper is alive at this generation: an abandon pending for an earlier one is void.
           this.pool.attaching(session);

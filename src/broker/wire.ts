@@ -1,6 +1,6 @@
 // The broker's Unix-socket protocol. One socket connection carries one conversation:
 //   broker -> client  hello line   {"v":<version>,"pid":<n>}            (sent on accept)
-//   client -> broker  header line  {"kind":"agent"[,"session":<token>[,"reattach":true,"gen":<n>]]} | {"kind":"pty","args":[…],"pty":{rows,cols,term}}
+//   client -> broker  header line  {"kind":"agent"[,"token":<token>[,"reattach":true,"gen":<n>]]} | {"kind":"pty","args":[…],"pty":{rows,cols,term}}
 //                                  | {"kind":"ping"} | {"kind":"shutdown"[,"retireDaemon":true]}
 //                                  (a client may send it before the hello has arrived: a broker
 //                                  reads it after the hello either way)
@@ -20,13 +20,13 @@ const positiveInt = z.int().check(z.gte(1));
 
 export const BrokerRequestSchema = z.discriminatedUnion("kind", [
   /**
-   * `session`: the resume token of the exec this conversation carries (see RemoteHost.openAgent);
+   * `token`: the resume token of the exec this conversation carries (see RemoteHost.openAgent);
    * `reattach`: it re-attaches to that exec, and waits here while the link is down; `gen`: its
    * attach generation (src/shared/resume.ts; absent: 0, the exec.run conversation).
    */
   z.object({
     kind: z.literal("agent"),
-    session: z.optional(z.string().check(z.regex(RESUME_TOKEN))),
+    token: z.optional(z.string().check(z.regex(RESUME_TOKEN))),
     reattach: z.optional(z.boolean()),
     gen: z.optional(z.int().check(z.gte(0), z.lte(MAX_ATTACH_GEN))),
   }),

@@ -6,7 +6,7 @@
 // first tries the socket it already knows, so a live daemon costs no process start.
 import { Duplex } from "node:stream";
 import { RuntimeError, oneLine } from "../shared/errors.js";
-import { Mux, type MuxStream, type StreamClose } from "../shared/mux.js";
+import { Mux, type MuxCloseCode, type MuxStream, type StreamClose } from "../shared/mux.js";
 import { AGENT_READY_TIMEOUT_MS, AgentChannel } from "./agent-channel.js";
 
 export interface DaemonInfo {
@@ -35,7 +35,7 @@ export type LinkTransport = "stream-local" | "relay";
 export interface LinkHooks {
   log?(line: string): void;
   /** The mux channel closed (every stream on it was lost with it). */
-  onLost?(why: string): void;
+  onLost?(why: string, code: MuxCloseCode): void;
   /** A mux channel to the daemon was (re-)established. */
   onConnected?(): void;
 }
@@ -116,7 +116,7 @@ export class DaemonLink {
     const t = this.starter.target;
     const why = info.message ? ` (${info.message})` : "";
     if (info.reason === "link-lost") {
-      if (this.starter.connectionClosed || /no answer from the peer/.test(info.message ?? "")) {
+      if (this.starter.connectionClosed || info.channel === "keepalive-timeout") {
         return new RuntimeError("network", `connection to ${t} was lost${why}`);
       }
       return new RuntimeError("remote", `the host daemon on ${t} went away${why}; the operation it was running is lost`);
@@ -201,12 +201,12 @@ export class DaemonLink {
       this.leaving.add(mux);
       this.closeIfDrained(mux);
     });
-    mux.on("close", (why) => {
+    mux.on("close", (why, code) => {
       this.leaving.delete(mux);
       if (this.mux === mux) this.mux = null;
       if (this.closed) return;
       this.log(`channel to the host daemon closed: ${why}`);
-      this.hooks.onLost?.(why);
+      this.hooks.onLost?.(why, code);
     });
     if (this.closed) mux.close("link closed");
     this.mux = mux;

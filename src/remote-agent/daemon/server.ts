@@ -120,10 +120,10 @@ class Daemon {
     sock.on("error", () => undefined);
     const mux = new Mux(sock, { role: "server", build: this.paths.hash, pid: process.pid, log });
     this.muxes.add(mux);
-    mux.on("close", (why) => {
+    mux.on("close", (why, code) => {
       this.muxes.delete(mux);
       this.lastBusy = Date.now();
-      if (!/closed/.test(why)) log(`channel lost: ${why}`);
+      if (code !== "peer-closed" && code !== "transport-closed") log(`channel lost: ${why}`);
     });
     mux.on("stream", (stream) => this.onStream(stream));
   }
