@@ -3,16 +3,18 @@
 // The runtime uses it to refuse a first transfer that cannot fit; the agent before every checkout.
 import { RuntimeError } from "./errors.js";
 import { gitStream } from "./git-exec.js";
+import { isNumber, isString, nullable, object, type Infer } from "./guards.js";
 
 /** Free space of the filesystem holding the remote root, as the agent measured it. */
-export interface DiskInfo {
+export const DiskInfo = object({
   /** Mount point of that filesystem (the path itself where mounts cannot be read). */
-  mount: string;
-  freeBytes: number;
+  mount: isString,
+  freeBytes: isNumber,
   /** Free inodes, or null where the filesystem does not count them. */
-  freeFiles: number | null;
-  blockSize: number;
-}
+  freeFiles: nullable(isNumber),
+  blockSize: isNumber,
+});
+export type DiskInfo = Infer<typeof DiskInfo>;
 
 export interface Footprint {
   bytes: number;
