@@ -3,7 +3,7 @@
 // operations see the same interface as SshHost, so nothing above the transport changes.
 import type { Socket } from "node:net";
 import { PassThrough, Writable } from "node:stream";
-import { RuntimeError } from "../shared/errors.js";
+import { RuntimeError, fromWireError } from "../shared/errors.js";
 import { FrameKind, encodeData, encodeFrame, encodeJson } from "../shared/frames.js";
 import type { RuntimeOptions } from "../transport/options.js";
 import { connectBroker, type BrokerTarget } from "./client.js";
@@ -102,7 +102,7 @@ export class BrokerHost implements RemoteHost {
       }
       if (!result.ok) {
         sock.destroy();
-        throw new RuntimeError(result.errorClass, result.message);
+        throw fromWireError(result);
       }
       return sock;
     }

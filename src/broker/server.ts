@@ -14,8 +14,7 @@ import { withLock } from "./lock.js";
 import type { BrokerPaths } from "./paths.js";
 import { ChannelPool, type Lease, type StreamLease } from "./pool.js";
 import { BrokerRequestSchema, WindowMessageSchema, readLine, writeLine, type BrokerResult } from "./wire.js";
-import { parseJson, windowDimension } from "../shared/guards.js";
-import * as z from "../contract/zod-mini.js";
+import { isUnknown, parseJson, windowDimension } from "../shared/guards.js";
 import { listenUnix } from "../shared/listen-unix.js";
 
 /** A client must name its channel this soon after connecting. */
@@ -172,18 +171,17 @@ export class BrokerServer {
     writeLine(sock, { v: this.cfg.version, pid: process.pid });
     let raw: unknown;
     try {
-      raw = await readLine(sock, z.unknown(), HEADER_TIMEOUT_MS, "header");
+      raw = await readLine(sock, isUnknown, HEADER_TIMEOUT_MS, "header");
     } catch {
       sock.destroy();
       return;
     }
-    const parsed = BrokerRequestSchema.safeParse(raw);
-    if (!parsed.success) {
+    if (!BrokerRequestSchema(raw)) {
       this.answer(sock, { ok: false, errorClass: "input", message: "malformed broker request" });
       sock.end();
       return;
     }
-    const req = parsed.data;
+    const req = raw;
     try {
       switch (req.kind) {
         case "ping":
@@ -334,8 +332,7 @@ export class BrokerServer {
       this.cfg.log("ignored a PTY control message that is not JSON");
       return;
     }
-    const msg = WindowMessageSchema.safeParse(value);
-    if (msg.success) channel.setWindow(windowDimension(msg.data.rows), windowDimension(msg.data.cols));
+    if (WindowMessageSchema(value)) channel.setWindow(windowDimension(value.rows), windowDimension(value.cols));
   }
 
   /** Terminal output goes back raw; client input arrives framed (keystrokes, window, EOF). */

@@ -11,7 +11,7 @@
 //     stdin data from the runtime, ending with `exit` or `error`.
 // No side trusts the other: answers and messages are checked with the guards below before they
 // are used; a request's fields are checked by the agent op that reads them.
-import { EXIT_CODES, FAILURE_CODES, type ErrorClass } from "./errors.js";
+import { WIRE_ERROR_FIELDS } from "./errors.js";
 import { DiskInfo } from "./disk-space.js";
 import { MAX_ATTACH_GEN, RESUME_TOKEN } from "./resume.js";
 import {
@@ -325,15 +325,8 @@ export type ClientGoneHeader = Infer<typeof ClientGoneHeader>;
 export const ResultMessage = object({ type: literal("result"), value: isUnknown });
 export type ResultMessage = Infer<typeof ResultMessage>;
 
-const isErrorClass: Guard<ErrorClass> = (v): v is ErrorClass => typeof v === "string" && Object.hasOwn(EXIT_CODES, v);
-
 /** The failure of any op (one-shot or exec), as a classified one-line message (`code`: see FailureCode). */
-export const ErrorMessage = object({
-  type: literal("error"),
-  errorClass: isErrorClass,
-  message: isString,
-  code: optional(literal(...FAILURE_CODES)),
-});
+export const ErrorMessage = object({ type: literal("error"), ...WIRE_ERROR_FIELDS });
 export type ErrorMessage = Infer<typeof ErrorMessage>;
 
 /** create, agent → runtime: send the objects of the source commit not reachable from `haves`. */

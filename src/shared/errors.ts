@@ -1,5 +1,6 @@
 // Every failure the runtime reports is a RuntimeError with a class, so the CLI can print one
 // actionable line and exit with a stable, documented code (see README "Errors").
+import { isString, literal, object, optional, type Guard, type Infer } from "./guards.js";
 
 export type ErrorClass = "input" | "auth" | "host-key" | "network" | "remote-dependency" | "ownership" | "not-ready" | "remote";
 
@@ -46,12 +47,12 @@ export class RuntimeError extends Error {
   }
 }
 
-/** Serializable form used on the agent wire. */
-export interface WireError {
-  errorClass: ErrorClass;
-  message: string;
-  code?: FailureCode;
-}
+const isErrorClass: Guard<ErrorClass> = (v): v is ErrorClass => typeof v === "string" && Object.hasOwn(EXIT_CODES, v);
+
+/** The fields of a failure on the agent and broker wires (an `error` frame, a broker's answer). */
+export const WIRE_ERROR_FIELDS = { errorClass: isErrorClass, message: isString, code: optional(literal(...FAILURE_CODES)) };
+export const WireError = object(WIRE_ERROR_FIELDS);
+export type WireError = Infer<typeof WireError>;
 
 export function toWireError(err: unknown): WireError {
   if (err instanceof RuntimeError) {
