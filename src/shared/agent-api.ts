@@ -9,8 +9,9 @@
 //     messages below before their answer.
 //   * `exec.run` streams: ExecAgentMessage frames from the agent, ExecRuntimeMessage frames and
 //     stdin data from the runtime, ending with `exit` or `error`.
-// No side trusts the other: answers and messages are checked with the guards below before they
-// are used; a request's fields are checked by the agent op that reads them.
+// Each message, answer and exec request is declared once, as a schema (src/shared/guards.ts) whose
+// type is inferred from it. No side trusts the other: answers and messages are checked against
+// their schema before they are used; the other ops' request fields are checked by the op that reads them.
 import { WIRE_ERROR_FIELDS } from "./errors.js";
 import { DiskInfo } from "./disk-space.js";
 import { MAX_ATTACH_GEN, RESUME_TOKEN } from "./resume.js";
