@@ -3,7 +3,7 @@
 // operations see the same interface as SshHost, so nothing above the transport changes.
 import type { Socket } from "node:net";
 import { PassThrough, Writable } from "node:stream";
-import { RuntimeError } from "../shared/errors.js";
+import { RuntimeError, fromWireError } from "../shared/errors.js";
 import { FrameKind, encodeData, encodeFrame, encodeJson } from "../shared/frames.js";
 import type { RuntimeOptions } from "../transport/options.js";
 import { connectBroker, type BrokerTarget } from "./client.js";
@@ -24,13 +24,13 @@ import { callAgent, type AgentOpenOptions, type PtyChannel, type PtyRequest, typ
 import type { AgentAnswer, OneShotOp, OpRequest } from "../shared/agent-api.js";
 
 /**
- * The header of an agent conversation (`session`, `reattach`, `gen`: a resumable exec's, see
+ * The header of an agent conversation (`token`, `reattach`, `gen`: a resumable exec's, see
  * RemoteHost.openAgent). A re-attachment never fails fast: it waits out the link's outage.
  */
 function agentRequest(opts: AgentOpenOptions = {}, failFast = false): BrokerRequest {
   return {
     kind: "agent",
-    ...(opts.session !== undefined ? { session: opts.session } : {}),
+    ...(opts.session !== undefined ? { token: opts.session } : {}),
     ...(opts.reattach === true ? { reattach: true, gen: opts.gen ?? 0 } : failFast ? { failFast: true } : {}),
   };
 }
@@ -113,7 +113,7 @@ export class BrokerHost implements RemoteHost {
       }
       if (!result.ok) {
         sock.destroy();
-        throw new RuntimeError(result.errorClass, result.message);
+        throw fromWireError(result);
       }
       return sock;
     }

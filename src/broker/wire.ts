@@ -1,6 +1,6 @@
 // The broker's Unix-socket protocol. One socket connection carries one conversation:
 //   broker -> client  hello line   {"v":<version>,"pid":<n>}            (sent on accept)
-//   client -> broker  header line  {"kind":"agent"[,"session":<token>[,"reattach":true,"gen":<n>]][,"failFast":true]} | {"kind":"pty","args":[…],"pty":{rows,cols,term}}
+//   client -> broker  header line  {"kind":"agent"[,"token":<token>[,"reattach":true,"gen":<n>]][,"failFast":true]} | {"kind":"pty","args":[…],"pty":{rows,cols,term}}
 //                                  | {"kind":"ping"} | {"kind":"shutdown"[,"retireDaemon":true]}
 //                                  (a client may send it before the hello has arrived: a broker
 //                                  reads it after the hello either way)
@@ -11,68 +11,80 @@
 // output; client -> broker uses frames.ts framing (Stdin data, Json {"type":"window",rows,cols},
 // Eof) so a window change never mixes with keystrokes.
 import type { Socket } from "node:net";
-import * as z from "../contract/zod-mini.js";
-import { EXIT_CODES, RuntimeError, type ErrorClass } from "../shared/errors.js";
-import { parseJson } from "../shared/guards.js";
+import { RuntimeError, WIRE_ERROR_FIELDS } from "../shared/errors.js";
+import {
+  arrayOf,
+  intIn,
+  isBoolean,
+  isInteger,
+  isPositiveInt,
+  isString,
+  literal,
+  matching,
+  nullable,
+  object,
+  oneOf,
+  optional,
+  parseJson,
+  variant,
+  type Guard,
+  type Infer,
+} from "../shared/guards.js";
 import { MAX_ATTACH_GEN, RESUME_TOKEN } from "../shared/stream-replay.js";
 
-const positiveInt = z.int().check(z.gte(1));
-
-export const BrokerRequestSchema = z.discriminatedUnion("kind", [
+export const BrokerRequestSchema = variant("kind", {
   /**
-   * `session`: the resume token of the exec this conversation carries (see RemoteHost.openAgent);
+   * `token`: the resume token of the exec this conversation carries (see RemoteHost.openAgent);
    * `reattach`: it re-attaches to that exec, and waits here while the link is down; `gen`: its
    * attach generation (src/shared/stream-replay.ts; absent: 0, the exec.run conversation).
    */
-  z.object({
-    kind: z.literal("agent"),
-    session: z.optional(z.string().check(z.regex(RESUME_TOKEN))),
-    reattach: z.optional(z.boolean()),
-    gen: z.optional(z.int().check(z.gte(0), z.lte(MAX_ATTACH_GEN))),
-    /** A pool's operation: with the link down it fails once connectTimeoutMs passed, not after the reconnect window (pool.ts primary). */
-    failFast: z.optional(z.boolean()),
+  agent: object({
+    kind: literal("agent"),
+    token: optional(matching(RESUME_TOKEN)),
+    reattach: optional(isBoolean),
+    gen: optional(intIn(0, MAX_ATTACH_GEN)),
+    /** A pool's operation: with the link down it fails once connectTimeoutMs passed, not after the reconnect window (channel-pool.ts primary). */
+    failFast: optional(isBoolean),
   }),
-  z.object({
-    kind: z.literal("pty"),
-    args: z.array(z.string()),
-    pty: z.object({ rows: positiveInt, cols: positiveInt, term: z.optional(z.string()) }),
+  pty: object({
+    kind: literal("pty"),
+    args: arrayOf(isString),
+    pty: object({ rows: isPositiveInt, cols: isPositiveInt, term: optional(isString) }),
   }),
-  z.object({ kind: z.literal("ping") }),
+  ping: object({ kind: literal("ping") }),
   /** `retireDaemon`: the host daemon is asked to exit as soon as nothing runs on it (the demo leaves nothing behind). */
-  z.object({ kind: z.literal("shutdown"), retireDaemon: z.optional(z.boolean()) }),
-]);
-export type BrokerRequest = z.output<typeof BrokerRequestSchema>;
+  shutdown: object({ kind: literal("shutdown"), retireDaemon: optional(isBoolean) }),
+});
+export type BrokerRequest = Infer<typeof BrokerRequestSchema>;
 
 /** A PTY channel's one control message (client → broker, as a Json frame). */
-export const WindowMessageSchema = z.object({ type: z.literal("window"), rows: positiveInt, cols: positiveInt });
-export type WindowMessage = z.output<typeof WindowMessageSchema>;
+export const WindowMessageSchema = object({ type: literal("window"), rows: isPositiveInt, cols: isPositiveInt });
+export type WindowMessage = Infer<typeof WindowMessageSchema>;
 
-export const BrokerHelloSchema = z.object({ v: z.string(), pid: z.int() });
-export type BrokerHello = z.output<typeof BrokerHelloSchema>;
+export const BrokerHelloSchema = object({ v: isString, pid: isInteger });
+export type BrokerHello = Infer<typeof BrokerHelloSchema>;
 
 /** What `ping` answers (tests and the benchmark read it). */
-export const BrokerStatsSchema = z.object({
-  pid: z.int(),
-  connections: z.int(),
-  handshakes: z.int(),
+export const BrokerStatsSchema = object({
+  pid: isInteger,
+  connections: isInteger,
+  handshakes: isInteger,
   /** Client conversations (daemon streams) and PTY channels in use. */
-  liveChannels: z.int(),
+  liveChannels: isInteger,
   /** Open mux channels to the host daemon (normally 1 once used). */
-  muxChannels: z.int(),
+  muxChannels: isInteger,
   /** Open SSH session channels (PTYs, a relay, daemon-up or an install in progress). */
-  sessionChannels: z.int(),
+  sessionChannels: isInteger,
   /** How the daemon is reached: "stream-local", "relay", or null before the first operation. */
-  daemonTransport: z.nullable(z.string()),
+  daemonTransport: nullable(isString),
 });
-export type BrokerStats = z.output<typeof BrokerStatsSchema>;
+export type BrokerStats = Infer<typeof BrokerStatsSchema>;
 
-const errorClasses = Object.keys(EXIT_CODES) as [ErrorClass, ...ErrorClass[]];
-
-export const BrokerResultSchema = z.discriminatedUnion("ok", [
-  z.object({ ok: z.literal(true), stats: z.optional(BrokerStatsSchema) }),
-  z.object({ ok: z.literal(false), errorClass: z.enum(errorClasses), message: z.string() }),
-]);
-export type BrokerResult = z.output<typeof BrokerResultSchema>;
+export const BrokerResultSchema = oneOf(
+  object({ ok: literal(true), stats: optional(BrokerStatsSchema) }),
+  object({ ok: literal(false), ...WIRE_ERROR_FIELDS }),
+);
+export type BrokerResult = Infer<typeof BrokerResultSchema>;
 
 /**
  * How long an operation may wait in the broker for a free session or a reconnect before failing
@@ -112,7 +124,7 @@ export function writeLine(sock: Socket, value: unknown): void {
  * Reads one JSON line from `sock` within `timeoutMs` and checks it against `schema`; bytes after
  * the newline are unshifted back so the raw stream that follows starts exactly after it.
  */
-export function readLine<T>(sock: Socket, schema: z.core.$ZodType<T>, timeoutMs: number, what: string): Promise<T> {
+export function readLine<T>(sock: Socket, schema: Guard<T>, timeoutMs: number, what: string): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let buf = Buffer.alloc(0);
     const timer = setTimeout(() => fail("timeout", `broker did not send its ${what} within ${timeoutMs} ms`), timeoutMs);
@@ -138,10 +150,9 @@ export function readLine<T>(sock: Socket, schema: z.core.$ZodType<T>, timeoutMs:
       if (rest.length > 0) sock.unshift(rest);
       const value = parseJson(buf.subarray(0, nl));
       if (value === undefined) return fail("not-json", `broker ${what} is not JSON`);
-      const parsed = z.safeParse(schema, value);
-      if (!parsed.success) return fail("malformed", `broker ${what} is malformed`);
+      if (!schema(value)) return fail("malformed", `broker ${what} is malformed`);
       stop();
-      resolve(parsed.data);
+      resolve(value);
     };
     const onClose = () => fail("closed", `broker closed the connection before its ${what}`);
     const onError = (err: Error) => fail("failed", `broker connection failed before its ${what}: ${err.message}`);

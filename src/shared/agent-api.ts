@@ -9,27 +9,35 @@
 //     messages below before their answer.
 //   * `exec.run` streams: ExecAgentMessage frames from the agent, ExecRuntimeMessage frames and
 //     stdin data from the runtime, ending with `exit` or `error`.
-// No side trusts the other: answers and messages are checked with the guards below before they
-// are used; a request's fields are checked by the agent op that reads them.
-import { EXIT_CODES, type ErrorClass } from "./errors.js";
-import type { DiskInfo } from "./disk-space.js";
+// Each message, answer and exec request is declared once, as a schema (src/shared/guards.ts) whose
+// type is inferred from it. No side trusts the other: answers and messages are checked against
+// their schema before they are used; the other ops' request fields are checked by the op that reads them.
+import { WIRE_ERROR_FIELDS } from "./errors.js";
+import { DiskInfo } from "./disk-space.js";
+import { MAX_ATTACH_GEN, RESUME_TOKEN } from "./stream-replay.js";
 import {
   arrayOf,
+  intIn,
   isBoolean,
   isInteger,
+  isNonEmptyString,
+  isNull,
   isNumber,
   isPositiveInt,
-  windowDimension,
-  isRecord,
   isString,
+  isUnknown,
   literal,
+  matching,
   nullable,
   object,
-  oneOf,
   optional,
   parseJson,
   recordOf,
+  variant,
+  windowDimension,
+  withMessage,
   type Guard,
+  type Infer,
 } from "./guards.js";
 
 // ---- signals ---------------------------------------------------------------------------------
@@ -48,13 +56,14 @@ export interface WorkspaceTarget {
 }
 
 /** The Paseo-host repository and branch a workspace's work is merged back into. */
-export interface IntegrationTarget {
+export const IntegrationTarget = object({
   /** Absolute path of the repository's top level on the Paseo host. */
-  localPath: string;
-  baseBranch: string;
+  localPath: isString,
+  baseBranch: isString,
   /** HMAC by the Paseo host's key (src/workspace/integration-seal.ts): the host cannot forge or move it. */
-  seal?: string;
-}
+  seal: optional(isString),
+});
+export type IntegrationTarget = Infer<typeof IntegrationTarget>;
 
 /** Objects for a directory source are shipped from the Paseo host into this project's cache. */
 export interface DirectorySourceSpec {
@@ -102,77 +111,96 @@ export interface GitSourceSpec {
 
 export type SourceSpec = DirectorySourceSpec | GitSourceSpec;
 
-export interface WorkspaceView {
-  lifecycle: "ready" | "paused";
+const isStringMap = recordOf(isString);
+
+export const WorkspaceView = object({
+  lifecycle: literal("ready", "paused"),
   /** Canonical remote path of the workspace root. */
-  cwd: string;
-  lifecycleEnvironment: Record<string, string>;
-}
+  cwd: isString,
+  lifecycleEnvironment: isStringMap,
+});
+export type WorkspaceView = Infer<typeof WorkspaceView>;
 
-export interface CreateResult {
-  view: WorkspaceView;
-  materializedFreshContent: boolean;
-}
+export const CreateResult = object({ view: WorkspaceView, materializedFreshContent: isBoolean });
+export type CreateResult = Infer<typeof CreateResult>;
 
-export type InspectResult =
-  { status: "missing" } | { status: "error"; message: string } | ({ status: "ready" | "paused" } & { view: WorkspaceView });
+export const InspectResult = variant("status", {
+  missing: object({ status: literal("missing") }),
+  error: object({ status: literal("error"), message: isString }),
+  ready: object({ status: literal("ready"), view: WorkspaceView }),
+  paused: object({ status: literal("paused"), view: WorkspaceView }),
+});
+export type InspectResult = Infer<typeof InspectResult>;
 
 /** What merge-to-base needs to know about a ready workspace. */
-export interface MergeInfo {
+export const MergeInfo = object({
   /** Commit the workspace's checkout is at now. */
-  head: string;
+  head: isString,
   /** Commit the workspace was materialized from (the Paseo host has it). */
-  createdFrom: string;
-  integration: IntegrationTarget;
-}
+  createdFrom: isString,
+  integration: IntegrationTarget,
+});
+export type MergeInfo = Infer<typeof MergeInfo>;
 
-export interface ReconcileResult {
-  removed: Array<{ workspaceId: string; dir: string }>;
-}
+export const ReconcileResult = object({ removed: arrayOf(object({ workspaceId: isString, dir: isString })) });
+export type ReconcileResult = Infer<typeof ReconcileResult>;
 
 /** What `facts` answers (read by `doctor`). */
-export interface HostFacts {
-  os: string;
-  arch: string;
-  node: string;
-  nodePath: string;
-  git: string | null;
+export const HostFacts = object({
+  os: isString,
+  arch: isString,
+  node: isString,
+  nodePath: isString,
+  git: nullable(isString),
   /** `git lfs version`, or null when git-lfs is not on the agent's PATH (LFS files stay pointers). */
-  gitLfs: string | null;
-  root: string;
-  freeBytes: number | null;
+  gitLfs: nullable(isString),
+  root: isString,
+  freeBytes: nullable(isNumber),
   /**
    * Who owns a PTY exec's terminal on this host: the host daemon through python3 or util-linux
    * `script` (the terminal survives a lost link), or sshd ("none": no way was found; `detail` says why).
    */
-  terminal: { method: "python3" | "script" | "none"; detail: string };
-}
+  terminal: object({ method: literal("python3", "script", "none"), detail: isString }),
+});
+export type HostFacts = Infer<typeof HostFacts>;
 
 /** What `pool.load` answers: the live facts placement scores a pool's hosts on (src/broker/host-pool/). */
-export interface HostLoad {
+export const HostLoad = object({
   /** Free bytes of the filesystem holding the root, and its block size (for the disk estimate). */
-  freeBytes: number | null;
-  blockSize: number;
-  memAvailableBytes: number;
+  freeBytes: nullable(isNumber),
+  blockSize: isNumber,
+  memAvailableBytes: isNumber,
   /** 1-minute load average divided by the CPU count. */
-  loadPerCpu: number;
-  cpus: number;
+  loadPerCpu: isNumber,
+  cpus: isInteger,
   /** Execs the answering agent process (the host daemon) supervises. */
-  liveExecs: number;
+  liveExecs: isInteger,
   /** Workspace directories under the root, of every owner. */
-  workspaces: number;
+  workspaces: isInteger,
   /** The project's object cache exists here (its objects need not travel again). */
-  warmCache: boolean;
-}
+  warmCache: isBoolean,
+});
+export type HostLoad = Infer<typeof HostLoad>;
 
 /** One live process of a workspace (`exec.processes`, diagnostics and tests). */
-export interface ProcessInfo {
-  pid: number;
-  state: string;
-  command: string;
-}
+export const ProcessInfo = object({ pid: isInteger, state: isString, command: isString });
+export type ProcessInfo = Infer<typeof ProcessInfo>;
 
-export type ExecStdio = { kind: "pipes" } | { kind: "pty"; rows: number; cols: number; term?: string };
+const PTY_SIZE = "Invalid PTY size";
+
+export const ExecStdio = withMessage(
+  variant("kind", {
+    pipes: object({ kind: literal("pipes") }),
+    pty: object({
+      kind: literal("pty"),
+      rows: withMessage(isPositiveInt, PTY_SIZE),
+      cols: withMessage(isPositiveInt, PTY_SIZE),
+      term: optional(isString),
+    }),
+  }),
+  "exec request has an invalid stdio",
+);
+export type ExecStdio = Infer<typeof ExecStdio>;
 
 // ---- requests --------------------------------------------------------------------------------
 
@@ -203,29 +231,42 @@ export interface LfsSpec {
   endpoint: { key: "lfs.url" | "remote.origin.lfsurl"; url: string } | null;
 }
 
-export interface ExecRunRequest extends WorkspaceTarget {
-  execId: string;
-  argv: string[];
-  env: Record<string, string>;
-  cwd?: string;
-  stdio: ExecStdio;
+/** A resume token (src/shared/resume.ts). */
+const isToken = matching(RESUME_TOKEN);
+const isAttachGen = intIn(0, MAX_ATTACH_GEN);
+
+/**
+ * The request of `exec.run`, checked by the agent (which trusts no input) field by field in this
+ * order, each failure with its own line.
+ */
+export const ExecRunRequest = object({
+  argv: withMessage((v): v is string[] => arrayOf(isString)(v) && v.length > 0, "exec request has no argv"),
+  env: withMessage(isStringMap, "exec request env must map strings to strings"),
+  cwd: optional(withMessage(isString, "exec request cwd must be a string")),
+  stdio: ExecStdio,
+  workspaceId: withMessage(isNonEmptyString, "exec request has no workspaceId"),
+  owner: withMessage(isNonEmptyString, "exec request has no owner"),
+  execId: withMessage(isNonEmptyString, "exec request has no execId"),
   /**
    * Present when the wrapper can re-attach (src/shared/stream-replay.ts): a random 128-bit token (hex) that
    * names the session inside frames only, and how long a detached session waits for it.
    */
-  resume?: { token: string; graceMs: number };
-}
+  resume: optional(
+    withMessage(object({ token: isToken, graceMs: intIn(0, Number.MAX_SAFE_INTEGER) }), "exec request has an invalid resume field"),
+  ),
+});
+export type ExecRunRequest = Infer<typeof ExecRunRequest>;
 
 /**
  * Re-attaches a wrapper to its detached exec: `received` = the last down frame it holds; `gen` =
- * which attachment this is (the wrapper counts them from 1; exec.run is 0): an abandon naming an
- * older one is ignored (see exec.abandon).
+ * which attachment this is (the wrapper counts them from 1; exec.run is 0): a client-gone naming an
+ * older one is ignored (see ClientGoneHeader).
  */
-export interface ExecAttachRequest {
-  token: string;
-  received: number;
-  gen: number;
-}
+export const ExecAttachRequest = withMessage(
+  object({ token: isToken, received: intIn(0, Number.MAX_SAFE_INTEGER), gen: isAttachGen }),
+  "exec.attach needs a resume token, the last frame received and its attach generation",
+);
+export type ExecAttachRequest = Infer<typeof ExecAttachRequest>;
 
 /** A request with no fields besides `op` and `root`. */
 export type NoFields = Record<never, never>;
@@ -250,12 +291,6 @@ export interface AgentOps {
   /** The out-of-band `signal` operation; `waitMs` bounds the wait for the tree to be gone. */
   "exec.signal": { request: WorkspaceTarget & { execId: string; signal: ExecSignal; waitMs?: number }; response: { state: string } };
   "exec.processes": { request: WorkspaceTarget; response: { processes: ProcessInfo[] } };
-  /**
-   * The wrapper of a resumable exec went away while the link was down: reap it now (unknown tokens:
-   * no-op). `gen`: the attachment whose client went away; one older than the exec's latest attach
-   * is ignored (the wrapper is alive and came back on another conversation).
-   */
-  "exec.abandon": { request: { token: string; gen: number }; response: null };
 }
 
 export type OneShotOp = keyof AgentOps;
@@ -273,233 +308,158 @@ export type AgentAnswer<Op extends OneShotOp> = AgentOps[Op]["response"];
 /** The first frame of a conversation. */
 export type AgentRequest<Op extends AgentOp = AgentOp> = { op: Op; root: string } & RequestFields<Op>;
 
+// ---- stream headers (Paseo side → host daemon) -----------------------------------------------
+
+/**
+ * The OPEN header of a stream to the host daemon: an agent conversation, a request to retire, or
+ * a client-gone notice. The last is how a client-gone reset the lost channel could not carry
+ * reaches the daemon on the next one: it names the resumable exec's conversation (its token and
+ * attach generation), and the daemon abandons that exec unless its wrapper has asked for a later
+ * attachment since (src/shared/resume.ts); the daemon ends the stream once it has applied it.
+ */
+export const ClientGoneHeader = object({ kind: literal("client-gone"), token: isToken, gen: isAttachGen });
+export type ClientGoneHeader = Infer<typeof ClientGoneHeader>;
+
 // ---- messages --------------------------------------------------------------------------------
 
-/** The single answer of a one-shot op; `value` is checked against the op's answer guard. */
-export interface ResultMessage {
-  type: "result";
-  value: unknown;
-}
+/** The single answer of a one-shot op; `value` is checked against the op's answer schema. */
+export const ResultMessage = object({ type: literal("result"), value: isUnknown });
+export type ResultMessage = Infer<typeof ResultMessage>;
 
-/** The failure of any op (one-shot or exec), as a classified one-line message. */
-export interface ErrorMessage {
-  type: "error";
-  errorClass: ErrorClass;
-  message: string;
-}
+/** The failure of any op (one-shot or exec), as a classified one-line message (`code`: see FailureCode). */
+export const ErrorMessage = object({ type: literal("error"), ...WIRE_ERROR_FIELDS });
+export type ErrorMessage = Infer<typeof ErrorMessage>;
 
 /** create, agent → runtime: send the objects of the source commit not reachable from `haves`. */
-export interface NeedObjectsMessage {
-  type: "need-objects";
-  haves: string[];
+export const NeedObjectsMessage = object({
+  type: literal("need-objects"),
+  haves: arrayOf(isString),
   /** The submodule (SubmoduleSpec.key) these objects are for; absent = the superproject. */
-  module?: string;
+  module: optional(isString),
   /** The cache's shallow boundary: commits whose parents it lacks (the runtime sends those it has). */
-  shallow?: string[];
+  shallow: optional(arrayOf(isString)),
   /** Free space under the remote root, so a transfer that cannot fit is refused before it starts. */
-  disk?: DiskInfo;
+  disk: optional(DiskInfo),
   /** Milliseconds the agent spent on the request before this message: the rest is the link's. */
-  agentMs?: number;
-}
+  agentMs: optional(isNumber),
+});
+export type NeedObjectsMessage = Infer<typeof NeedObjectsMessage>;
 
 /** create, agent → runtime: send these LFS objects (content, in this order, then Eof); may be none. */
-export interface NeedLfsMessage {
-  type: "need-lfs";
-  oids: string[];
-}
+export const NeedLfsMessage = object({ type: literal("need-lfs"), oids: arrayOf(isString) });
+export type NeedLfsMessage = Infer<typeof NeedLfsMessage>;
 
 /** create, agent → runtime: these LFS files stay pointer files in the workspace, and why. */
-export interface LfsPointersMessage {
-  type: "lfs-pointers";
-  paths: string[];
-  reason: string;
-}
+export const LfsPointersMessage = object({ type: literal("lfs-pointers"), paths: arrayOf(isString), reason: isString });
+export type LfsPointersMessage = Infer<typeof LfsPointersMessage>;
 
 /** create, agent → runtime: progress marks. */
-export interface ProgressMessage {
-  type: "progress";
-  phase: "negotiate" | "checkout";
-}
+export const ProgressMessage = object({ type: literal("progress"), phase: literal("negotiate", "checkout") });
+export type ProgressMessage = Infer<typeof ProgressMessage>;
 
 /** create, runtime → agent: the runtime failed part-way; roll back. */
-export interface AbortMessage {
-  type: "abort";
-  message: string;
-}
+export const AbortMessage = object({ type: literal("abort"), message: isString });
+export type AbortMessage = Infer<typeof AbortMessage>;
 
 /** exec (PTY), agent → runtime: open a PTY channel running `pty-attach <token>`. */
-export interface PtyTokenMessage {
-  type: "pty-token";
-  token: string;
-}
+export const PtyTokenMessage = object({ type: literal("pty-token"), token: isString });
+export type PtyTokenMessage = Infer<typeof PtyTokenMessage>;
 
 /** exec, agent → runtime: the identity is on disk (the exec can be signalled from now on). */
-export interface StartedMessage {
-  type: "started";
-  pid: number | null;
-}
+export const StartedMessage = object({ type: literal("started"), pid: nullable(isInteger) });
+export type StartedMessage = Infer<typeof StartedMessage>;
 
 /**
  * exec, both ways, not numbered itself: every numbered frame up to `seq` was processed (down: its
  * bytes reached Paseo's fd1/fd2/fd4; up: stdin taken by the workload, signal delivered, resize
  * applied). See src/shared/stream-replay.ts.
  */
-export interface AckMessage {
-  type: "ack";
-  seq: number;
-}
+export const AckMessage = object({ type: literal("ack"), seq: isInteger });
+export type AckMessage = Infer<typeof AckMessage>;
 
 /** exec.attach, agent → runtime, not numbered: the session is yours; `received` = last up frame it holds. */
-export interface AttachedMessage {
-  type: "attached";
-  received: number;
-}
+export const AttachedMessage = object({ type: literal("attached"), received: isInteger });
+export type AttachedMessage = Infer<typeof AttachedMessage>;
 
 /** exec (PTY), agent → runtime: whether the remote terminal shows the size of resize `id`. */
-export interface ResizedMessage {
-  type: "resized";
-  id: number;
-  ok: boolean;
-}
+export const ResizedMessage = object({ type: literal("resized"), id: isInteger, ok: isBoolean });
+export type ResizedMessage = Infer<typeof ResizedMessage>;
 
 /** exec, agent → runtime: the workload's real wait status; nothing follows. */
-export interface ExitMessage {
-  type: "exit";
-  code: number | null;
-  signal: string | null;
-}
+export const ExitMessage = object({ type: literal("exit"), code: nullable(isInteger), signal: nullable(isString) });
+export type ExitMessage = Infer<typeof ExitMessage>;
 
 /** exec, runtime → agent: deliver a signal to the workload. */
-export interface SignalMessage {
-  type: "signal";
-  signal: ExecSignal;
-}
+export const SignalMessage = object({ type: literal("signal"), signal: isExecSignal });
+export type SignalMessage = Infer<typeof SignalMessage>;
 
 /** exec (PTY), runtime → agent: confirm the terminal shows this size, answering `resized`. */
-export interface ResizeMessage {
-  type: "resize";
-  id: number;
-  rows: number;
-  cols: number;
-}
+export const ResizeMessage = object({ type: literal("resize"), id: isInteger, rows: isPositiveInt, cols: isPositiveInt });
+export type ResizeMessage = Infer<typeof ResizeMessage>;
 
-export type ExecAgentMessage =
-  PtyTokenMessage | StartedMessage | AckMessage | AttachedMessage | ResizedMessage | ExitMessage | ErrorMessage;
-export type ExecRuntimeMessage = SignalMessage | AckMessage | ResizeMessage;
+const EXEC_AGENT_MESSAGES = {
+  "pty-token": PtyTokenMessage,
+  started: StartedMessage,
+  ack: AckMessage,
+  attached: AttachedMessage,
+  resized: ResizedMessage,
+  exit: ExitMessage,
+  error: ErrorMessage,
+};
+const EXEC_RUNTIME_MESSAGES = { signal: SignalMessage, ack: AckMessage, resize: ResizeMessage };
 
 /** Every JSON frame an agent sends. */
-export type AgentMessage =
-  ResultMessage | ErrorMessage | NeedObjectsMessage | NeedLfsMessage | LfsPointersMessage | ProgressMessage | ExecAgentMessage;
+const AgentMessage = variant("type", {
+  result: ResultMessage,
+  "need-objects": NeedObjectsMessage,
+  "need-lfs": NeedLfsMessage,
+  "lfs-pointers": LfsPointersMessage,
+  progress: ProgressMessage,
+  ...EXEC_AGENT_MESSAGES,
+});
 /** Every JSON frame a runtime sends after its request. */
-export type RuntimeMessage = AbortMessage | ExecRuntimeMessage;
+const RuntimeMessage = variant("type", { abort: AbortMessage, ...EXEC_RUNTIME_MESSAGES });
 
-// ---- guards ----------------------------------------------------------------------------------
+export type ExecAgentMessage = Infer<(typeof EXEC_AGENT_MESSAGES)[keyof typeof EXEC_AGENT_MESSAGES]>;
+export type ExecRuntimeMessage = Infer<(typeof EXEC_RUNTIME_MESSAGES)[keyof typeof EXEC_RUNTIME_MESSAGES]>;
+export type AgentMessage = Infer<typeof AgentMessage>;
+export type RuntimeMessage = Infer<typeof RuntimeMessage>;
 
-const isErrorClass: Guard<ErrorClass> = (v): v is ErrorClass => typeof v === "string" && Object.hasOwn(EXIT_CODES, v);
-const isStringMap = recordOf(isString);
-
-const AGENT_MESSAGES: { [T in AgentMessage["type"]]: Guard<Extract<AgentMessage, { type: T }>> } = {
-  result: object({ type: literal("result"), value: (_v): _v is unknown => true }),
-  error: object({ type: literal("error"), errorClass: isErrorClass, message: isString }),
-  "need-objects": object({
-    type: literal("need-objects"),
-    haves: arrayOf(isString),
-    module: optional(isString),
-    shallow: optional(arrayOf(isString)),
-    disk: optional(object({ mount: isString, freeBytes: isNumber, freeFiles: nullable(isNumber), blockSize: isNumber })),
-    agentMs: optional(isNumber),
-  }),
-  "need-lfs": object({ type: literal("need-lfs"), oids: arrayOf(isString) }),
-  "lfs-pointers": object({ type: literal("lfs-pointers"), paths: arrayOf(isString), reason: isString }),
-  progress: object({ type: literal("progress"), phase: literal("negotiate", "checkout") }),
-  "pty-token": object({ type: literal("pty-token"), token: isString }),
-  started: object({ type: literal("started"), pid: nullable(isInteger) }),
-  ack: object({ type: literal("ack"), seq: isInteger }),
-  attached: object({ type: literal("attached"), received: isInteger }),
-  resized: object({ type: literal("resized"), id: isInteger, ok: isBoolean }),
-  exit: object({ type: literal("exit"), code: nullable(isInteger), signal: nullable(isString) }),
-};
-
-const RUNTIME_MESSAGES: { [T in RuntimeMessage["type"]]: Guard<Extract<RuntimeMessage, { type: T }>> } = {
-  abort: object({ type: literal("abort"), message: isString }),
-  signal: object({ type: literal("signal"), signal: isExecSignal }),
-  ack: object({ type: literal("ack"), seq: isInteger }),
-  resize: object({ type: literal("resize"), id: isInteger, rows: isPositiveInt, cols: isPositiveInt }),
-};
-
-function decode<M extends { type: string }>(guards: Record<string, Guard<M>>, payload: Buffer | string): M | null {
+function decode<M>(guard: Guard<M>, payload: Buffer | string): M | null {
   const value = parseJson(payload);
-  if (!isRecord(value) || typeof value.type !== "string" || !Object.hasOwn(guards, value.type)) return null;
-  const guard = guards[value.type]!;
   return guard(value) ? value : null;
 }
 
 /** An agent's JSON frame, or null when it is not one of the messages above. */
 export function decodeAgentMessage(payload: Buffer | string): AgentMessage | null {
-  return decode<AgentMessage>(AGENT_MESSAGES, payload);
+  return decode(AgentMessage, payload);
 }
 
 /** A runtime's JSON frame after the request, or null when it is not one of the messages above. */
 export function decodeRuntimeMessage(payload: Buffer | string): RuntimeMessage | null {
-  const msg = decode<RuntimeMessage>(RUNTIME_MESSAGES, payload);
+  const msg = decode(RuntimeMessage, payload);
   // A peer's numbers are clamped to what the terminal can take.
   if (msg?.type === "resize") return { ...msg, rows: windowDimension(msg.rows), cols: windowDimension(msg.cols) };
   return msg;
 }
 
-const isWorkspaceView: Guard<WorkspaceView> = object({
-  lifecycle: literal("ready", "paused"),
-  cwd: isString,
-  lifecycleEnvironment: isStringMap,
-});
-
-const isNull = literal(null);
-
 /** What each one-shot op may answer; a runtime refuses any other value. */
 export const ANSWERS: { [Op in OneShotOp]: Guard<AgentAnswer<Op>> } = {
   ping: object({ pong: literal(true) }),
-  facts: object({
-    os: isString,
-    arch: isString,
-    node: isString,
-    nodePath: isString,
-    git: nullable(isString),
-    gitLfs: nullable(isString),
-    root: isString,
-    freeBytes: nullable(isNumber),
-    terminal: object({ method: literal("python3", "script", "none"), detail: isString }),
-  }),
-  "pool.load": object({
-    freeBytes: nullable(isNumber),
-    blockSize: isNumber,
-    memAvailableBytes: isNumber,
-    loadPerCpu: isNumber,
-    cpus: isInteger,
-    liveExecs: isInteger,
-    workspaces: isInteger,
-    warmCache: isBoolean,
-  }),
-  "workspace.create": object({ view: isWorkspaceView, materializedFreshContent: isBoolean }),
-  "workspace.inspect": oneOf(
-    object({ status: literal("missing") }),
-    object({ status: literal("error"), message: isString }),
-    object({ status: literal("ready", "paused"), view: isWorkspaceView }),
-  ),
+  facts: HostFacts,
+  "pool.load": HostLoad,
+  "workspace.create": CreateResult,
+  "workspace.inspect": InspectResult,
   "workspace.pause": isNull,
-  "workspace.resume": isWorkspaceView,
+  "workspace.resume": WorkspaceView,
   "workspace.destroy": isNull,
   "workspace.release-backing": isNull,
-  "workspace.reconcile": object({ removed: arrayOf(object({ workspaceId: isString, dir: isString })) }),
-  "workspace.merge-info": object({
-    head: isString,
-    createdFrom: isString,
-    integration: object({ localPath: isString, baseBranch: isString }),
-  }),
+  "workspace.reconcile": ReconcileResult,
+  "workspace.merge-info": MergeInfo,
   "workspace.adopt": isNull,
   "workspace.export-objects": object({ head: isString, bytes: isInteger }),
   "exec.signal": object({ state: isString }),
-  "exec.processes": object({ processes: arrayOf(object({ pid: isInteger, state: isString, command: isString })) }),
-  "exec.abandon": isNull,
+  "exec.processes": object({ processes: arrayOf(ProcessInfo) }),
 };
 
 /** True when `value` is what `op` answers. */

@@ -3,16 +3,18 @@
 // The runtime uses it to refuse a first transfer that cannot fit; the agent before every checkout.
 import { RuntimeError } from "./errors.js";
 import { gitStream } from "./git-exec.js";
+import { isNumber, isString, nullable, object, type Infer } from "./guards.js";
 
 /** Free space of the filesystem holding the remote root, as the agent measured it. */
-export interface DiskInfo {
+export const DiskInfo = object({
   /** Mount point of that filesystem (the path itself where mounts cannot be read). */
-  mount: string;
-  freeBytes: number;
+  mount: isString,
+  freeBytes: isNumber,
   /** Free inodes, or null where the filesystem does not count them. */
-  freeFiles: number | null;
-  blockSize: number;
-}
+  freeFiles: nullable(isNumber),
+  blockSize: isNumber,
+});
+export type DiskInfo = Infer<typeof DiskInfo>;
 
 export interface Footprint {
   bytes: number;
@@ -72,7 +74,7 @@ const RAN_OUT = "The remote host ran out of disk space";
 
 /** Whether `err` already is one of the lines below (so it is not explained twice). */
 export function isDiskReport(err: unknown): boolean {
-  return err instanceof RuntimeError && (err.message.startsWith(NOT_ENOUGH) || err.message.startsWith(RAN_OUT));
+  return err instanceof RuntimeError && (err.code === "disk-short" || err.code === "disk-ran-out");
 }
 
 /** Refuses early, before writing, when `need` does not fit on the disk `disk` describes. */
@@ -82,7 +84,7 @@ export function requireSpace(disk: DiskInfo, need: Footprint, what: string): voi
   if (!short && !noInodes) return;
   const have = noInodes && !short ? `${disk.freeFiles} free inodes` : `${formatBytes(disk.freeBytes)} free`;
   const want = noInodes && !short ? `${need.files} files` : `about ${formatBytes(need.bytes)}`;
-  throw new RuntimeError("remote", `${NOT_ENOUGH}: the disk at ${disk.mount} has ${have}; ${what} needs ${want}`);
+  throw new RuntimeError("remote", `${NOT_ENOUGH}: the disk at ${disk.mount} has ${have}; ${what} needs ${want}`, { code: "disk-short" });
 }
 
 /** A disk that filled up part-way (git's or Node's ENOSPC), named with what is left on it. */
@@ -90,10 +92,11 @@ export function ranOutOfSpace(disk: DiskInfo, during: string, detail = ""): Runt
   return new RuntimeError(
     "remote",
     `${RAN_OUT} ${during}: the disk at ${disk.mount} has ${formatBytes(disk.freeBytes)} free${detail ? `; ${detail}` : ""}`,
+    { code: "disk-ran-out" },
   );
 }
 
-/** Whether an error (ours, Node's or git's text) says the disk is full. */
+/** Whether an error (Node's errno, or git's and the filesystem's text) says the disk is full. */
 export function isNoSpace(err: unknown): boolean {
   if ((err as NodeJS.ErrnoException | null)?.code === "ENOSPC" || (err as NodeJS.ErrnoException | null)?.code === "EDQUOT") return true;
   const text = err instanceof Error ? err.message : String(err);

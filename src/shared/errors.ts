@@ -1,5 +1,6 @@
 // Every failure the runtime reports is a RuntimeError with a class, so the CLI can print one
 // actionable line and exit with a stable, documented code (see README "Errors").
+import { isString, literal, object, optional, type Guard, type Infer } from "./guards.js";
 
 export type ErrorClass = "input" | "auth" | "host-key" | "network" | "remote-dependency" | "ownership" | "not-ready" | "remote";
 
@@ -16,31 +17,52 @@ export const EXIT_CODES: Record<ErrorClass, number> = {
   "not-ready": 75,
 };
 
+/**
+ * Our own failures that other code acts on, named so that nothing recognises them by their text
+ * (the message stays for the user). They travel with the error across the agent and broker wires.
+ */
+export const FAILURE_CODES = [
+  /** requireSpace refused before writing. */
+  "disk-short",
+  /** The disk filled up part-way (ranOutOfSpace). */
+  "disk-ran-out",
+  /** A git child exited non-zero or was killed (gitFailure). */
+  "git-failed",
+  /** git could not be started. */
+  "git-missing",
+] as const;
+export type FailureCode = (typeof FAILURE_CODES)[number];
+
 export class RuntimeError extends Error {
   readonly errorClass: ErrorClass;
-  constructor(errorClass: ErrorClass, message: string, options?: { cause?: unknown }) {
-    super(message, options);
+  readonly code: FailureCode | undefined;
+  constructor(errorClass: ErrorClass, message: string, options?: { cause?: unknown; code?: FailureCode }) {
+    super(message, options?.cause !== undefined ? { cause: options.cause } : undefined);
     this.name = "RuntimeError";
     this.errorClass = errorClass;
+    this.code = options?.code;
   }
   get exitCode(): number {
     return EXIT_CODES[this.errorClass];
   }
 }
 
-/** Serializable form used on the agent wire. */
-export interface WireError {
-  errorClass: ErrorClass;
-  message: string;
-}
+const isErrorClass: Guard<ErrorClass> = (v): v is ErrorClass => typeof v === "string" && Object.hasOwn(EXIT_CODES, v);
+
+/** The fields of a failure on the agent and broker wires (an `error` frame, a broker's answer). */
+export const WIRE_ERROR_FIELDS = { errorClass: isErrorClass, message: isString, code: optional(literal(...FAILURE_CODES)) };
+export const WireError = object(WIRE_ERROR_FIELDS);
+export type WireError = Infer<typeof WireError>;
 
 export function toWireError(err: unknown): WireError {
-  if (err instanceof RuntimeError) return { errorClass: err.errorClass, message: err.message };
+  if (err instanceof RuntimeError) {
+    return { errorClass: err.errorClass, message: err.message, ...(err.code !== undefined ? { code: err.code } : {}) };
+  }
   return { errorClass: "remote", message: oneLine(err instanceof Error ? err.message : String(err)) };
 }
 
 export function fromWireError(w: WireError): RuntimeError {
-  return new RuntimeError(w.errorClass, w.message);
+  return new RuntimeError(w.errorClass, w.message, w.code !== undefined ? { code: w.code } : undefined);
 }
 
 export function oneLine(text: string): string {

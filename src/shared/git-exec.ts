@@ -71,7 +71,7 @@ export function gitResult(args: string[], opts: GitOptions = {}): Promise<GitRes
     child.stdin.end(opts.input ?? "");
     child.on("error", (e) => {
       clearTimeout(timer);
-      reject(new RuntimeError("remote-dependency", `git is not available: ${e.message}`));
+      reject(new RuntimeError("remote-dependency", `git is not available: ${e.message}`, { code: "git-missing" }));
     });
     child.on("close", (code, signal) => {
       clearTimeout(timer);
@@ -92,7 +92,7 @@ export function gitFailure(
 ): RuntimeError {
   const why = signal ? `killed by ${signal}` : `exit ${code}`;
   const detail = oneLine(stderr).slice(0, 400);
-  return new RuntimeError(errorClass, `git ${args[0] ?? ""} failed (${why})${detail ? `: ${detail}` : ""}`);
+  return new RuntimeError(errorClass, `git ${args[0] ?? ""} failed (${why})${detail ? `: ${detail}` : ""}`, { code: "git-failed" });
 }
 
 /** A long-running git child whose stdin/stdout the caller streams (pack transfer). */
@@ -113,7 +113,7 @@ export function gitStream(args: string[], opts: Omit<GitOptions, "input" | "okCo
     const timer = setTimeout(() => child.kill("SIGKILL"), opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     child.on("error", (e) => {
       clearTimeout(timer);
-      reject(new RuntimeError("remote-dependency", `git is not available: ${e.message}`));
+      reject(new RuntimeError("remote-dependency", `git is not available: ${e.message}`, { code: "git-missing" }));
     });
     child.on("close", (code, signal) => {
       clearTimeout(timer);

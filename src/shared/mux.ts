@@ -69,7 +69,15 @@ export const MAX_RESET_MESSAGE = 500;
  * Why a stream was reset: the client went away without ending it (its wrapper was killed), the
  * link to the peer was lost (reset locally by the mux), the peer refused or failed it.
  */
-export type ResetReason = "client-gone" | "link-lost" | "refused" | "error";
+export const RESET_REASONS = ["client-gone", "link-lost", "refused", "error"] as const;
+export type ResetReason = (typeof RESET_REASONS)[number];
+
+/**
+ * Why a channel closed (every stream on it closes with link-lost and this code): the peer ended
+ * it, the transport closed or failed, the peer sent nothing for MISSED_PINGS keepalive intervals
+ * (the link is silent, not merely idle), the peer broke the protocol, or this side closed it.
+ */
+export type MuxCloseCode = "peer-closed" | "transport-closed" | "transport-error" | "keepalive-timeout" | "protocol-error" | "local";
 
 export interface MuxHello {
   v: number;
@@ -98,6 +106,8 @@ export interface StreamClose {
   /** Null for an orderly close (END both ways). */
   reason: ResetReason | null;
   message?: string;
+  /** Set with link-lost when the stream went with its channel: why the channel closed. */
+  channel?: MuxCloseCode;
 }
 
 interface MuxStreamEvents {
@@ -303,7 +313,7 @@ interface MuxEvents {
   /** The peer's HELLO arrived. */
   hello: [MuxHello];
   /** The channel is gone (closed, failed, malformed input or keepalive timeout); every stream closed with link-lost. */
-  close: [string];
+  close: [string, MuxCloseCode];
   /** The peer asked for no new streams on this channel (open ones carry on). */
   goaway: [];
 }
@@ -353,6 +363,7 @@ export class Mux extends EventEmitter<MuxEvents> {
   private nextId: number;
   private peer: MuxHello | null = null;
   private closedWhy: string | null = null;
+  private closedCode: MuxCloseCode | null = null;
   private lastRx = Date.now();
   private pingTimer: NodeJS.Timeout | undefined;
   private readonly chunks: Buffer[] = [];
@@ -392,9 +403,9 @@ export class Mux extends EventEmitter<MuxEvents> {
       }
       this.pump();
     });
-    transport.on("end", () => this.close("the peer closed the channel"));
-    transport.on("close", () => this.close("the channel closed"));
-    transport.on("error", (err: Error) => this.close(`channel error: ${err.message}`));
+    transport.on("end", () => this.close("the peer closed the channel", "peer-closed"));
+    transport.on("close", () => this.close("the channel closed", "transport-closed"));
+    transport.on("error", (err: Error) => this.close(`channel error: ${err.message}`, "transport-error"));
     const hello: MuxHello = {
       v: MUX_VERSION,
       role: opts.role,
@@ -417,6 +428,10 @@ export class Mux extends EventEmitter<MuxEvents> {
 
   get closeReason(): string | null {
     return this.closedWhy;
+  }
+
+  get closeCode(): MuxCloseCode | null {
+    return this.closedCode;
   }
 
   get streamCount(): number {
@@ -447,16 +462,17 @@ export class Mux extends EventEmitter<MuxEvents> {
   }
 
   /** Closes the channel: every stream closes with link-lost. */
-  close(why: string): void {
+  close(why: string, code: MuxCloseCode = "local"): void {
     if (this.closedWhy !== null) return;
     this.closedWhy = why;
+    this.closedCode = code;
     clearInterval(this.pingTimer);
     this.rejectHello(new MuxError(why));
     this.turns.clear();
-    for (const s of [...this.streams.values()]) s.finish({ reason: "link-lost", message: why });
+    for (const s of [...this.streams.values()]) s.finish({ reason: "link-lost", message: why, channel: code });
     this.streams.clear();
     this.transport.destroy();
-    this.emit("close", why);
+    this.emit("close", why, code);
   }
 
   // ---- used by MuxStream ----
@@ -489,7 +505,7 @@ export class Mux extends EventEmitter<MuxEvents> {
     this.pingTimer = setInterval(() => {
       if (Date.now() - this.lastRx > MISSED_PINGS * ms) {
         this.opts.log?.(`mux: no answer from the peer for ${MISSED_PINGS} keepalive intervals of ${ms} ms`);
-        this.close(`no answer from the peer for ${MISSED_PINGS * ms} ms`);
+        this.close(`no answer from the peer for ${MISSED_PINGS * ms} ms`, "keepalive-timeout");
         return;
       }
       this.writeFrame(MuxFrame.Ping, 0, Buffer.alloc(0));
@@ -534,7 +550,7 @@ export class Mux extends EventEmitter<MuxEvents> {
 
   private fail(why: string): void {
     this.opts.log?.(`mux: ${why}; closing the channel`);
-    this.close(`protocol error: ${why}`);
+    this.close(`protocol error: ${why}`, "protocol-error");
   }
 
   private onChunk(chunk: Buffer): void {
@@ -668,8 +684,7 @@ export class Mux extends EventEmitter<MuxEvents> {
       case MuxFrame.Reset: {
         const r = this.parseJson(payload, "RESET");
         if (!r) return;
-        const reasons: ResetReason[] = ["client-gone", "link-lost", "refused", "error"];
-        const reason = reasons.includes(r.reason as ResetReason) ? (r.reason as ResetReason) : "error";
+        const reason = RESET_REASONS.includes(r.reason as ResetReason) ? (r.reason as ResetReason) : "error";
         // The message may reach a user's one error line: a peer's is cut to a line's length.
         this.streams.get(id)?.onReset(reason, typeof r.message === "string" ? r.message.slice(0, MAX_RESET_MESSAGE) : undefined);
         return;

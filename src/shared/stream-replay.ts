@@ -15,7 +15,7 @@
 //    the frames the other does not hold, and the receiver skips nothing because it never saw them.
 //  * Attach generations: the wrapper numbers its conversations of one exec (exec.run 0, each attach
 //    attempt one more) and names the number to its broker too. A broker that saw a client go away
-//    asks for the exec to be abandoned *with that number*; the daemon ignores an abandon older than
+//    reports it gone *with that number* (a client-gone stream); the daemon ignores one older than
 //    the latest attach it was asked for, so a wrapper that came back on another conversation (a
 //    retry, a replacement broker) is never taken for a dead one, whichever arrives first.
 // Built-ins only: the agent bundle uses this too.

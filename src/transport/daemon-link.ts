@@ -6,7 +6,7 @@
 // first tries the socket it already knows, so a live daemon costs no process start.
 import { Duplex } from "node:stream";
 import { RuntimeError, oneLine } from "../shared/errors.js";
-import { Mux, type MuxStream, type StreamClose } from "../shared/mux.js";
+import { Mux, type MuxCloseCode, type MuxStream, type StreamClose } from "../shared/mux.js";
 import { AGENT_READY_TIMEOUT_MS, AgentChannel } from "./agent-channel.js";
 
 export interface DaemonInfo {
@@ -35,7 +35,7 @@ export type LinkTransport = "stream-local" | "relay";
 export interface LinkHooks {
   log?(line: string): void;
   /** The mux channel closed (every stream on it was lost with it). */
-  onLost?(why: string): void;
+  onLost?(why: string, code: MuxCloseCode): void;
   /** A mux channel to the daemon was (re-)established. */
   onConnected?(): void;
 }
@@ -84,7 +84,7 @@ export function nextLinkState(s: LinkState, e: LinkEvent): LinkState {
  * is gone, or the mux's keepalive heard nothing from the peer.
  */
 function lostWithTheNetwork(starter: DaemonStarter, info: StreamClose): boolean {
-  return starter.connectionClosed || /no answer from the peer/.test(info.message ?? "");
+  return starter.connectionClosed || info.channel === "keepalive-timeout";
 }
 
 export class DaemonLink {
@@ -260,12 +260,12 @@ export class DaemonLink {
       this.leaving.add(mux);
       this.closeIfDrained(mux);
     });
-    mux.on("close", (why) => {
+    mux.on("close", (why, code) => {
       this.leaving.delete(mux);
       this.to({ type: "gone", mux });
       if (this.state.kind === "closed") return;
       this.log(`channel to the host daemon closed: ${why}`);
-      this.hooks.onLost?.(why);
+      this.hooks.onLost?.(why, code);
     });
     if (this.state.kind === "closed") {
       mux.close("link closed");

@@ -216,8 +216,9 @@ describe("mux", () => {
     const closes = Array.from({ length: 5 }, () => collect(client.open()).closed);
     const why = new Promise<string>((r) => server.once("close", r));
     client.close("test cut");
-    for (const c of await Promise.all(closes)) expect(c.reason).toBe("link-lost");
+    for (const c of await Promise.all(closes)) expect(c).toMatchObject({ reason: "link-lost", channel: "local" });
     expect(await why).toMatch(/closed/);
+    expect(server.closeCode).toMatch(/^(peer-closed|transport-closed)$/);
     expect(() => client.open()).toThrow(/closed/);
   });
 
@@ -267,6 +268,7 @@ describe("mux", () => {
     const m = new Mux(raw, { role: "client", build: "c", keepaliveMs: 1000, log: (l) => logs.push(l) });
     m.on("close", (why) => closed.push(why));
     raw.push(helloFrame("server"));
+    const open = m.open();
     await vi.advanceTimersByTimeAsync(2500);
     expect(closed).toEqual([]);
     // Any byte from the peer counts as life.
@@ -276,6 +278,9 @@ describe("mux", () => {
     await vi.advanceTimersByTimeAsync(2000);
     expect(closed).toEqual(["no answer from the peer for 3000 ms"]);
     expect(logs.join("\n")).toMatch(/keepalive/);
+    // The cause is a code on the channel and on every stream lost with it (nothing matches the text).
+    expect(m.closeCode).toBe("keepalive-timeout");
+    expect(open.closeInfo).toEqual({ reason: "link-lost", message: "no answer from the peer for 3000 ms", channel: "keepalive-timeout" });
   });
 
   it("the server pings at the interval its client announced and answers pings", async () => {

@@ -10,7 +10,8 @@ import { Mux, type MuxStream } from "../../src/shared/mux.js";
 import { DaemonLink } from "../../src/transport/daemon-link.js";
 import type { RemoteHost } from "../../src/transport/host.js";
 import { runExec } from "../../src/exec/run-exec.js";
-import { ExecSession, findSession, parseResume, type ExecContext } from "../../src/remote-agent/exec/exec-session.js";
+import { ExecSession, findSession, resumeOf, type ExecContext } from "../../src/remote-agent/exec/exec-session.js";
+import { parseRunRequest } from "../../src/remote-agent/exec/request.js";
 import type { AgentContext, ConversationEnd, ReceivedRequest } from "../../src/remote-agent/context.js";
 import { FaultNetwork } from "./fault-link.js";
 import { TEST_RUNTIME_INSTANCE_ID } from "./run-cli.js";
@@ -86,7 +87,7 @@ function serveStream(stream: MuxStream, workload: Workload, view: WorkloadView):
       await session.attach(ctx, Number(req.received), Number(req.gen));
       return;
     }
-    const session = new ExecSession(ctx, parseResume(req.resume));
+    const session = new ExecSession(ctx, resumeOf(parseRunRequest(req).resume));
     session.register();
     const exec = session.context;
     exec.onClose((how) => (view.lost = how));

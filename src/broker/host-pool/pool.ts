@@ -9,6 +9,7 @@ import { RuntimeError, oneLine } from "../../shared/errors.js";
 import type { AgentAnswer, HostLoad, OneShotOp, OpRequest } from "../../shared/agent-api.js";
 import { parseEntries, parsePoolSpec, type Located, type PoolEntry } from "./options.js";
 import { loadHostList } from "./hosts-command.js";
+import { namesItsHost } from "./detect.js";
 import { markDown, markUp, poolStateDir, recentlyDown, reservations, reserve, writePlacement, type PlacementRecord } from "./state.js";
 
 /** Beyond connectTimeoutMs, what one host's answer may take (the agent's own work, a daemon start). */
@@ -47,7 +48,7 @@ export function acrossHosts<T>(
       let timer: NodeJS.Timeout | undefined;
       const bound = new Promise<never>((_, reject) => {
         timer = setTimeout(
-          () => reject(new RuntimeError("network", `${entry.label} did not answer within ${boundMs(entry)} ms`)),
+          () => reject(namesItsHost(new RuntimeError("network", `${entry.label} did not answer within ${boundMs(entry)} ms`))),
           boundMs(entry),
         );
         timer.unref();

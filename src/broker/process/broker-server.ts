@@ -14,8 +14,7 @@ import { withLock } from "../lock.js";
 import type { BrokerPaths } from "../paths.js";
 import { ChannelPool, type Lease, type StreamLease } from "./channel-pool.js";
 import { BrokerRequestSchema, WindowMessageSchema, readLine, writeLine, type BrokerResult } from "../wire.js";
-import { parseJson, windowDimension } from "../../shared/guards.js";
-import * as z from "../../contract/zod-mini.js";
+import { isUnknown, parseJson, windowDimension } from "../../shared/guards.js";
 import { listenUnix } from "../../shared/listen-unix.js";
 
 /** A client must name its channel this soon after connecting. */
@@ -133,8 +132,8 @@ export class BrokerServer {
       this.lostPath = true;
       this.cfg.log("socket path taken over by another broker; finishing current channels");
     }
-    // Abandons to deliver: keep reaching for the host (a reconnect gives up after its window).
-    if (this.pool.abandonsPending > 0 && ++this.ticks % 10 === 0) this.pool.warmUp();
+    // Client-gone notices to deliver: keep reaching for the host (a reconnect gives up after its window).
+    if (this.pool.clientGonePending > 0 && ++this.ticks % 10 === 0) this.pool.warmUp();
     const idle = this.clients.size === 0 && !this.pool.busy;
     if (!idle) return;
     if (this.lostPath) return void this.stop("replaced and idle");
@@ -172,18 +171,17 @@ export class BrokerServer {
     writeLine(sock, { v: this.cfg.version, pid: process.pid });
     let raw: unknown;
     try {
-      raw = await readLine(sock, z.unknown(), HEADER_TIMEOUT_MS, "header");
+      raw = await readLine(sock, isUnknown, HEADER_TIMEOUT_MS, "header");
     } catch {
       sock.destroy();
       return;
     }
-    const parsed = BrokerRequestSchema.safeParse(raw);
-    if (!parsed.success) {
+    if (!BrokerRequestSchema(raw)) {
       this.answer(sock, { ok: false, errorClass: "input", message: "malformed broker request" });
       sock.end();
       return;
     }
-    const req = parsed.data;
+    const req = raw;
     try {
       switch (req.kind) {
         case "ping":
@@ -208,11 +206,11 @@ export class BrokerServer {
           await this.stop("asked to shut down");
           return;
         case "agent": {
-          if (req.session === undefined) return this.bridgeStream(sock, await this.pool.stream(req.failFast === true));
-          const session: Session = { token: req.session, gen: req.gen ?? 0 };
+          if (req.token === undefined) return this.bridgeStream(sock, await this.pool.stream(req.failFast === true));
+          const session: Session = { token: req.token, gen: req.gen ?? 0 };
           if (req.reattach !== true) return this.bridgeStream(sock, await this.pool.stream(req.failFast === true), session);
-          // The wrapper is alive at this generation: an abandon pending for an earlier one is void.
-          this.pool.attaching(session);
+          // The client is alive at this generation: a client-gone pending for an earlier one is void.
+          this.pool.reopening(session);
           return await this.bridgeSession(sock, session);
         }
         case "pty":
@@ -230,8 +228,8 @@ export class BrokerServer {
 
   /**
    * A resumable exec's re-attachment: while the link is down the client waits here (the pool keeps
-   * reconnecting), so a wrapper that dies meanwhile is seen: its token is handed to the pool, which
-   * has the exec abandoned as soon as a channel is back. (Its first conversation fails like any
+   * reconnecting), so a wrapper that dies meanwhile is seen: the pool tells the daemon its client
+   * is gone as soon as a channel is back. (Its first conversation fails like any
    * operation when the host cannot be reached: there is no exec to keep yet.)
    */
   private async bridgeSession(sock: Socket, session: Session): Promise<void> {
@@ -262,8 +260,8 @@ export class BrokerServer {
         }
       }
       sock.destroy();
-      this.cfg.log("the wrapper of a resumable exec went away while waiting for the link: its exec is abandoned once a channel is back");
-      this.pool.abandonWhenBack(session);
+      this.cfg.log("the wrapper of a resumable exec went away while waiting for the link: the daemon hears it once a channel is back");
+      this.pool.clientGoneWhenBack(session);
       return;
     }
   }
@@ -298,9 +296,9 @@ export class BrokerServer {
     stream.once("close", (info) => {
       release();
       // The wrapper went away and the link went before the daemon could end the exec's stream:
-      // whether its END (or reset) reached the daemon is unknown, so the exec is abandoned by token.
+      // whether its END (or reset) reached the daemon is unknown, so its client-gone is sent again by token.
       if (session !== undefined && clientLeft && info.reason !== null && info.reason !== "client-gone") {
-        this.pool.abandonWhenBack(session, link);
+        this.pool.clientGoneWhenBack(session, link);
       }
       if (info.reason === null || sock.destroyed) return;
       if (info.reason !== "client-gone" && boundary.atBoundary && session === undefined) {
@@ -320,7 +318,7 @@ export class BrokerServer {
       stream.end();
     });
     sock.once("close", () => {
-      if (session !== undefined && !clientLeft && !stream.closed) this.pool.abandonWhenBack(session, link);
+      if (session !== undefined && !clientLeft && !stream.closed) this.pool.clientGoneWhenBack(session, link);
       clientLeft = true;
       stream.reset("client-gone");
     });
@@ -334,8 +332,7 @@ export class BrokerServer {
       this.cfg.log("ignored a PTY control message that is not JSON");
       return;
     }
-    const msg = WindowMessageSchema.safeParse(value);
-    if (msg.success) channel.setWindow(windowDimension(msg.data.rows), windowDimension(msg.data.cols));
+    if (WindowMessageSchema(value)) channel.setWindow(windowDimension(value.rows), windowDimension(value.cols));
   }
 
   /** Terminal output goes back raw; client input arrives framed (keystrokes, window, EOF). */

@@ -7,7 +7,8 @@
 // with backoff and jitter (reconnect.ts), the host key verified again each time.
 import { EventEmitter } from "node:events";
 import { RuntimeError, oneLine } from "../../shared/errors.js";
-import type { MuxStream } from "../../shared/mux.js";
+import type { MuxStream, StreamClose } from "../../shared/mux.js";
+import type { ClientGoneHeader } from "../../shared/agent-api.js";
 import type { RuntimeOptions } from "../../transport/options.js";
 import type { ConnectionPlan } from "../../transport/ssh-config/resolve.js";
 import type { DaemonLink } from "../../transport/daemon-link.js";
@@ -25,8 +26,10 @@ export const MAX_CONNECTIONS = 16;
 const EXTRA_IDLE_MS = 10_000;
 /** Bound for the host daemon to confirm a retire request. */
 const RETIRE_WAIT_MS = 2000;
-/** Tokens of gone wrappers remembered at most (each one is forgotten after the grace anyway). */
-const MAX_ABANDONS = 4096;
+/** Bound for the host daemon to confirm a client-gone notice. */
+const NOTICE_WAIT_MS = 10_000;
+/** Conversations whose client-gone is still undelivered, remembered at most (each is forgotten after the grace anyway). */
+const MAX_UNDELIVERED = 4096;
 
 interface Conn {
   ssh: CountedConnection;
@@ -66,15 +69,15 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
   private readonly bundle = agentBundle();
   private readonly extraTimer: NodeJS.Timeout;
   /**
-   * Resumable execs whose wrapper went away while the link was (or may have been) down: token →
-   * the attach generation whose client went, when to forget it (the daemon reaps it by then
-   * anyway) and which channel must not count as "back" (the one a client-gone reset was already
-   * sent on, if any).
+   * Named conversations (a resumable exec's token and attach generation) whose client went away
+   * while the link was (or may have been) down, so their client-gone reset may not have reached
+   * the daemon: token → the generation, when to forget it (the daemon's grace has run out by then)
+   * and which channel must not count as "back" (the one the reset was already sent on, if any).
    */
-  private readonly abandons = new Map<string, { gen: number; until: number; after: { link: DaemonLink; opened: number } | null }>();
+  private readonly undelivered = new Map<string, { gen: number; until: number; after: { link: DaemonLink; opened: number } | null }>();
   private flushing = false;
-  /** The latest attach generation each resumable exec asked this broker for (bounded like abandons). */
-  private readonly attachedGen = new Map<string, number>();
+  /** The latest generation each named conversation was opened at through this broker (bounded likewise). */
+  private readonly latestGen = new Map<string, number>();
 
   constructor(
     private readonly options: RuntimeOptions,
@@ -128,12 +131,12 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     const ssh = new CountedConnection(base, () => this.emit("change"));
     const host = new SshHost(ssh, this.options, this.bundle, {
       log: (l) => this.log(l),
-      onConnected: () => void this.flushAbandons(),
-      onLost: (why) => {
+      onConnected: () => void this.flushClientGone(),
+      onLost: (why, code) => {
         this.emit("change");
         // Keepalive death of the channel means the link is silent: do not wait for SSH's own
         // keepalive to notice, drop the connection and reconnect now.
-        if (/no answer from the peer/.test(why) && !ssh.closed) {
+        if (code === "keepalive-timeout" && !ssh.closed) {
           this.log(`dropping the connection to ${ssh.target}: ${why}`);
           ssh.destroy();
         }
@@ -145,7 +148,7 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     this.everConnected = true;
     this.lastReconnectFailure = "";
     this.log(`connected to ${ssh.target} (${this.conns.length} connection(s))`);
-    if (this.conns.length === 1) void this.flushAbandons();
+    if (this.conns.length === 1) void this.flushClientGone();
     return conn;
   }
 
@@ -311,52 +314,54 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
   }
 
   /**
-   * Has the resumable exec `token` abandoned once a daemon channel is (back) up: its wrapper died
-   * while the link was down, so the client-gone reset could not reach the daemon (`sentOn`: it was
-   * sent on that link's current channel, which may have been silently dead: only a newer channel
-   * counts). Forgotten after reconnectGraceMs, when the daemon reaps the exec by itself.
+   * The client of the named conversation `token` at generation `gen` went away, and its
+   * client-gone reset could not reach the daemon (the link was down) or may not have (`sentOn`:
+   * it went out on that link's current channel, which may be silently dead: only a newer channel
+   * counts). The daemon hears it on the next channel, as a stream opened with a `client-gone`
+   * header naming the conversation; the daemon decides what that means for the exec. Forgotten
+   * after reconnectGraceMs, when the daemon's own grace has run out.
    */
-  abandonWhenBack({ token, gen }: { token: string; gen: number }, sentOn?: DaemonLink): void {
+  clientGoneWhenBack({ token, gen }: { token: string; gen: number }, sentOn?: DaemonLink): void {
     if (this.closed) return;
-    // A later generation of this exec is alive (it attached, or asked to, after this one).
-    if ((this.attachedGen.get(token) ?? 0) > gen) return;
-    const pending = this.abandons.get(token);
+    // A later generation of this conversation was opened (or asked for) after this one: it is not gone.
+    if ((this.latestGen.get(token) ?? 0) > gen) return;
+    const pending = this.undelivered.get(token);
     if (pending && pending.gen > gen) return;
-    if (this.abandons.size >= MAX_ABANDONS) this.abandons.delete(this.abandons.keys().next().value!);
+    if (this.undelivered.size >= MAX_UNDELIVERED) this.undelivered.delete(this.undelivered.keys().next().value!);
     const after = sentOn ? { link: sentOn, opened: sentOn.channelsOpened } : null;
-    this.abandons.set(token, { gen, until: Date.now() + this.options.reconnectGraceMs, after });
-    void this.flushAbandons();
+    this.undelivered.set(token, { gen, until: Date.now() + this.options.reconnectGraceMs, after });
+    void this.flushClientGone();
   }
 
   /**
-   * A resumable exec's wrapper asks to re-attach at generation `gen`: it is alive, so an abandon
-   * pending for an earlier generation is dropped (the daemon would ignore it as well, but only
-   * once this attachment reached it first).
+   * The named conversation `token` is opened again at generation `gen`: its client is alive, so
+   * an undelivered client-gone of an earlier generation is dropped (the daemon would ignore it as
+   * well, but only once this conversation reached it first).
    */
-  attaching({ token, gen }: { token: string; gen: number }): void {
-    const pending = this.abandons.get(token);
+  reopening({ token, gen }: { token: string; gen: number }): void {
+    const pending = this.undelivered.get(token);
     if (pending && pending.gen < gen) {
-      this.abandons.delete(token);
-      this.log("a resumable exec's wrapper came back: the abandon pending for its earlier conversation is dropped");
+      this.undelivered.delete(token);
+      this.log("a named conversation was opened again: the client-gone pending for its earlier generation is dropped");
     }
-    if ((this.attachedGen.get(token) ?? -1) < gen) {
-      this.attachedGen.delete(token);
-      if (this.attachedGen.size >= MAX_ABANDONS) this.attachedGen.delete(this.attachedGen.keys().next().value!);
-      this.attachedGen.set(token, gen);
+    if ((this.latestGen.get(token) ?? -1) < gen) {
+      this.latestGen.delete(token);
+      if (this.latestGen.size >= MAX_UNDELIVERED) this.latestGen.delete(this.latestGen.keys().next().value!);
+      this.latestGen.set(token, gen);
     }
   }
 
   /**
-   * Abandons still to be delivered (they keep the broker alive and reconnecting). One whose
-   * client left while its channel is still the live one does not count: the stream's reset went
-   * out on that channel, which keepalive would have dropped were it silent (then it counts again).
-   * Otherwise a wrapper killed with the link up would keep its broker from ever going idle.
+   * Client-gone notices still to be delivered (they keep the broker alive and reconnecting). One
+   * whose client left while its channel is still the live one does not count: the stream's reset
+   * went out on that channel, which keepalive would have dropped were it silent (then it counts
+   * again). Otherwise a wrapper killed with the link up would keep its broker from ever going idle.
    */
-  get abandonsPending(): number {
+  get clientGonePending(): number {
     const now = Date.now();
     let pending = 0;
-    for (const [t, a] of this.abandons) {
-      if (a.until <= now) this.abandons.delete(t);
+    for (const [t, a] of this.undelivered) {
+      if (a.until <= now) this.undelivered.delete(t);
       else if (!(a.after && this.stillOnChannel(a.after))) pending++;
     }
     return pending;
@@ -366,26 +371,43 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     return after.link.connected && after.link.channelsOpened === after.opened && this.conns.some((c) => c.host.link === after.link);
   }
 
-  private async flushAbandons(): Promise<void> {
-    if (this.flushing || this.abandons.size === 0) return;
+  private async flushClientGone(): Promise<void> {
+    if (this.flushing || this.undelivered.size === 0) return;
     const conn = this.conns[0];
     if (!conn) return;
     this.flushing = true;
     try {
-      for (const [token, a] of [...this.abandons]) {
+      for (const [token, a] of [...this.undelivered]) {
         if (a.after && a.after.link === conn.host.link && a.after.link.channelsOpened === a.after.opened) continue;
         try {
-          await conn.host.call("exec.abandon", { token, gen: a.gen }, RETIRE_WAIT_MS * 5);
-          if (this.abandons.get(token) === a) this.abandons.delete(token);
-          this.log("a resumable exec whose wrapper went away during an outage was abandoned on the host");
+          await this.noticeClientGone(conn.host.link, { kind: "client-gone", token, gen: a.gen });
+          if (this.undelivered.get(token) === a) this.undelivered.delete(token);
+          this.log("a client that went away during an outage was reported gone to the host daemon");
         } catch (err) {
-          this.log(`abandoning an exec failed (kept for the next channel): ${oneLine((err as Error).message)}`);
+          this.log(`reporting a gone client failed (kept for the next channel): ${oneLine((err as Error).message)}`);
           break;
         }
       }
     } finally {
       this.flushing = false;
     }
+  }
+
+  /** One client-gone notice: the daemon ends the stream once it has applied it (bounded). */
+  private async noticeClientGone(link: DaemonLink, header: ClientGoneHeader): Promise<void> {
+    const stream = await link.stream(header);
+    stream.end();
+    let timer: NodeJS.Timeout | undefined;
+    const info = await Promise.race([
+      new Promise<StreamClose>((resolve) => stream.once("close", resolve)),
+      new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), NOTICE_WAIT_MS))),
+    ]).finally(() => clearTimeout(timer));
+    if (info?.reason === null) return;
+    stream.reset("error");
+    throw new RuntimeError(
+      "network",
+      info ? `the stream was lost (${info.message ?? info.reason})` : `no answer within ${NOTICE_WAIT_MS} ms`,
+    );
   }
 
   /** Connects and reaches the daemon ahead of the first operation (once the broker won its socket). */
@@ -404,9 +426,9 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     }
   }
 
-  /** Conversations or PTYs in use, or abandons to deliver (the daemon channel and a relay belong to nobody). */
+  /** Conversations or PTYs in use, or client-gone notices to deliver (the daemon channel and a relay belong to nobody). */
   get busy(): boolean {
-    return this.liveChannels > 0 || this.abandonsPending > 0;
+    return this.liveChannels > 0 || this.clientGonePending > 0;
   }
 
   close(): void {

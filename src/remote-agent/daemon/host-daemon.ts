@@ -5,6 +5,7 @@
 // is one agent conversation, served in-process by the same op handlers a one-shot agent uses. It
 // supervises every exec it starts (exec records name it by pid + start time) and outlives the
 // streams: a lost stream is handled by the exec loss rule (exec/sessions.ts), never by exiting.
+// A client-gone the lost channel could not carry arrives later as a stream of its own (ClientGoneHeader).
 //
 // Lifetime: exits once no exec is live and no stream is open, after `--idle-ms` (default 5 min);
 // at once when retired (a daemon of another build asked it to step aside) or when its socket path
@@ -28,7 +29,8 @@ import { Mux, type MuxStream } from "../../shared/mux.js";
 import type { ConversationPort } from "../serve-conversation.js";
 import { serveConversation } from "../serve-conversation.js";
 import { execSessions } from "../exec/sessions.js";
-import { setSessionLog } from "../exec/exec-session.js";
+import { clientGone, setSessionLog } from "../exec/exec-session.js";
+import { ClientGoneHeader } from "../../shared/agent-api.js";
 import { readProcStat } from "../../shared/proc-stat.js";
 import { expandRoot } from "../root.js";
 import { DAEMON_SOCKET, daemonPaths, idleArg, type DaemonPaths } from "./paths.js";
@@ -120,10 +122,10 @@ class Daemon {
     sock.on("error", () => undefined);
     const mux = new Mux(sock, { role: "server", build: this.paths.hash, pid: process.pid, log });
     this.muxes.add(mux);
-    mux.on("close", (why) => {
+    mux.on("close", (why, code) => {
       this.muxes.delete(mux);
       this.lastBusy = Date.now();
-      if (!/closed/.test(why)) log(`channel lost: ${why}`);
+      if (code !== "peer-closed" && code !== "transport-closed") log(`channel lost: ${why}`);
     });
     mux.on("stream", (stream) => this.onStream(stream));
   }
@@ -135,6 +137,15 @@ class Daemon {
     if (header.kind === "retire") {
       this.retire();
       stream.end();
+      return;
+    }
+    if (header.kind === "client-gone") {
+      // The late delivery of a resumable exec's client-gone reset; after the sweep, like every op.
+      if (!ClientGoneHeader(header)) return stream.reset("refused", "malformed client-gone notice");
+      void this.swept.then(() => {
+        clientGone(header.token, header.gen);
+        stream.end();
+      });
       return;
     }
     // Hold the bytes (and the sender, by credit) until the conversation is attached.

@@ -2,76 +2,62 @@
 // pty-attach process. Both ends are our own code on the same host; the socket lives in a 0700
 // directory, so the launch message may carry the workload env (never a command line or file).
 import type { Socket } from "node:net";
-import { arrayOf, isInteger, isString, literal, nullable, object, recordOf, type Guard } from "../../shared/guards.js";
+import {
+  arrayOf,
+  isBoolean,
+  isInteger,
+  isString,
+  literal,
+  nullable,
+  object,
+  recordOf,
+  variant,
+  type Guard,
+  type Infer,
+} from "../../shared/guards.js";
 
 /** control agent → pty-attach: what to spawn (the workload env travels only here). */
-export interface LaunchLine {
-  type: "launch";
-  file: string;
-  args: string[];
-  argv0: string;
-  cwd: string;
-  env: Record<string, string>;
-  tagPath: string;
-}
+export const LaunchLine = object({
+  type: literal("launch"),
+  file: isString,
+  args: arrayOf(isString),
+  argv0: isString,
+  cwd: isString,
+  env: recordOf(isString),
+  tagPath: isString,
+});
+export type LaunchLine = Infer<typeof LaunchLine>;
 
 /** control agent → pty-attach: confirm the terminal shows this size (a runtime `resize`). */
-export interface CheckSizeLine {
-  type: "check-size";
-  id: number;
-  rows: number;
-  cols: number;
-}
+export const CheckSizeLine = object({ type: literal("check-size"), id: isInteger, rows: isInteger, cols: isInteger });
+export type CheckSizeLine = Infer<typeof CheckSizeLine>;
 
 /** pty-attach → control agent: the workload runs; its identity. */
-export interface SpawnedLine {
-  type: "spawned";
-  pid: number;
-  pgid: number;
-  sid: number;
-  startTime: string;
-}
+export const SpawnedLine = object({ type: literal("spawned"), pid: isInteger, pgid: isInteger, sid: isInteger, startTime: isString });
+export type SpawnedLine = Infer<typeof SpawnedLine>;
 
 /** pty-attach → control agent: the program could not be executed (126/127 and the text to show). */
-export interface SpawnFailedLine {
-  type: "spawn-failed";
-  code: number;
-  message: string;
-}
+export const SpawnFailedLine = object({ type: literal("spawn-failed"), code: isInteger, message: isString });
+export type SpawnFailedLine = Infer<typeof SpawnFailedLine>;
 
 /** pty-attach → control agent: the answer to `check-size`. */
-export interface SizeLine {
-  type: "size";
-  id: number;
-  ok: boolean;
-}
+export const SizeLine = object({ type: literal("size"), id: isInteger, ok: isBoolean });
+export type SizeLine = Infer<typeof SizeLine>;
 
 /** pty-attach → control agent: the workload's wait status. */
-export interface AttachExitLine {
-  type: "exit";
-  code: number | null;
-  signal: string | null;
-}
+export const AttachExitLine = object({ type: literal("exit"), code: nullable(isInteger), signal: nullable(isString) });
+export type AttachExitLine = Infer<typeof AttachExitLine>;
 
-export type ControlLine = LaunchLine | CheckSizeLine;
-export type AttachLine = SpawnedLine | SpawnFailedLine | SizeLine | AttachExitLine;
+export const isControlLine = variant("type", { launch: LaunchLine, "check-size": CheckSizeLine });
+export type ControlLine = Infer<typeof isControlLine>;
 
-export const isControlLine: Guard<ControlLine> = (v): v is ControlLine =>
-  object({
-    type: literal("launch"),
-    file: isString,
-    args: arrayOf(isString),
-    argv0: isString,
-    cwd: isString,
-    env: recordOf(isString),
-    tagPath: isString,
-  })(v) || object({ type: literal("check-size"), id: isInteger, rows: isInteger, cols: isInteger })(v);
-
-export const isAttachLine: Guard<AttachLine> = (v): v is AttachLine =>
-  object({ type: literal("spawned"), pid: isInteger, pgid: isInteger, sid: isInteger, startTime: isString })(v) ||
-  object({ type: literal("spawn-failed"), code: isInteger, message: isString })(v) ||
-  object({ type: literal("size"), id: isInteger, ok: (x): x is boolean => typeof x === "boolean" })(v) ||
-  object({ type: literal("exit"), code: nullable(isInteger), signal: nullable(isString) })(v);
+export const isAttachLine = variant("type", {
+  spawned: SpawnedLine,
+  "spawn-failed": SpawnFailedLine,
+  size: SizeLine,
+  exit: AttachExitLine,
+});
+export type AttachLine = Infer<typeof isAttachLine>;
 
 export function sendLine(sock: Socket, msg: ControlLine | AttachLine): void {
   if (!sock.destroyed) sock.write(JSON.stringify(msg) + "\n");

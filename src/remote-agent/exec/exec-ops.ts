@@ -4,18 +4,17 @@
 //   exec.signal     the out-of-band `signal` operation (identity-checked, waits until gone)
 //   exec.processes  the workspace's live process set (diagnostics and tests)
 //   exec.attach     a wrapper re-attaches to its resumable exec after the link was lost (streaming)
-//   exec.abandon    the wrapper of a resumable exec died during an outage: reap it now
+// (A wrapper that died during an outage is reported by a client-gone stream: clientGone() in exec-session.ts.)
 import { RuntimeError, toWireError } from "../../shared/errors.js";
-import { MAX_ATTACH_GEN, RESUME_TOKEN } from "../../shared/stream-replay.js";
-import { isInteger } from "../../shared/guards.js";
-import { ExecSession, findSession, parseResume } from "./exec-session.js";
+import { parse } from "../../shared/guards.js";
+import { ExecSession, findSession, resumeOf } from "./exec-session.js";
 import type { AgentContext, OneShotHandlers } from "../context.js";
 import { readProcStat, isGone } from "../../shared/proc-stat.js";
 import { createExecRecord, readExecRecord, updateExecRecord, type ExecRecord } from "./records.js";
 import { resolveLaunch, resolveWorkloadCwd } from "./launch.js";
 import { checkArgSpace } from "./arg-space.js";
 import { checkProcessStrings, parseRunRequest } from "./request.js";
-import { isExecSignal, type ExecRunRequest } from "../../shared/agent-api.js";
+import { ExecAttachRequest, isExecSignal, type ExecRunRequest } from "../../shared/agent-api.js";
 import { execHooks } from "../test-hooks.js";
 import { ExecSupervisor } from "./supervisor.js";
 import { execSessions } from "./sessions.js";
@@ -39,7 +38,7 @@ function notReady(phase: string, workspaceId: string): RuntimeError {
 export async function execRun(first: AgentContext): Promise<void> {
   const req: ExecRunRequest = parseRunRequest(first.request);
   // Created before anything can wait, so no frame the wrapper sent after its request is missed.
-  const session = new ExecSession(first, parseResume(first.request.resume));
+  const session = new ExecSession(first, resumeOf(req.resume));
   const ctx = session.context;
   const loaded = loadWorkspace(ctx.root, req.workspaceId, req.owner);
   if (loaded.state === "missing") throw new RuntimeError("remote", `SSH workspace is missing: ${req.workspaceId}`);
@@ -96,10 +95,7 @@ export async function execRun(first: AgentContext): Promise<void> {
 
 /** `exec.attach`: a wrapper whose stream was lost takes its session over; ends when let go again. */
 export async function execAttach(ctx: AgentContext): Promise<void> {
-  const { token, received, gen } = ctx.request;
-  if (typeof token !== "string" || !RESUME_TOKEN.test(token) || !isInteger(received) || received < 0 || !isAttachGen(gen)) {
-    throw new RuntimeError("input", "exec.attach needs a resume token, the last frame received and its attach generation");
-  }
+  const { token, received, gen } = parse(ExecAttachRequest, ctx.request, (why) => new RuntimeError("input", why!));
   const session = findSession(token);
   if (!session) {
     throw new RuntimeError(
@@ -108,20 +104,6 @@ export async function execAttach(ctx: AgentContext): Promise<void> {
     );
   }
   await session.attach(ctx, received, gen);
-}
-
-function isAttachGen(v: unknown): v is number {
-  return isInteger(v) && v >= 0 && v <= MAX_ATTACH_GEN;
-}
-
-/** `exec.abandon`: the wrapper of a resumable exec died while the link was down. */
-async function execAbandon(ctx: AgentContext): Promise<null> {
-  const { token, gen } = ctx.request;
-  if (typeof token !== "string" || !RESUME_TOKEN.test(token) || !isAttachGen(gen)) {
-    throw new RuntimeError("input", "exec.abandon needs a resume token and an attach generation");
-  }
-  findSession(token)?.abandon(gen);
-  return null;
 }
 
 async function waitGone(targets: Array<{ pid: number; startTime: string }>, ms: number): Promise<boolean> {
@@ -188,5 +170,4 @@ async function execProcesses(ctx: AgentContext) {
 export const execOps = {
   "exec.signal": execSignal,
   "exec.processes": execProcesses,
-  "exec.abandon": execAbandon,
 } satisfies Partial<OneShotHandlers>;

@@ -8,9 +8,8 @@
 // rule (sessions.ts) reaps the tree.
 import { RuntimeError } from "../../shared/errors.js";
 import { FrameKind, encodeJson, type Frame } from "../../shared/frames.js";
-import { ReceiveCounter, ReplayLog, RESUME_TOKEN, abandonApplies, isUnnumbered } from "../../shared/stream-replay.js";
-import { decodeRuntimeMessage, type AgentMessage } from "../../shared/agent-api.js";
-import { isInteger, isRecord } from "../../shared/guards.js";
+import { ReceiveCounter, ReplayLog, abandonApplies, isUnnumbered } from "../../shared/stream-replay.js";
+import { decodeRuntimeMessage, type AgentMessage, type ExecRunRequest } from "../../shared/agent-api.js";
 import type { AgentContext, ConversationEnd } from "../context.js";
 
 /** What an exec's op code sees: the conversation, plus the resume layer's flow hooks. */
@@ -140,8 +139,8 @@ export class ExecSession {
   }
 
   /**
-   * The client of attachment `gen` went away while the link was down (the broker tells us once it
-   * is back). Ignored when the wrapper has attached (or asked to) since: it is alive.
+   * The client of attachment `gen` went away while the link was down (a client-gone notice on the
+   * next channel). Ignored when the wrapper has attached (or asked to) since: it is alive.
    */
   abandon(gen: number): void {
     if (!abandonApplies(gen, this.latestGen)) {
@@ -244,11 +243,15 @@ export class ExecSession {
 /** The longest reconnect grace (the option's bound); a timer past 2^31 ms would fire at once. */
 export const MAX_GRACE_MS = 86_400_000;
 
-/** The `resume` field of an exec.run request, checked (the agent trusts no input); the grace clamped. */
-export function parseResume(v: unknown): { token: string; graceMs: number } | null {
-  if (v === undefined) return null;
-  if (!isRecord(v) || typeof v.token !== "string" || !RESUME_TOKEN.test(v.token) || !isInteger(v.graceMs) || v.graceMs < 0) {
-    throw new RuntimeError("input", "exec request has an invalid resume field");
-  }
-  return { token: v.token, graceMs: Math.min(v.graceMs, MAX_GRACE_MS) };
+/** The `resume` field of a checked exec.run request, its grace clamped. */
+export function resumeOf(resume: ExecRunRequest["resume"]): { token: string; graceMs: number } | null {
+  return resume === undefined ? null : { token: resume.token, graceMs: Math.min(resume.graceMs, MAX_GRACE_MS) };
+}
+
+/**
+ * A client-gone notice (ClientGoneHeader): the client of attachment `gen` of the exec `token` went
+ * away while the link was down. Unknown tokens are a no-op (the exec ended or was reaped already).
+ */
+export function clientGone(token: string, gen: number): void {
+  findSession(token)?.abandon(gen);
 }

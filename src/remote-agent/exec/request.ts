@@ -1,41 +1,31 @@
-// Checks an `exec.run` request on the agent. The runtime validated the Paseo envelope strictly
-// already; the agent re-checks types here because it trusts no input.
+// Checks an `exec.run` request on the agent against its one schema (ExecRunRequest in
+// src/shared/agent-api.ts). The runtime validated the Paseo envelope strictly already; the agent
+// re-checks types here because it trusts no input.
 import { RuntimeError } from "../../shared/errors.js";
-import { arrayOf, isPositiveInt, isRecord, isString, recordOf, windowDimension } from "../../shared/guards.js";
-import type { ExecRunRequest, ExecStdio } from "../../shared/agent-api.js";
+import { isRecord, parse, windowDimension } from "../../shared/guards.js";
+import { ExecRunRequest } from "../../shared/agent-api.js";
 import type { ReceivedRequest } from "../context.js";
 
-function nonEmpty(v: unknown, name: string): string {
-  if (typeof v !== "string" || v === "") throw new RuntimeError("input", `exec request has no ${name}`);
-  return v;
-}
-
-const isArgv = arrayOf(isString);
-const isStringMap = recordOf(isString);
-
-function parseStdio(s: unknown): ExecStdio {
-  if (!isRecord(s)) throw new RuntimeError("input", "exec request has an invalid stdio");
-  if (s.kind === "pipes") return { kind: "pipes" };
-  if (s.kind !== "pty") throw new RuntimeError("input", "exec request has an invalid stdio");
-  if (!isPositiveInt(s.rows) || !isPositiveInt(s.cols)) throw new RuntimeError("input", "Invalid PTY size");
-  const size = { rows: windowDimension(s.rows), cols: windowDimension(s.cols) };
-  return { kind: "pty", ...size, ...(typeof s.term === "string" ? { term: s.term } : {}) };
-}
-
+/** The request checked against its schema (the first failing field's line), PTY sizes clamped. */
 export function parseRunRequest(r: ReceivedRequest): ExecRunRequest {
-  const argv = r.argv;
-  if (!isArgv(argv) || argv.length === 0) throw new RuntimeError("input", "exec request has no argv");
-  if (!isStringMap(r.env)) throw new RuntimeError("input", "exec request env must map strings to strings");
-  if (r.cwd !== undefined && typeof r.cwd !== "string") throw new RuntimeError("input", "exec request cwd must be a string");
-  const stdio = parseStdio(r.stdio);
+  // A terminal type that is not a string is dropped, not refused.
+  const stdio =
+    isRecord(r.stdio) && r.stdio.term !== undefined && typeof r.stdio.term !== "string" ? { ...r.stdio, term: undefined } : r.stdio;
+  const req = { ...r, stdio };
+  const checked = parse(ExecRunRequest, req, (why) => new RuntimeError("input", why ?? "exec request is malformed"));
+  const { workspaceId, owner, execId, argv, env, cwd, stdio: s } = checked;
   return {
-    workspaceId: nonEmpty(r.workspaceId, "workspaceId"),
-    owner: nonEmpty(r.owner, "owner"),
-    execId: nonEmpty(r.execId, "execId"),
+    workspaceId,
+    owner,
+    execId,
     argv,
-    env: r.env,
-    ...(typeof r.cwd === "string" ? { cwd: r.cwd } : {}),
-    stdio,
+    env,
+    ...(cwd !== undefined ? { cwd } : {}),
+    ...(checked.resume !== undefined ? { resume: checked.resume } : {}),
+    stdio:
+      s.kind === "pipes"
+        ? { kind: "pipes" }
+        : { kind: "pty", rows: windowDimension(s.rows), cols: windowDimension(s.cols), ...(s.term !== undefined ? { term: s.term } : {}) },
   };
 }
 
