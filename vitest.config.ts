@@ -1,6 +1,7 @@
 import { defineConfig } from "vitest/config";
 import { fileURLToPath } from "node:url";
 import { terminalSources } from "./scripts/terminal-sources.mjs";
+import LongFirstSequencer from "./test/support/long-first-sequencer.js";
 
 export default defineConfig({
   // Tests run the terminal driver from source: it needs the relay texts the agent build embeds.
@@ -13,5 +14,7 @@ export default defineConfig({
     // The rig's teardown stops the run's brokers and server and waits for their processes to end.
     teardownTimeout: 60_000,
     reporters: ["default", "./test/support/summary-reporter.ts"],
+    // Long drills start first, so that with several workers they run beside the rest.
+    sequence: { sequencer: LongFirstSequencer },
   },
 });

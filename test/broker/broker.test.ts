@@ -15,8 +15,9 @@ import { openHost } from "../../src/broker/open-host.js";
 import { SshHost } from "../../src/transport/ssh-host.js";
 import type { AgentChannel } from "../../src/transport/agent-channel.js";
 import { needsOpenSsh } from "../rig/needs-openssh.js";
-import { rig, sshdLogOffset, sshdLogSince, uniqueTestRoot, waitFor } from "../rig/rig.js";
+import { rig, sshdLogOffset, uniqueTestRoot, waitFor } from "../rig/rig.js";
 import { alive, brokerOptions, brokerStats, stopBroker, targetOf } from "../support/broker.js";
+import { ownLogin } from "../support/own-login.js";
 import { extraSshdSkipReason, startExtraSshd } from "../support/extra-sshd.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -28,8 +29,6 @@ function track(options: RuntimeOptions): RuntimeOptions {
   cleanups.push(() => stopBroker(options));
   return options;
 }
-
-const accepted = (log: string) => (log.match(/Accepted publickey/g) ?? []).length;
 
 async function ping(options: RuntimeOptions): Promise<unknown> {
   const host = await openHost(options);
@@ -43,16 +42,17 @@ async function ping(options: RuntimeOptions): Promise<unknown> {
 describe("broker", () => {
   it("serves later clients over the first client's SSH connection", async (ctx) => {
     needsOpenSsh(ctx, "counts logins in sshd's log");
-    const options = track(brokerOptions());
+    const login = ownLogin(cleanups);
+    const options = track(brokerOptions({ identityFile: login.identityFile }));
     const offset = sshdLogOffset();
     const first = await openHost(options);
     expect(first).toBeInstanceOf(BrokerHost);
     expect(await first.call("ping", {})).toEqual({ pong: true });
     first.close();
-    const afterFirst = accepted(sshdLogSince(offset));
+    const afterFirst = login.loginsSince(offset);
     if (!rig().external) expect(afterFirst).toBe(1);
     for (let i = 0; i < 3; i++) expect(await ping(options)).toEqual({ pong: true });
-    if (!rig().external) expect(accepted(sshdLogSince(offset))).toBe(1);
+    if (!rig().external) expect(login.loginsSince(offset)).toBe(1);
     const stats = await brokerStats(options);
     expect(stats?.handshakes).toBe(1);
     expect(stats?.connections).toBe(1);

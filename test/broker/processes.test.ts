@@ -8,7 +8,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { RuntimeOptions } from "../../src/transport/options.js";
 import { lifecycleRequest, runCli } from "../support/run-cli.js";
 import { needsOpenSsh } from "../rig/needs-openssh.js";
-import { rig, rigOptions, sshdLogOffset, sshdLogSince, uniqueTestRoot } from "../rig/rig.js";
+import { rig, rigOptions, sshdLogOffset, uniqueTestRoot } from "../rig/rig.js";
+import { ownLogin, type OwnLogin } from "../support/own-login.js";
 import { brokerStats, stopBroker, targetOf } from "../support/broker.js";
 import { BROKER_NODE_FLAGS } from "../../src/broker/client.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
@@ -18,14 +19,16 @@ afterEach(async () => {
   for (const c of cleanups.splice(0)) await c();
 });
 
-const accepted = (log: string) => (log.match(/Accepted publickey/g) ?? []).length;
-
-/** Raw options as Paseo sends them, plus the parsed form used to find the broker. */
-function fresh(): { raw: Record<string, unknown>; parsed: RuntimeOptions } {
-  const raw = rigOptions({ root: uniqueTestRoot("broker-cli"), brokerIdleMs: 5000 });
+/**
+ * Raw options as Paseo sends them, plus the parsed form used to find the broker, logging in with a
+ * key of the test's own so that its logins can be counted in sshd's log.
+ */
+function fresh(): { raw: Record<string, unknown>; parsed: RuntimeOptions; login: OwnLogin } {
+  const login = ownLogin(cleanups);
+  const raw = rigOptions({ root: uniqueTestRoot("broker-cli"), brokerIdleMs: 5000, identityFile: login.identityFile });
   const parsed = parseRuntimeOptions(raw);
   cleanups.push(() => stopBroker(parsed));
-  return { raw, parsed };
+  return { raw, parsed, login };
 }
 
 /** `processes` asks the agent about a workspace that does not exist: one agent call, nothing else. */
@@ -36,40 +39,40 @@ function agentRoundTrip(raw: Record<string, unknown>, env?: NodeJS.ProcessEnv) {
 describe("broker across runtime processes", () => {
   it("a second runtime process performs no SSH handshake", async (ctx) => {
     needsOpenSsh(ctx, "counts logins in sshd's log");
-    const { raw, parsed } = fresh();
+    const { raw, parsed, login } = fresh();
     const offset = sshdLogOffset();
     const first = await agentRoundTrip(raw);
-    const afterFirst = sshdLogSince(offset);
+    const afterFirst = login.loginsSince(offset);
     const second = await agentRoundTrip(raw);
     const third = await agentRoundTrip(raw);
     // Whatever the op answers for a missing workspace, it answered the same way every time.
     expect([second.code, third.code]).toEqual([first.code, first.code]);
     expect(first.stderr).not.toMatch(/broker/i);
     if (!rig().external) {
-      expect(accepted(afterFirst)).toBe(1);
-      expect(accepted(sshdLogSince(offset))).toBe(1);
+      expect(afterFirst).toBe(1);
+      expect(login.loginsSince(offset)).toBe(1);
     }
     expect((await brokerStats(parsed))?.handshakes).toBe(1);
   });
 
   it("five processes starting at once share one broker and one login", async (ctx) => {
     needsOpenSsh(ctx, "counts logins in sshd's log");
-    const { raw, parsed } = fresh();
+    const { raw, parsed, login } = fresh();
     const offset = sshdLogOffset();
     const results = await Promise.all(Array.from({ length: 5 }, () => agentRoundTrip(raw)));
     expect(new Set(results.map((r) => r.code)).size).toBe(1);
-    if (!rig().external) expect(accepted(sshdLogSince(offset))).toBe(1);
+    if (!rig().external) expect(login.loginsSince(offset)).toBe(1);
     expect((await brokerStats(parsed))?.handshakes).toBe(1);
   });
 
   it("with PASEO_SSH_NO_BROKER=1 every process logs in itself", async (ctx) => {
     needsOpenSsh(ctx, "counts logins in sshd's log");
-    const { raw } = fresh();
+    const { raw, login } = fresh();
     const offset = sshdLogOffset();
     const env = { ...process.env, PASEO_SSH_NO_BROKER: "1" };
     await agentRoundTrip(raw, env);
     await agentRoundTrip(raw, env);
-    if (!rig().external) expect(accepted(sshdLogSince(offset))).toBe(2);
+    if (!rig().external) expect(login.loginsSince(offset)).toBe(2);
   });
 
   it("keeps its socket 0600 in a 0700 directory and its argv free of workspace ids and options", async () => {

@@ -126,6 +126,14 @@ export const needs = {
   linux(why: string): Need {
     return process.platform === "linux" ? null : `${NEEDS}Linux: ${why}`;
   },
+  /**
+   * Time for a drill of a minute or more (long outages, a sleeping laptop). CI runs them once, in its
+   * OpenSSH pass, and sets PASEO_TEST_SKIP_LONG=1 for the passes that repeat the suite on another
+   * server. test/support/long-first-sequencer.ts starts the files that declare this need first.
+   */
+  longDrill(what: string): Need {
+    return process.env.PASEO_TEST_SKIP_LONG === "1" ? `${NEEDS}time for long drills: ${what} (PASEO_TEST_SKIP_LONG=1)` : null;
+  },
   /** The right to mount a tmpfs here (root, and not an unprivileged container). */
   tmpfs(why: string): Need {
     const root = needs.root(why) ?? needs.localHost(why);

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { rig } from "../rig/rig.js";
 import { startExtraSshd, type ExtraSshd } from "./extra-sshd.js";
-import { suiteRoot } from "./workspace.js";
+import { removeRoot, suiteRoot } from "./workspace.js";
 
 export interface PoolEndpoint {
   port: number;
@@ -95,7 +95,7 @@ export async function startPoolEndpoint(label: string): Promise<PoolEndpoint> {
       await closeServer();
       await sshd.stop();
       rmSync(dir, { recursive: true, force: true });
-      rmSync(root, { recursive: true, force: true });
+      removeRoot(root);
     },
   };
 }

@@ -1,11 +1,17 @@
-// What the resumable-exec tests share (test/daemon/resume.test.ts, long-outage.test.ts): a counter
-// workload and the output it must produce exactly once, the host daemon's log, and workspaces
-// reached through a fresh fault proxy whose outages the test's cleanup ends if the test did not.
+// What the resumable-exec tests share (test/daemon/resume*.test.ts, long-outage*.test.ts): a counter
+// workload and the output it must produce exactly once, the host daemon's log and exec records, and
+// workspaces reached through a fresh fault proxy whose outages the test's cleanup ends if the test
+// did not.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { expect } from "vitest";
 import { agentBundle } from "../../src/transport/bootstrap.js";
-import { ExecWorkspace, exitOf, type ExecResult } from "./exec.js";
+import { parseRuntimeOptions } from "../../src/transport/options.js";
+import { execRecordPath, readRecordFile } from "../../src/remote-agent/exec/records.js";
+import { workspaceLayout } from "../../src/remote-agent/layout.js";
+import type { DelayProxy } from "../../bench/delay-proxy.mjs";
+import { brokerStats } from "./broker.js";
+import { ExecWorkspace, exitOf, sleep, type ExecHandle, type ExecResult } from "./exec.js";
 import { finish, throughProxy } from "./host-daemon.js";
 import { onHost } from "./host-view.js";
 
@@ -28,6 +34,11 @@ export async function expectOneToN(h: { done: Promise<ExecResult> }, n: number, 
 
 export function daemonLog(ws: ExecWorkspace): string {
   return readFileSync(onHost(join(ws.configuredRoot, "run", `daemon-${agentBundle().hash}.log`)), "utf8");
+}
+
+/** The host's record of an exec (its state, pid, start time), as the host daemon wrote it. */
+export function recordOf(ws: ExecWorkspace, h: ExecHandle) {
+  return readRecordFile(onHost(execRecordPath(workspaceLayout(ws.configuredRoot, ws.workspaceId), h.execId)));
 }
 
 type Cleanups = Array<() => Promise<void> | void>;
@@ -55,4 +66,28 @@ export function faultRig(cleanups: Cleanups) {
       return stop;
     },
   };
+}
+
+/**
+ * An outage far longer than a minute but within reconnectGraceMs, at default options: a counter of
+ * `n` lines every `sleepS` s (running on through the outage) is cut off after line 20 by `start`
+ * for `outageMs`; afterwards its output is exactly 1..n and its exit code `code`, re-attached (not
+ * restarted, not abandoned) over a new SSH connection.
+ */
+export async function survivesOutage(
+  rig: ReturnType<typeof faultRig>,
+  label: string,
+  start: (p: DelayProxy) => () => void,
+  outage: { ms: number; n: number; sleepS: number; code: number },
+): Promise<void> {
+  const { proxy, ws } = await rig.proxiedWorkspace(label);
+  const h = ws.start({ argv: counter(outage.n, outage.sleepS, outage.code), env: PATH });
+  await h.waitOutput("\n20\n", 30_000);
+  const end = rig.outage(() => start(proxy));
+  await sleep(outage.ms);
+  end();
+  await expectOneToN(h, outage.n, outage.code);
+  expect(daemonLog(ws)).toMatch(/a detached exec was re-attached/);
+  expect(daemonLog(ws)).not.toMatch(/went away during the outage/);
+  expect((await brokerStats(parseRuntimeOptions(ws.options)))?.handshakes).toBeGreaterThanOrEqual(2);
 }

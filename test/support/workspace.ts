@@ -167,5 +167,5 @@ export function startCli(args: string[], stdin: string, env: Record<string, stri
  * retried for a few seconds instead of failing the suite.
  */
 export function removeRoot(root: string): void {
-  rmSync(onHost(root), { recursive: true, force: true, maxRetries: 20, retryDelay: 100 });
+  rmSync(onHost(root), { recursive: true, force: true, maxRetries: 50, retryDelay: 100 });
 }

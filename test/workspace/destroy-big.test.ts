@@ -1,18 +1,26 @@
 // Destroying a big workspace does not freeze the host daemon: its 40,000 files are deleted off the
 // daemon's event loop (renamed into the root's trash, then removed by a child `rm`), so a `signal`
 // to an exec of another workspace of the same daemon answers within the contract's 750 ms budget
-// and reaches the workload while the destroy is still deleting. Against the real sshd.
-import { existsSync, readdirSync } from "node:fs";
+// and reaches the workload while the destroy is still deleting, and the deleter runs at the lowest
+// CPU priority. Against the real sshd.
+import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { ExecWorkspace, exitOf } from "../support/exec.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { waitFor } from "../rig/rig.js";
 import { needs, unless } from "../support/needs.js";
+import { requireView } from "../support/host-view.js";
 
 const PATH = { PATH: "/usr/bin:/bin" };
 /** Paseo's whole budget for `signal` (contract). */
 const SIGNAL_BUDGET_MS = 750;
+
+/** A local process's nice value (/proc/<pid>/stat field 19; the name in field 2 may hold spaces). */
+function niceOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]);
+}
 
 /** Writes 200 directories of 200 files of 3 KB (files with content: deleting them is real work). */
 const FILL = `const fs=require("fs");const b=Buffer.alloc(3000,97);for(let d=0;d<200;d++){fs.mkdirSync("big/"+d,{recursive:true});for(let f=0;f<200;f++)fs.writeFileSync("big/"+d+"/"+f,b)}`;
@@ -53,6 +61,16 @@ describe(
       await waitFor(() => trash() !== undefined || destroyed, 60_000);
       expect(destroyed).toBe(false);
       const entry = trash()!;
+      // The deleter is the child `rm`, at nice 19: the other workspace's work goes first.
+      let deleter: number | undefined;
+      await waitFor(() => {
+        deleter = requireView()
+          .processes()
+          .find((p) => p.argv[0] === "rm" && p.argv.some((a) => a.includes(entry)))?.pid;
+        return deleter !== undefined || destroyed;
+      }, 10_000);
+      expect(deleter).toBeDefined();
+      expect(niceOf(deleter!)).toBe(19);
 
       const sig = await other.signal(h.execId, "SIGTERM");
       // Answered and delivered while the destroy was still deleting the files.

@@ -7,6 +7,7 @@
 // costs the daemon nothing. A trash entry that outlives its deleter (the agent was killed) is
 // swept later: by the next discard here, or by reconcile.
 import { spawn } from "node:child_process";
+import { setPriority } from "node:os";
 import { existsSync, mkdirSync, readdirSync, renameSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
@@ -18,6 +19,12 @@ export const TRASH_PREFIX = "trash-";
 export const TRASH_STALE_MS = 60_000;
 /** Bound of one deletion: a tree that takes longer is left in the trash for a later sweep. */
 const DELETE_TIMEOUT_MS = 30 * 60_000;
+
+/**
+ * The deleter's nice value: the lowest CPU priority. A deletion is background work; the host's
+ * other workspaces (their workloads, a `signal` with its 750 ms budget) go first.
+ */
+const DELETER_NICE = 19;
 
 /** Trees this process is deleting now (a sweep leaves them alone). */
 const deleting = new Set<string>();
@@ -37,6 +44,13 @@ export function removeTree(path: string): Promise<void> {
   deleting.add(path);
   return new Promise<void>((resolve, reject) => {
     const child = spawn("rm", ["-rf", "--", path], { cwd: "/", stdio: ["ignore", "ignore", "pipe"], env: { PATH: "/usr/bin:/bin" } });
+    if (child.pid !== undefined) {
+      try {
+        setPriority(child.pid, DELETER_NICE);
+      } catch {
+        // An OS that refuses it deletes at normal priority: slower for the rest, never wrong.
+      }
+    }
     let stderr = "";
     child.stderr!.setEncoding("utf8").on("data", (d: string) => (stderr = (stderr + d).slice(-2000)));
     const timer = setTimeout(() => child.kill("SIGKILL"), DELETE_TIMEOUT_MS);
