@@ -18,6 +18,7 @@ import {
   graceExpiredError,
   isFatalAttachFailure,
   lostError,
+  silentAtStartError,
   nextAttemptDelay,
   nextExecLinkState,
   resumeRight,
@@ -44,6 +45,12 @@ export interface ExecLinkOptions {
   graceMs: number;
   /** The host as configured, for messages. */
   hostName: string;
+  /**
+   * A pool's exec: its first stream lost before the daemon sent anything ends the exec with a
+   * network error instead of re-attaching (the host went silent as the exec started, so nothing is
+   * known to run there, and the pool's rule is to fail fast with its host down).
+   */
+  failFastUntilHeard?: boolean;
 }
 
 type Attachment = { ch: AgentChannel; received: number; early: Frame[] };
@@ -54,6 +61,8 @@ export class ExecLink extends EventEmitter<ExecLinkEvents> {
   private state: ExecLinkState;
   private right: ResumeRight;
   private ackPending: NodeJS.Immediate | null = null;
+  /** Whether the daemon sent anything yet (failFastUntilHeard). */
+  private heard = false;
   /** Re-attachments that succeeded (diagnostics). */
   reattached = 0;
 
@@ -147,6 +156,7 @@ export class ExecLink extends EventEmitter<ExecLinkEvents> {
   }
 
   private onFrame(f: Frame): void {
+    this.heard = true;
     if (isUnnumbered(f)) {
       const msg = agentMessage(f);
       if (msg?.type === "ack") {
@@ -164,9 +174,11 @@ export class ExecLink extends EventEmitter<ExecLinkEvents> {
   }
 
   private onClose(): void {
-    const s = this.to({ type: "stream-closed", resumable: this.resumable, now: Date.now() });
+    const silentAtStart = this.opts.failFastUntilHeard === true && !this.heard;
+    const s = this.to({ type: "stream-closed", resumable: this.resumable && !silentAtStart, now: Date.now() });
     if (s.kind === "reattaching") void this.reattach(s.since + this.opts.graceMs);
-    else if (s.kind === "finished" && s.why === "lost") this.emit("lost", lostError(this.right, this.opts.hostName));
+    else if (s.kind === "finished" && s.why === "lost")
+      this.emit("lost", silentAtStart ? silentAtStartError(this.opts.hostName) : lostError(this.right, this.opts.hostName));
   }
 
   /** Re-attaches until it works, the daemon says the exec is gone, or the grace (until `deadline`) runs out. */

@@ -166,6 +166,14 @@ export function lostError(right: ResumeRight, hostName: string): RuntimeError {
   );
 }
 
+/** A pool's exec whose first stream was lost before the daemon answered (failFastUntilHeard). */
+export function silentAtStartError(hostName: string): RuntimeError {
+  return new RuntimeError(
+    "network",
+    `connection to ${hostName} was lost before the host answered the execution request; if it started there, it is stopped once the host is back`,
+  );
+}
+
 /** No re-attachment worked within the grace. `last`: why the last attempt failed ("" if none was made). */
 export function graceExpiredError(hostName: string, graceMs: number, last: string): RuntimeError {
   return new RuntimeError(

@@ -24,7 +24,7 @@ import { PipesConversation } from "./pipes-conversation.js";
 import { PtyConversation } from "./pty-conversation.js";
 import { ExecLink } from "./exec-link.js";
 import { keptToken, newResumeToken, wantsResume } from "./reattach-rules.js";
-import { isPoolOptions } from "../broker/host-pool/detect.js";
+import { isPoolOptions, onPoolHost } from "../broker/host-pool/detect.js";
 
 export type { ExecStreams };
 
@@ -41,21 +41,30 @@ export async function runExec(workspaceId: string, io: ExecStreams, deps: ExecDe
   try {
     const envelope = await controls.envelope;
     const pool = isPoolOptions(envelope.options);
-    const options = pool
-      ? (await (await import("../broker/host-pool/locate.js")).locateWorkspace(envelope.options, envelope.runtimeInstanceId, workspaceId))
-          .options
-      : parseRuntimeOptions(envelope.options);
+    const located = pool
+      ? await (await import("../broker/host-pool/locate.js")).locateWorkspace(envelope.options, envelope.runtimeInstanceId, workspaceId)
+      : null;
+    const options = located?.options ?? parseRuntimeOptions(envelope.options);
+    // A pool host's failure to open names the host (hosts[i] user@host:port), as every other operation's does.
+    const onHost = <T>(fn: () => Promise<T>) => onPoolHost(located?.label, fn);
     const { stdio } = envelope;
     // Execs survive a lost link (through the broker, which reconnects), pipes and terminals the
     // host daemon owns alike; an sshd-owned PTY does not (reattach-rules.ts). The token goes with
     // the connect.
     const candidate = wantsResume(options.reconnectGraceMs) ? newResumeToken() : null;
     // A pool's workspace fails fast with its host down (its re-attachments still wait out an outage).
-    const host = await deps.openHost(options, { ...(candidate ? { session: candidate } : {}), ...(pool ? { failFast: true } : {}) });
+    const host = await onHost(() =>
+      deps.openHost(options, { ...(candidate ? { session: candidate } : {}), ...(pool ? { failFast: true } : {}) }),
+    );
     try {
       const token = keptToken(candidate, host.reattachable);
-      const ch = await host.openAgent(token ? { session: token } : {});
-      const link = new ExecLink(host, ch, { token, graceMs: options.reconnectGraceMs, hostName: options.host });
+      const ch = await onHost(() => host.openAgent(token ? { session: token } : {}));
+      const link = new ExecLink(host, ch, {
+        token,
+        graceMs: options.reconnectGraceMs,
+        hostName: located?.label ?? options.host,
+        failFastUntilHeard: pool,
+      });
       const parts: ConversationParts = {
         workspaceId,
         envelope,

@@ -365,6 +365,8 @@ export class Mux extends EventEmitter<MuxEvents> {
   private closedWhy: string | null = null;
   private closedCode: MuxCloseCode | null = null;
   private lastRx = Date.now();
+  /** checkAlive calls waiting for the peer to be heard from. */
+  private readonly hearing = new Set<() => void>();
   private pingTimer: NodeJS.Timeout | undefined;
   private readonly chunks: Buffer[] = [];
   private avail = 0;
@@ -462,11 +464,38 @@ export class Mux extends EventEmitter<MuxEvents> {
   }
 
   /** Closes the channel: every stream closes with link-lost. */
+  /**
+   * Whether the peer still answers: a ping, and true as soon as anything arrives (the pong, or any
+   * other frame; an earlier sign of life proves nothing now). Nothing within `ms`: the channel is
+   * closed as dead (keepalive-timeout, as the keepalive would, only sooner) and the answer is false.
+   * For an operation that must fail fast on a link that went silent with its connection still up.
+   */
+  checkAlive(ms: number): Promise<boolean> {
+    if (this.closedWhy !== null) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const heard = () => {
+        clearTimeout(timer);
+        this.hearing.delete(heard);
+        resolve(this.closedWhy === null);
+      };
+      const timer = setTimeout(() => {
+        this.hearing.delete(heard);
+        this.opts.log?.(`mux: no answer from the peer within ${ms} ms of a liveness check`);
+        this.close(`no answer from the peer within ${ms} ms`, "keepalive-timeout");
+        resolve(false);
+      }, ms);
+      timer.unref();
+      this.hearing.add(heard);
+      this.writeFrame(MuxFrame.Ping, 0, Buffer.alloc(0));
+    });
+  }
+
   close(why: string, code: MuxCloseCode = "local"): void {
     if (this.closedWhy !== null) return;
     this.closedWhy = why;
     this.closedCode = code;
     clearInterval(this.pingTimer);
+    for (const heard of [...this.hearing]) heard();
     this.rejectHello(new MuxError(why));
     this.turns.clear();
     for (const s of [...this.streams.values()]) s.finish({ reason: "link-lost", message: why, channel: code });
@@ -556,6 +585,7 @@ export class Mux extends EventEmitter<MuxEvents> {
   private onChunk(chunk: Buffer): void {
     if (this.closedWhy !== null) return;
     this.lastRx = Date.now();
+    for (const heard of [...this.hearing]) heard();
     this.chunks.push(chunk);
     this.avail += chunk.length;
     // A consumer reacting to a frame may make the peer answer synchronously (in-memory channels):

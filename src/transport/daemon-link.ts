@@ -123,6 +123,14 @@ export class DaemonLink {
     return this.mux !== null && !this.mux.closed;
   }
 
+  /**
+   * Whether the daemon channel still answers within `ms` (Mux.checkAlive): a silent one is closed
+   * as dead, and the link's loss handling (reconnect, re-attach) takes over. No channel: true.
+   */
+  checkAlive(ms: number): Promise<boolean> {
+    return this.mux?.checkAlive(ms) ?? Promise.resolve(true);
+  }
+
   /** Open streams on the current channel. */
   get streamCount(): number {
     return this.mux?.streamCount ?? 0;

@@ -116,6 +116,25 @@ export type RuntimeOptions = z.output<typeof schema> & {
   explicit?: string[];
 };
 
+/**
+ * A runtime option refused, its key carried as a field: a pool entry renames it to where it was
+ * written (`hosts[1].port`) without reading the message.
+ */
+export class OptionError extends RuntimeError {
+  constructor(
+    readonly key: string,
+    private readonly problem: "Unknown" | "Missing" | "Invalid",
+    private readonly detail = "",
+  ) {
+    super("input", `${problem} runtime option "${key}"${detail}`);
+  }
+
+  /** The same refusal of the option named `key`. */
+  renamed(key: string): OptionError {
+    return new OptionError(key, this.problem, this.detail);
+  }
+}
+
 export function parseRuntimeOptions(raw: unknown): RuntimeOptions {
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
     throw new RuntimeError("input", "Runtime options must be a JSON object");
@@ -124,11 +143,11 @@ export function parseRuntimeOptions(raw: unknown): RuntimeOptions {
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     if (issue.code === "unrecognized_keys") {
-      throw new RuntimeError("input", `Unknown runtime option "${issue.keys[0]}"`);
+      throw new OptionError(String(issue.keys[0]), "Unknown");
     }
     const key = String(issue.path[0]) as keyof typeof EXPECTED;
     const missing = (raw as Record<string, unknown>)[key] === undefined;
-    throw new RuntimeError("input", `${missing ? "Missing" : "Invalid"} runtime option "${key}": ${EXPECTED[key] ?? issue.message}`);
+    throw new OptionError(key, missing ? "Missing" : "Invalid", `: ${EXPECTED[key] ?? issue.message}`);
   }
   return { ...parsed.data, explicit: Object.keys(raw) };
 }

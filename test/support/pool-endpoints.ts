@@ -1,7 +1,9 @@
 // Several SSH endpoints on 127.0.0.1 for pool tests: one extra sshd behind a TCP relay per endpoint,
 // each with its own port, known_hosts file and remote root. `refuse()` closes the relay's port
 // (connections refused) and cuts what it carried; `blackhole()` cuts what it carried and leaves new
-// connections unanswered (a host gone from the network); `restore()` ends either.
+// connections unanswered (a host gone from the network); `stall()` leaves the connections it carries
+// open but carries nothing more either way, and leaves new ones unanswered (a host that lost power:
+// no reset reaches anyone); `restore()` ends any of them.
 import { createServer, connect, type Server, type Socket } from "node:net";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -16,6 +18,7 @@ export interface PoolEndpoint {
   entry(extra?: Record<string, unknown>): Record<string, unknown>;
   refuse(): Promise<void>;
   blackhole(): void;
+  stall(): void;
   restore(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -33,6 +36,8 @@ function listen(server: Server, port: number): Promise<number> {
 export async function startPoolEndpoint(label: string): Promise<PoolEndpoint> {
   const sshd: ExtraSshd = await startExtraSshd([]);
   const sockets = new Set<Socket>();
+  /** Each carried connection: the client's side and sshd's. */
+  const pairs = new Set<[Socket, Socket]>();
   /** Connections accepted during a blackhole: never answered, closed when it ends. */
   let unanswered: Set<Socket> | null = null;
   const makeServer = () =>
@@ -51,6 +56,9 @@ export async function startPoolEndpoint(label: string): Promise<PoolEndpoint> {
           upstream.destroy();
         });
       }
+      const pair: [Socket, Socket] = [client, upstream];
+      pairs.add(pair);
+      client.on("close", () => pairs.delete(pair));
       client.pipe(upstream).pipe(client);
     });
   let server = makeServer();
@@ -82,10 +90,22 @@ export async function startPoolEndpoint(label: string): Promise<PoolEndpoint> {
       unanswered = new Set();
       for (const s of sockets) s.destroy();
     },
+    stall() {
+      unanswered = new Set();
+      for (const [client, upstream] of pairs) {
+        client.unpipe(upstream);
+        upstream.unpipe(client);
+        // Read and drop: nothing crosses, and no window fills to tell either side.
+        client.on("data", () => undefined);
+        upstream.on("data", () => undefined);
+      }
+    },
     async restore() {
       if (unanswered) {
         for (const s of unanswered) s.destroy();
         unanswered = null;
+        // A stalled connection stays dead, as after a power cut: the next reset ends it.
+        for (const s of sockets) s.destroy();
         return;
       }
       server = makeServer();

@@ -2,7 +2,9 @@
 // signal, pause, resume, destroy, merge-to-base, processes) fails with a network error naming the
 // host once connectTimeoutMs passed, while the broker is still inside its reconnect window
 // (max(5 s, 3 × connectTimeoutMs)), for a host that refuses connections and for one gone from the
-// network; nothing is deleted and the workspace works again once the host is back. A resumable
+// network, and for one whose link went silent with its SSH connection still up (no reset reaches
+// anyone: the broker's connection is asked for a sign of life); nothing is deleted and the
+// workspace works again once the host is back. A resumable
 // exec's re-attachment still waits out the outage, and a single host's operation still waits for
 // the reconnect window as it always did.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -55,15 +57,19 @@ describe("a pool host that goes down", unless(skip), () => {
     return [...simple, { name: "signal", run: signal }, { name: "exec", run: exec }];
   }
 
-  async function expectDownFailures(i: number): Promise<void> {
+  /** Every operation fails with a network error naming the host, given up after connectTimeoutMs rather than the reconnect window (9000 ms here) or the keepalive; `named` the message's host part. */
+  async function expectDownFailures(i: number, named?: RegExp): Promise<void> {
     const port = eps[i]!.port;
+    const host = `hosts[${i}] `;
     for (const { name, run } of everyOperation(ws[i]!)) {
       const r = await run;
       expect(r.code, `${name}: ${r.message}`).toBe(5);
-      // Named, and given up after connectTimeoutMs rather than the reconnect window (9000 ms here).
-      expect(r.message, name).toContain(
-        `127.0.0.1:${port} unreachable: the SSH connection dropped and was not back within ${CONNECT_MS} ms`,
-      );
+      expect(r.message, name).toContain(host);
+      if (named) expect(r.message, name).toMatch(named);
+      else
+        expect(r.message, name).toContain(
+          `127.0.0.1:${port} unreachable: the SSH connection dropped and was not back within ${CONNECT_MS} ms`,
+        );
       expect(r.stdout, name).not.toContain("missing");
     }
   }
@@ -75,11 +81,11 @@ describe("a pool host that goes down", unless(skip), () => {
   }
 
   /** Host `i` ready, taken down (`takeDown`): every operation fails as it should; back: ready again (nothing deleted). */
-  async function downAndBack(i: number, takeDown: () => Promise<void> | void): Promise<void> {
+  async function downAndBack(i: number, takeDown: () => Promise<void> | void, named?: RegExp): Promise<void> {
     await expectReady(i);
     await takeDown();
     try {
-      await expectDownFailures(i);
+      await expectDownFailures(i, named);
     } finally {
       await eps[i]!.restore();
     }
@@ -119,6 +125,16 @@ describe("a pool host that goes down", unless(skip), () => {
 
   it("a host gone from the network (its link dropped, new connections unanswered): the same network error", async () => {
     await downAndBack(1, () => eps[1]!.blackhole());
+  }, 120_000);
+
+  it("a host whose link went silent with its connection up (no reset reaches anyone): a network error naming it, not the keepalive's minute", async () => {
+    // The broker asked the silent link for a sign of life and gave up after connectTimeoutMs (the
+    // keepalive would have said "for 45000 ms"); the exec, not answered yet, does not re-attach.
+    await downAndBack(
+      1,
+      () => eps[1]!.stall(),
+      new RegExp(`no answer from the peer within ${CONNECT_MS} ms|lost before the host answered the execution request`),
+    );
   }, 120_000);
 
   it("a single host entry still waits for the broker's reconnect window", async () => {

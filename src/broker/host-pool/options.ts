@@ -2,7 +2,7 @@
 // argv printing them), with the other top-level keys as every entry's defaults. Each entry is
 // checked exactly as a single-host options object is (parseRuntimeOptions), and its errors name the
 // entry's index. Without either key none of this runs: a single `host` is parsed as it always was.
-import { parseRuntimeOptions, type RuntimeOptions } from "../../transport/options.js";
+import { OptionError, parseRuntimeOptions, type RuntimeOptions } from "../../transport/options.js";
 import { RuntimeError } from "../../shared/errors.js";
 import { sha256Hex } from "../../shared/sha256.js";
 
@@ -120,11 +120,8 @@ function parseEntry(defaults: Record<string, unknown>, entry: unknown, index: nu
     options = parseRuntimeOptions(raw);
   } catch (err) {
     // The single-host message, with the key named where it was written (the entry or the defaults).
-    if (!(err instanceof RuntimeError)) throw err;
-    const message = err.message.replace(/runtime option "([^"]+)"/, (m, key: string) =>
-      key in own || !(key in connectionDefaults) ? `runtime option "${at}.${key}"` : m,
-    );
-    throw new RuntimeError(err.errorClass, message);
+    if (!(err instanceof OptionError)) throw err;
+    throw err.key in own || !(err.key in connectionDefaults) ? err.renamed(`${at}.${err.key}`) : err;
   }
   const id = sha256Hex(JSON.stringify([options.host, options.port, options.user, options.root])).slice(0, 16);
   const where = `${options.user}@${options.host.includes(":") ? `[${options.host}]` : options.host}:${options.port}`;

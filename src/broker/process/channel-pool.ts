@@ -270,6 +270,11 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
   /** One agent conversation: a new stream on the daemon channel (started and connected if need be). */
   async stream(failFast = false): Promise<StreamLease> {
     const conn = await this.primary(failFast);
+    // A pool's operation on a link that went silent with its connection still up (the host lost
+    // power, a cable pulled) would wait for the keepalive (three intervals): the channel is asked
+    // for a sign of life alongside the conversation, at no cost to it, and one that stays silent
+    // for connectTimeoutMs is closed as dead, which ends the conversation with a network error.
+    if (failFast) void conn.host.link.checkAlive(this.options.connectTimeoutMs);
     const stream = await conn.host.link.stream();
     this.streams++;
     this.emit("change");
