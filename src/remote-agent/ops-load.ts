@@ -7,7 +7,8 @@ import type { OneShotHandlers } from "./context.js";
 import { rootLayout, WORKSPACE_PREFIX } from "./layout.js";
 import { cachePath } from "./workspace/git-cache.js";
 import { execSessions } from "./exec/sessions.js";
-import { RuntimeError } from "../shared/errors.js";
+import { PoolLoadRequest } from "../shared/agent-api.js";
+import { parseRequest } from "./workspace/common.js";
 
 /** MemAvailable (what can be had without swapping) where /proc says it; free memory otherwise. */
 function memAvailable(): number {
@@ -31,10 +32,7 @@ function disk(root: string): { freeBytes: number | null; blockSize: number } {
 
 export const loadOps: Pick<OneShotHandlers, "pool.load"> = {
   "pool.load": async (ctx) => {
-    const projectKey = ctx.request.projectKey;
-    if (projectKey !== null && (typeof projectKey !== "string" || !/^[a-f0-9]{32}$/.test(projectKey))) {
-      throw new RuntimeError("input", "pool.load projectKey must be null or 32 hex characters");
-    }
+    const { projectKey } = parseRequest(PoolLoadRequest, ctx.request);
     const base = rootLayout(ctx.root).workspacesBase;
     const workspaces = existsSync(base) ? readdirSync(base).filter((n) => n.startsWith(WORKSPACE_PREFIX)).length : 0;
     const cpus = availableParallelism();

@@ -9,13 +9,18 @@
 //     messages below before their answer.
 //   * `exec.run` streams: ExecAgentMessage frames from the agent, ExecRuntimeMessage frames and
 //     stdin data from the runtime, ending with `exit` or `error`.
-// Each message, answer and exec request is declared once, as a schema (src/shared/guards.ts) whose
+// Each message, answer and request is declared once, as a schema (src/shared/guards.ts) whose
 // type is inferred from it. No side trusts the other: answers and messages are checked against
-// their schema before they are used; the other ops' request fields are checked by the op that reads them.
+// their schema before they are used, and each agent op parses its request with its schema (the
+// fields an op has always tolerated, such as a missing subdirectory, are defaulted before that).
 import { WIRE_ERROR_FIELDS } from "./errors.js";
+import { SHA_RE } from "./git-exec.js";
+import { normaliseRelativePath } from "./relative-path.js";
+import { isSafeSubmoduleName } from "./submodule-name.js";
 import { DiskInfo } from "./disk-space.js";
 import { MAX_ATTACH_GEN, RESUME_TOKEN } from "./stream-replay.js";
 import {
+  allOf,
   arrayOf,
   intIn,
   isBoolean,
@@ -33,6 +38,7 @@ import {
   optional,
   parseJson,
   recordOf,
+  refine,
   variant,
   windowDimension,
   withMessage,
@@ -49,11 +55,17 @@ export const isExecSignal: Guard<ExecSignal> = literal(...EXEC_SIGNALS);
 
 // ---- shapes shared by several ops ------------------------------------------------------------
 
-/** Which workspace, on behalf of which runtime instance (the manifest's owner). */
-export interface WorkspaceTarget {
-  workspaceId: string;
-  owner: string;
+/** A request field the agent needs as a string, with the line that says it is not one. */
+function requestString(name: string, nonEmpty = true): Guard<string> {
+  return withMessage(nonEmpty ? isNonEmptyString : isString, `agent request field ${name} must be a${nonEmpty ? " non-empty" : ""} string`);
 }
+
+const OWNER = { owner: requestString("owner") };
+
+/** Which workspace, on behalf of which runtime instance (the manifest's owner). */
+const WORKSPACE_TARGET_FIELDS = { workspaceId: requestString("workspaceId", false), ...OWNER };
+export const WorkspaceTarget = object(WORKSPACE_TARGET_FIELDS);
+export type WorkspaceTarget = Infer<typeof WorkspaceTarget>;
 
 /** The Paseo-host repository and branch a workspace's work is merged back into. */
 export const IntegrationTarget = object({
@@ -65,51 +77,91 @@ export const IntegrationTarget = object({
 });
 export type IntegrationTarget = Infer<typeof IntegrationTarget>;
 
-/** Objects for a directory source are shipped from the Paseo host into this project's cache. */
-export interface DirectorySourceSpec {
-  kind: "directory";
-  /** sha256 of projectId + canonical source path (projectKey() in create-workspace.ts); names the remote cache. */
-  projectKey: string;
-  commit: string;
-  /** Branch to check out ("" = detached at `commit`). */
-  branch: string;
-  /** Workspace root inside the checkout ("" = the checkout itself). */
-  subdirectory: string;
-  /** The source repository's shallow boundary (its `shallow` file; absent or empty = complete history). */
-  shallow?: string[];
-  /** Submodules to materialize (the Paseo side has their commits), parents before their children. */
-  submodules?: SubmoduleSpec[];
-}
+const MALFORMED_SUBMODULES = "malformed submodule list in agent request";
+const isCommit = matching(SHA_RE);
+const isShallow = arrayOf(isCommit);
+
+/** A path from the checkout's top level that stays inside it, as written (already normalised). */
+const isInsideCheckout: Guard<string> = (v): v is string => {
+  if (typeof v !== "string" || v === "") return false;
+  try {
+    return normaliseRelativePath(v) === v;
+  } catch {
+    return false;
+  }
+};
 
 /** One submodule of a directory source, recorded by the commit (src/workspace/submodules.ts). */
-export interface SubmoduleSpec {
+export const SubmoduleSpec = object({
   /** Names the submodule's object cache inside the project cache on the host. */
-  key: string;
+  key: matching(/^[0-9a-f]{32}$/),
   /** git's name for it in its parent's .gitmodules; its git dir is `<parent git dir>/modules/<name>`. */
-  name: string;
+  name: (v): v is string => typeof v === "string" && isSafeSubmoduleName(v),
   /** Path from the checkout's top level. */
-  path: string;
+  path: isInsideCheckout,
   /** Index of the submodule it is nested in (earlier in the list), -1 = the superproject. */
-  parent: number;
-  commit: string;
+  parent: (v): v is number => Number.isInteger(v) && (v as number) >= -1,
+  commit: isCommit,
   /** Its `origin`: the URL from .gitmodules, a relative one resolved as git resolves it. */
-  url: string;
+  url: (v): v is string => typeof v === "string" && v !== "" && !v.startsWith("-") && !/[\0\n]/.test(v),
   /** Its local repository's shallow boundary. */
-  shallow: string[];
-}
+  shallow: isShallow,
+});
+export type SubmoduleSpec = Infer<typeof SubmoduleSpec>;
+
+/** Submodules, each nested in one listed before it (parents before their children). */
+export const SubmoduleList = withMessage(
+  (v): v is SubmoduleSpec[] => Array.isArray(v) && v.every((m, i) => SubmoduleSpec(m) && m.parent < i),
+  MALFORMED_SUBMODULES,
+);
+
+/** A source's shallow boundary; read by the agent with the submodules' line. */
+export const ShallowBoundary = withMessage(isShallow, MALFORMED_SUBMODULES);
+
+/** Objects for a directory source are shipped from the Paseo host into this project's cache. */
+export const DirectorySourceSpec = allOf(
+  withMessage(
+    refine(
+      object({
+        kind: literal("directory"),
+        /** sha256 of projectId + canonical source path (projectKey() in create-workspace.ts); names the remote cache. */
+        projectKey: requestString("projectKey"),
+        commit: requestString("commit"),
+      }),
+      (s) => /^[0-9a-f]{16,64}$/.test(s.projectKey) && SHA_RE.test(s.commit),
+    ),
+    "malformed directory source in agent request",
+  ),
+  object({
+    /** The source repository's shallow boundary (its `shallow` file; absent or empty = complete history). */
+    shallow: optional(ShallowBoundary),
+    /** Submodules to materialize (the Paseo side has their commits), parents before their children. */
+    submodules: optional(SubmoduleList),
+    /** Branch to check out ("" = detached at `commit`). */
+    branch: requestString("branch", false),
+    /** Workspace root inside the checkout ("" = the checkout itself). */
+    subdirectory: isString,
+  }),
+);
+export type DirectorySourceSpec = Infer<typeof DirectorySourceSpec>;
 
 /** Fetched by the agent on the remote host into a cache keyed by the URL. */
-export interface GitSourceSpec {
-  kind: "git";
-  url: string;
+export const GitSourceSpec = object({
+  kind: literal("git"),
+  url: requestString("url"),
   /** "" = the remote's default branch; a branch name; a tag or a commit sha (detached). */
-  revision: string;
+  revision: requestString("revision", false),
   /** Branch to create at the resolved commit ("" = keep what the revision gives). */
-  newBranch: string;
-  subdirectory: string;
-}
+  newBranch: requestString("newBranch", false),
+  subdirectory: isString,
+});
+export type GitSourceSpec = Infer<typeof GitSourceSpec>;
 
-export type SourceSpec = DirectorySourceSpec | GitSourceSpec;
+export const SourceSpec = withMessage(
+  variant("kind", { directory: DirectorySourceSpec, git: GitSourceSpec }),
+  "agent request has an unknown source kind",
+);
+export type SourceSpec = Infer<typeof SourceSpec>;
 
 const isStringMap = recordOf(isString);
 
@@ -204,32 +256,56 @@ export type ExecStdio = Infer<typeof ExecStdio>;
 
 // ---- requests --------------------------------------------------------------------------------
 
-export interface CreateRequest extends WorkspaceTarget {
-  source: SourceSpec;
-  /** Lexically normalised relativeCwd ("" = root). */
-  relativeCwd: string;
-  purpose: string | null;
-  /** Recorded for merge-to-base (directory sources whose base is a local branch). */
-  integration: IntegrationTarget | null;
-  /** The commit's Git LFS pointers (directory sources whose tree has any; src/workspace/lfs-objects.ts). */
-  lfs?: LfsSpec | null;
-}
+const MALFORMED_LFS = "malformed LFS pointers in agent request";
 
 /** One LFS pointer of the committed tree. */
-export interface LfsPointer {
-  path: string;
+export const LfsPointer = object({
+  path: isString,
   /** sha256 of the content, lowercase hex. */
-  oid: string;
-  size: number;
+  oid: matching(/^[0-9a-f]{64}$/),
+  size: intIn(0, Number.MAX_SAFE_INTEGER),
   /** Whether the Paseo side's LFS store holds the content (it is shipped from there). */
-  local: boolean;
-}
+  local: isBoolean,
+});
+export type LfsPointer = Infer<typeof LfsPointer>;
 
-export interface LfsSpec {
-  pointers: LfsPointer[];
-  /** The repository's real LFS endpoint, as the git config key to set in the checkout (none: git-lfs derives it). */
-  endpoint: { key: "lfs.url" | "remote.origin.lfsurl"; url: string } | null;
-}
+export const LfsSpec = withMessage(
+  object({
+    pointers: arrayOf(LfsPointer),
+    /** The repository's real LFS endpoint, as the git config key to set in the checkout (none: git-lfs derives it). */
+    endpoint: nullable(
+      object({
+        key: literal("lfs.url", "remote.origin.lfsurl"),
+        url: (v): v is string => typeof v === "string" && !v.startsWith("-") && !/[\s\0]/.test(v),
+      }),
+    ),
+  }),
+  MALFORMED_LFS,
+);
+export type LfsSpec = Infer<typeof LfsSpec>;
+
+/** The integration target of a create: sealed, at an absolute path, on a branch that is not an option. */
+export const SealedIntegration = withMessage(
+  refine(
+    object({ localPath: requestString("localPath"), baseBranch: requestString("baseBranch"), seal: requestString("seal") }),
+    (i) => i.localPath.startsWith("/") && !i.baseBranch.startsWith("-") && /^[0-9a-f]{64}$/.test(i.seal),
+  ),
+  "malformed integration target in agent request",
+);
+export type SealedIntegration = Infer<typeof SealedIntegration>;
+
+export const CreateRequest = object({
+  ...WORKSPACE_TARGET_FIELDS,
+  source: SourceSpec,
+  /** Lexically normalised relativeCwd ("" = root). */
+  relativeCwd: isString,
+  purpose: nullable(isString),
+  /** Recorded for merge-to-base (directory sources whose base is a local branch). */
+  integration: nullable(SealedIntegration),
+  /** The commit's Git LFS pointers (directory sources whose tree has any; src/workspace/lfs-objects.ts). */
+  lfs: optional(nullable(LfsSpec)),
+});
+export type CreateRequest = Infer<typeof CreateRequest>;
 
 /** A resume token (src/shared/resume.ts). */
 const isToken = matching(RESUME_TOKEN);
@@ -271,26 +347,60 @@ export type ExecAttachRequest = Infer<typeof ExecAttachRequest>;
 /** A request with no fields besides `op` and `root`. */
 export type NoFields = Record<never, never>;
 
+export const PoolLoadRequest = object({
+  projectKey: withMessage(nullable(matching(/^[a-f0-9]{32}$/)), "pool.load projectKey must be null or 32 hex characters"),
+});
+export type PoolLoadRequest = Infer<typeof PoolLoadRequest>;
+
+export const ReconcileRequest = object({ ...OWNER, workspaceIds: withMessage(arrayOf(isString), "reconcile requires workspaceIds") });
+export type ReconcileRequest = Infer<typeof ReconcileRequest>;
+
+/** Re-owns a workspace whose manifest names `from` as its owner. */
+export const AdoptRequest = object({ ...WORKSPACE_TARGET_FIELDS, from: requestString("from") });
+export type AdoptRequest = Infer<typeof AdoptRequest>;
+
+/** The commits the Paseo side has: the pack leaves out what they reach. */
+export const ExportObjectsRequest = object({ ...WORKSPACE_TARGET_FIELDS, haves: arrayOf(isString) });
+export type ExportObjectsRequest = Infer<typeof ExportObjectsRequest>;
+
+const NEEDS_IDS = "signal request needs workspaceId and execId";
+
+/** The out-of-band `signal` operation; `waitMs` bounds the wait for the tree to be gone. */
+export const ExecSignalRequest = object({
+  /** Refused with a line that names the value (`Unsupported signal: …`), made by the agent. */
+  signal: isExecSignal,
+  workspaceId: withMessage(isNonEmptyString, NEEDS_IDS),
+  execId: withMessage(isNonEmptyString, NEEDS_IDS),
+  owner: isString,
+  waitMs: optional(isNumber),
+});
+export type ExecSignalRequest = Infer<typeof ExecSignalRequest>;
+
+/** Diagnostics: a destroyed workspace's leftovers are listed too, so `owner` may match nothing. */
+export const ExecProcessesRequest = object({
+  workspaceId: withMessage(isNonEmptyString, "processes request needs workspaceId"),
+  owner: isString,
+});
+export type ExecProcessesRequest = Infer<typeof ExecProcessesRequest>;
+
 /** Each one-shot op: the fields of its request (besides `op` and `root`) and the value it answers. */
 export interface AgentOps {
   ping: { request: NoFields; response: { pong: true } };
   facts: { request: NoFields; response: HostFacts };
-  "pool.load": { request: { projectKey: string | null }; response: HostLoad };
+  "pool.load": { request: PoolLoadRequest; response: HostLoad };
   "workspace.create": { request: CreateRequest; response: CreateResult };
   "workspace.inspect": { request: WorkspaceTarget; response: InspectResult };
   "workspace.pause": { request: WorkspaceTarget; response: null };
   "workspace.resume": { request: WorkspaceTarget; response: WorkspaceView };
   "workspace.destroy": { request: WorkspaceTarget; response: null };
   "workspace.release-backing": { request: WorkspaceTarget; response: null };
-  "workspace.reconcile": { request: { owner: string; workspaceIds: string[] }; response: ReconcileResult };
+  "workspace.reconcile": { request: ReconcileRequest; response: ReconcileResult };
   "workspace.merge-info": { request: WorkspaceTarget; response: MergeInfo };
-  /** Re-owns a workspace whose manifest names `from` as its owner. */
-  "workspace.adopt": { request: WorkspaceTarget & { from: string }; response: null };
+  "workspace.adopt": { request: AdoptRequest; response: null };
   /** Streams a pack of HEAD minus `haves` (Stdout frames, then Eof) before answering. */
-  "workspace.export-objects": { request: WorkspaceTarget & { haves: string[] }; response: { head: string; bytes: number } };
-  /** The out-of-band `signal` operation; `waitMs` bounds the wait for the tree to be gone. */
-  "exec.signal": { request: WorkspaceTarget & { execId: string; signal: ExecSignal; waitMs?: number }; response: { state: string } };
-  "exec.processes": { request: WorkspaceTarget; response: { processes: ProcessInfo[] } };
+  "workspace.export-objects": { request: ExportObjectsRequest; response: { head: string; bytes: number } };
+  "exec.signal": { request: ExecSignalRequest; response: { state: string } };
+  "exec.processes": { request: ExecProcessesRequest; response: { processes: ProcessInfo[] } };
 }
 
 export type OneShotOp = keyof AgentOps;

@@ -16,7 +16,8 @@ export type OptionalGuard<T> = Guard<T | undefined> & { readonly optional: true 
 type Meta =
   | { kind: "object"; fields: Array<[string, Guard<unknown>]> }
   | { kind: "variant"; key: string; members: Record<string, Guard<unknown>> }
-  | { kind: "inner"; inner: Guard<unknown>; message?: string };
+  | { kind: "inner"; inner: Guard<unknown>; message?: string }
+  | { kind: "all"; guards: Array<Guard<unknown>> };
 const metas = new WeakMap<Guard<unknown>, Meta>();
 
 function withMeta<G extends Guard<unknown>>(guard: G, meta: Meta): G {
@@ -85,6 +86,16 @@ export function withMessage<G extends Guard<unknown>>(guard: G, message: string)
   return withMeta(g, { kind: "inner", inner: guard, message });
 }
 
+/** `guard`, and then `holds` on what it passed (a rule across fields); wrap it in withMessage() to say why. */
+export function refine<T>(guard: Guard<T>, holds: (value: T) => boolean): Guard<T> {
+  return withMeta((v): v is T => guard(v) && holds(v), { kind: "inner", inner: guard });
+}
+
+/** Both guards, checked in this order (the first failing one says why). */
+export function allOf<A, B>(a: Guard<A>, b: Guard<B>): Guard<Flat<A & B>> {
+  return withMeta((v): v is Flat<A & B> => a(v) && b(v), { kind: "all", guards: [a, b] });
+}
+
 type Shape = Record<string, Guard<unknown>>;
 type OptionalKeys<S extends Shape> = { [K in keyof S]: S[K] extends { readonly optional: true } ? K : never }[keyof S];
 type Flat<T> = { [K in keyof T]: T[K] } & {};
@@ -127,6 +138,12 @@ export function failure(guard: Guard<unknown>, value: unknown): string | undefin
   if (guard(value)) return null;
   const meta = metas.get(guard);
   if (meta?.kind === "inner") return failure(meta.inner, value) ?? meta.message;
+  if (meta?.kind === "all") {
+    for (const g of meta.guards) {
+      const why = failure(g, value);
+      if (why !== null) return why;
+    }
+  }
   if (meta?.kind === "object" && isRecord(value)) {
     for (const [key, field] of meta.fields) {
       const why = failure(field, value[key]);

@@ -7,7 +7,7 @@ import type { CreateInput, PlacementIntent } from "../contract/schemas.js";
 import { requestFor, type RemoteHost } from "../transport/host.js";
 import { agentMessage } from "../transport/agent-channel.js";
 import type { Frame } from "../shared/frames.js";
-import type { CreateRequest, CreateResult, IntegrationTarget, SourceSpec } from "../shared/agent-api.js";
+import type { CreateRequest, CreateResult, SourceSpec } from "../shared/agent-api.js";
 import { normaliseRelativePath } from "../shared/relative-path.js";
 import { sealIntegration } from "./integration-seal.js";
 import { resolveLocalSource } from "./local-source.js";
@@ -84,7 +84,7 @@ export async function prepareCreate(input: CreateInput, owner: string): Promise<
   const src = input.project.source;
   let source: SourceSpec;
   let repo: string | null = null;
-  let integration: IntegrationTarget | null = null;
+  let integration: CreateRequest["integration"] = null;
   let modules: LocalSubmodule[] = [];
   let missingModules: string[] = [];
   let lfs: LfsPlan | null = null;

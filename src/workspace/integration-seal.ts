@@ -8,7 +8,7 @@ import { linkSync, lstatSync, mkdirSync, readFileSync, rmSync, writeFileSync } f
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { RuntimeError } from "../shared/errors.js";
-import type { IntegrationTarget } from "../shared/agent-api.js";
+import type { IntegrationTarget, SealedIntegration } from "../shared/agent-api.js";
 
 /** `$XDG_STATE_HOME/paseo-ssh-runtime` (default `~/.local/state/paseo-ssh-runtime`). */
 export function stateDir(): string {
@@ -74,7 +74,7 @@ function mac(target: Pick<IntegrationTarget, "localPath" | "baseBranch">, bind: 
   return createHmac("sha256", sealingKey()).update(material, "utf8").digest("hex");
 }
 
-export function sealIntegration(localPath: string, baseBranch: string, bind: SealBinding): IntegrationTarget {
+export function sealIntegration(localPath: string, baseBranch: string, bind: SealBinding): SealedIntegration {
   return { localPath, baseBranch, seal: mac({ localPath, baseBranch }, bind) };
 }
 

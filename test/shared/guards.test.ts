@@ -3,6 +3,7 @@
 // value names its first failing field in declaration order.
 import { describe, expect, expectTypeOf, it } from "vitest";
 import {
+  allOf,
   failure,
   isInteger,
   isString,
@@ -10,11 +11,22 @@ import {
   object,
   optional,
   parse,
+  refine,
   variant,
   withMessage,
   type Infer,
 } from "../../src/shared/guards.js";
-import { ExecAttachRequest, ExecRunRequest } from "../../src/shared/agent-api.js";
+import {
+  CreateRequest,
+  ExecAttachRequest,
+  ExecRunRequest,
+  ExecSignalRequest,
+  LfsSpec,
+  SourceSpec,
+  SubmoduleList,
+  WorkspaceTarget,
+  type DirectorySourceSpec,
+} from "../../src/shared/agent-api.js";
 import { RuntimeError, fromWireError, toWireError } from "../../src/shared/errors.js";
 import { isDiskReport, ranOutOfSpace, requireSpace } from "../../src/shared/disk-space.js";
 import { gitFailure } from "../../src/shared/git-exec.js";
@@ -56,6 +68,53 @@ describe("schemas", () => {
     expect(failure(Shape, { kind: "dot", at: { x: 1, y: null } })).toBe("y is not an integer");
     expect(failure(Shape, { kind: "text", body: 1 })).toBeUndefined();
     expect(() => parse(Point, { x: 1 }, (why) => new Error(why))).toThrow("y is not an integer");
+  });
+
+  it("a rule across fields is checked after the fields; both halves of allOf in order", () => {
+    const Ordered = withMessage(
+      refine(Point, (p) => p.x < p.y),
+      "x must be below y",
+    );
+    const Both = allOf(Ordered, object({ z: withMessage(isInteger, "z is not an integer") }));
+    expectTypeOf<Infer<typeof Both>>().toEqualTypeOf<{ x: number; y: number; label?: string; z: number }>();
+    expect(failure(Both, { x: 1, y: 2, z: 3 })).toBeNull();
+    expect(failure(Both, { x: 2, y: "1", z: "3" })).toBe("y is not an integer");
+    expect(failure(Both, { x: 2, y: 1, z: "3" })).toBe("x must be below y");
+    expect(failure(Both, { x: 1, y: 2, z: "3" })).toBe("z is not an integer");
+    expect(failure(Both, "no")).toBe("x must be below y");
+  });
+
+  it("the one-shot requests keep the agent's lines, first failing field first", () => {
+    expectTypeOf<WorkspaceTarget>().toEqualTypeOf<{ workspaceId: string; owner: string }>();
+    expectTypeOf<CreateRequest["source"]>().toEqualTypeOf<SourceSpec>();
+    expectTypeOf<DirectorySourceSpec["submodules"]>().toEqualTypeOf<
+      { key: string; name: string; path: string; parent: number; commit: string; url: string; shallow: string[] }[] | undefined
+    >();
+    expect(failure(WorkspaceTarget, { workspaceId: "", owner: "o" })).toBeNull();
+    expect(failure(WorkspaceTarget, { owner: "" })).toBe("agent request field workspaceId must be a string");
+    expect(failure(WorkspaceTarget, { workspaceId: "w", owner: "" })).toBe("agent request field owner must be a non-empty string");
+    const sha = "a".repeat(40);
+    const dir = { kind: "directory", projectKey: "ab".repeat(16), commit: sha, branch: "", subdirectory: "" };
+    expect(failure(SourceSpec, dir)).toBeNull();
+    expect(failure(SourceSpec, { ...dir, kind: "svn" })).toBe("agent request has an unknown source kind");
+    expect(failure(SourceSpec, { ...dir, projectKey: "zz", commit: 5 })).toBe("agent request field commit must be a non-empty string");
+    expect(failure(SourceSpec, { ...dir, projectKey: "zz", branch: 1 })).toBe("malformed directory source in agent request");
+    expect(failure(SourceSpec, { ...dir, shallow: ["x"], branch: 1 })).toBe("malformed submodule list in agent request");
+    expect(failure(SourceSpec, { ...dir, branch: 1 })).toBe("agent request field branch must be a string");
+    expect(failure(SourceSpec, { kind: "git", url: "u", revision: "", newBranch: 2, subdirectory: "" })).toBe(
+      "agent request field newBranch must be a string",
+    );
+    const mod = { key: "c".repeat(32), name: "m", path: "m", parent: -1, commit: sha, url: "u", shallow: [] };
+    expect(failure(SubmoduleList, [mod, { ...mod, parent: 0 }])).toBeNull();
+    expect(failure(SubmoduleList, [{ ...mod, parent: 0 }])).toBe("malformed submodule list in agent request");
+    const lfs = { pointers: [{ path: "p", oid: "d".repeat(64), size: 0, local: true }], endpoint: null };
+    expect(failure(LfsSpec, lfs)).toBeNull();
+    expect(failure(LfsSpec, { ...lfs, endpoint: { key: "lfs.url", url: "-x" } })).toBe("malformed LFS pointers in agent request");
+    expect(failure(LfsSpec, { pointers: lfs.pointers })).toBe("malformed LFS pointers in agent request");
+    const signal = { signal: "SIGTERM", workspaceId: "w", execId: "e", owner: "" };
+    expect(failure(ExecSignalRequest, signal)).toBeNull();
+    expect(failure(ExecSignalRequest, { ...signal, signal: "SIGSTOP", execId: "" })).toBeUndefined();
+    expect(failure(ExecSignalRequest, { ...signal, execId: "" })).toBe("signal request needs workspaceId and execId");
   });
 
   it("the exec request keeps its field-by-field lines, in the agent's order", () => {

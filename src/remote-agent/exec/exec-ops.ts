@@ -14,7 +14,7 @@ import { createExecRecord, readExecRecord, updateExecRecord, type ExecRecord } f
 import { resolveLaunch, resolveWorkloadCwd } from "./launch.js";
 import { checkArgSpace } from "./arg-space.js";
 import { checkProcessStrings, parseRunRequest } from "./request.js";
-import { ExecAttachRequest, isExecSignal, type ExecRunRequest } from "../../shared/agent-api.js";
+import { ExecAttachRequest, ExecProcessesRequest, ExecSignalRequest, type ExecRunRequest } from "../../shared/agent-api.js";
 import { execHooks } from "../test-hooks.js";
 import { ExecSupervisor } from "./supervisor.js";
 import { execSessions } from "./sessions.js";
@@ -115,18 +115,23 @@ async function waitGone(targets: Array<{ pid: number; startTime: string }>, ms: 
   }
 }
 
+/** These ids as text, as `signal` and `processes` have always read them (absent = "", a number = its digits). */
+function idsAsText(r: Record<string, unknown>, ...names: string[]): Record<string, string> {
+  return Object.fromEntries(names.map((n) => [n, String(r[n] ?? "")]));
+}
+
 /**
  * The `signal` operation. Answers by record state (see records.ts): only a genuinely starting
  * exec is "not ready"; a starting record whose agent died is treated as abandoned and reaped.
  */
 async function execSignal(ctx: AgentContext): Promise<{ state: string }> {
   const r = ctx.request;
-  const signal = r.signal;
-  if (!isExecSignal(signal)) throw new RuntimeError("input", `Unsupported signal: ${String(signal)}`);
-  const workspaceId = String(r.workspaceId ?? "");
-  const execId = String(r.execId ?? "");
-  if (!workspaceId || !execId) throw new RuntimeError("input", "signal request needs workspaceId and execId");
-  const loaded = loadWorkspace(ctx.root, workspaceId, String(r.owner ?? ""));
+  // A wait that is not a number is the default one.
+  const given = { ...r, ...idsAsText(r, "workspaceId", "execId", "owner"), waitMs: typeof r.waitMs === "number" ? r.waitMs : undefined };
+  const { signal, workspaceId, execId, owner, waitMs } = parse(ExecSignalRequest, given, (why) => {
+    return new RuntimeError("input", why ?? `Unsupported signal: ${String(r.signal)}`);
+  });
+  const loaded = loadWorkspace(ctx.root, workspaceId, owner);
   // A missing workspace has no processes (destroy kills the set before removing it).
   if (loaded.state === "missing") return { state: "missing" };
   const { layout } = loaded;
@@ -150,8 +155,8 @@ async function execSignal(ctx: AgentContext): Promise<{ state: string }> {
   for (const t of targets) {
     if (!isGone(t.pid, t.startTime)) sendSignal(t.pid, signal);
   }
-  const waitMs = typeof r.waitMs === "number" && r.waitMs > 0 ? Math.min(r.waitMs, 5000) : SIGNAL_WAIT_MS;
-  if (!(await waitGone(targets, waitMs))) {
+  const wait = typeof waitMs === "number" && waitMs > 0 ? Math.min(waitMs, 5000) : SIGNAL_WAIT_MS;
+  if (!(await waitGone(targets, wait))) {
     const left = targets.filter((t) => !isGone(t.pid, t.startTime)).map((t) => t.pid);
     throw new RuntimeError("remote", `workload still alive after ${signal}: pid ${left.join(", ")}`);
   }
@@ -159,10 +164,10 @@ async function execSignal(ctx: AgentContext): Promise<{ state: string }> {
 }
 
 async function execProcesses(ctx: AgentContext) {
-  const workspaceId = String(ctx.request.workspaceId ?? "");
-  if (!workspaceId) throw new RuntimeError("input", "processes request needs workspaceId");
+  const given = { ...ctx.request, ...idsAsText(ctx.request, "workspaceId", "owner") };
+  const { workspaceId, owner } = parse(ExecProcessesRequest, given, (why) => new RuntimeError("input", why!));
   // Diagnostics must also see leftovers of a destroyed workspace, so a missing one is listed too.
-  const loaded = loadWorkspace(ctx.root, workspaceId, String(ctx.request.owner ?? ""));
+  const loaded = loadWorkspace(ctx.root, workspaceId, owner);
   const layout = loaded.state === "present" ? loaded.layout : workspaceLayout(ctx.root, workspaceId);
   return { processes: await listWorkspaceProcesses(layout) };
 }

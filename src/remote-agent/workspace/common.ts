@@ -1,9 +1,10 @@
-// Helpers every agent workspace op shares: request field checks, the public view of a manifest,
+// Helpers every agent workspace op shares: request checks, the public view of a manifest,
 // completeness, and removal of an owned workspace (processes, cache pin, directory).
 import { existsSync } from "node:fs";
 import { RuntimeError } from "../../shared/errors.js";
 import type { AgentContext } from "../context.js";
-import type { WorkspaceView } from "../../shared/agent-api.js";
+import { WorkspaceTarget, type WorkspaceView } from "../../shared/agent-api.js";
+import { parse, type Guard } from "../../shared/guards.js";
 import type { WorkspaceLayout } from "../layout.js";
 import type { WorkspaceManifest } from "./manifest.js";
 import { loadWorkspace } from "./store.js";
@@ -11,15 +12,14 @@ import { removeWorkspaceDir } from "./claim.js";
 import { unpinCommit } from "./git-cache.js";
 import { killWorkspaceProcesses } from "../proc/process-set.js";
 
-export function str(req: Record<string, unknown>, name: string, nonEmpty = true): string {
-  const v = req[name];
-  if (typeof v !== "string" || (nonEmpty && v === ""))
-    throw new RuntimeError("input", `agent request field ${name} must be a${nonEmpty ? " non-empty" : ""} string`);
-  return v;
+/** `value` checked against a request schema; a failure is an input error with the schema's line. */
+export function parseRequest<T>(schema: Guard<T>, value: unknown): T {
+  return parse(schema, value, (why) => new RuntimeError("input", why ?? "malformed agent request"));
 }
 
-export function target(ctx: AgentContext): { workspaceId: string; owner: string } {
-  return { workspaceId: str(ctx.request, "workspaceId", false), owner: str(ctx.request, "owner") };
+export function target(ctx: AgentContext): WorkspaceTarget {
+  const { workspaceId, owner } = parseRequest(WorkspaceTarget, ctx.request);
+  return { workspaceId, owner };
 }
 
 export function lifecycleEnvironment(branch: string): Record<string, string> {

@@ -7,18 +7,17 @@ import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../../shared/errors.js";
 import type { AgentContext } from "../context.js";
-import type { CreateResult, IntegrationTarget, SourceSpec } from "../../shared/agent-api.js";
+import { SealedIntegration, SourceSpec, type CreateResult } from "../../shared/agent-api.js";
 import { isRecord } from "../../shared/guards.js";
 import { holdWorkspaceHook, workspaceHooks } from "../test-hooks.js";
 import { normaliseRelativePath } from "../../shared/relative-path.js";
-import { SHA_RE } from "../../shared/git-exec.js";
 import { hashName, rootLayout, type WorkspaceLayout } from "../layout.js";
 import { loadWorkspace, replaceManifest } from "./store.js";
 import { acquireCreateLock, claimWorkspace, newManifest, removeWorkspaceDir, verifyOwned } from "./claim.js";
 import { discardTree } from "./trash.js";
 import { ensureCache, fetchGitSource, pinCommit, unpinCommit } from "./git-cache.js";
 import { fillObjects, type Intake } from "./object-fill.js";
-import { fillSubmodules, finishCheckout, parseShallow, parseSubmodules } from "./submodule-checkout.js";
+import { fillSubmodules, finishCheckout, withShallowDefaults } from "./submodule-checkout.js";
 import { gitSourceAccess } from "./git-credentials.js";
 import { explainNoSpace } from "./disk.js";
 import { materializeCheckout, resolveWorkspaceRoot } from "./checkout.js";
@@ -28,25 +27,20 @@ import { fillLfsStore, parseLfsSpec } from "./lfs-store.js";
 import { hasGitLfs } from "./lfs-checkout.js";
 import { hostGitSearchPath } from "../test-hooks.js";
 import { killWorkspaceProcesses } from "../proc/process-set.js";
-import { isComplete, lifecycleEnvironment, str, target, view } from "./common.js";
+import { isComplete, lifecycleEnvironment, parseRequest, target, view } from "./common.js";
 
-const HEX_KEY = /^[0-9a-f]{16,64}$/;
 /** Name prefix of checkouts being built in `<root>/tmp` (pruned by reconcile when abandoned). */
 export const STAGING_PREFIX = "checkout-";
 
 function parseSource(v: unknown): SourceSpec {
   const s = isRecord(v) ? v : {};
-  const subdirectory = normaliseRelativePath(typeof s.subdirectory === "string" ? s.subdirectory : "");
-  if (s.kind === "directory") {
-    const projectKey = str(s, "projectKey");
-    const commit = str(s, "commit");
-    if (!HEX_KEY.test(projectKey) || !SHA_RE.test(commit)) throw new RuntimeError("input", "malformed directory source in agent request");
-    const [shallow, submodules] = [parseShallow(s.shallow), parseSubmodules(s.submodules)];
-    return { kind: "directory", projectKey, commit, branch: str(s, "branch", false), subdirectory, shallow, submodules };
-  }
-  if (s.kind === "git")
-    return { kind: "git", url: str(s, "url"), revision: str(s, "revision", false), newBranch: str(s, "newBranch", false), subdirectory };
-  throw new RuntimeError("input", "agent request has an unknown source kind");
+  // No subdirectory (or one that is not a string) is the checkout itself; an escaping one is refused first.
+  const given: Record<string, unknown> = {
+    ...s,
+    subdirectory: normaliseRelativePath(typeof s.subdirectory === "string" ? s.subdirectory : ""),
+  };
+  if (s.kind === "directory") given.submodules = withShallowDefaults(s.submodules);
+  return parseRequest(SourceSpec, given);
 }
 
 function checkBranch(source: SourceSpec): SourceSpec {
@@ -55,15 +49,10 @@ function checkBranch(source: SourceSpec): SourceSpec {
   return source;
 }
 
-function parseIntegration(v: unknown): IntegrationTarget | null {
+function parseIntegration(v: unknown): SealedIntegration | null {
   if (v === null || v === undefined) return null;
-  if (!isRecord(v)) throw new RuntimeError("input", "malformed integration target in agent request");
-  const i = v;
-  const localPath = str(i, "localPath");
-  const baseBranch = str(i, "baseBranch");
-  const seal = str(i, "seal");
-  if (!localPath.startsWith("/") || baseBranch.startsWith("-") || !/^[0-9a-f]{64}$/.test(seal))
-    throw new RuntimeError("input", "malformed integration target in agent request");
+  // Only these fields reach the manifest.
+  const { localPath, baseBranch, seal } = parseRequest(SealedIntegration, v);
   return { localPath, baseBranch, seal };
 }
 

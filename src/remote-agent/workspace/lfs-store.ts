@@ -9,15 +9,14 @@ import { createHash, type Hash } from "node:crypto";
 import { dirname, join } from "node:path";
 import { Writable } from "node:stream";
 import { RuntimeError } from "../../shared/errors.js";
-import type { LfsPointer, LfsSpec } from "../../shared/agent-api.js";
+import { LfsSpec, type LfsPointer } from "../../shared/agent-api.js";
+import { parseRequest } from "./common.js";
 import { formatBytes, requireSpace } from "../../shared/disk-space.js";
 import { rootLayout } from "../layout.js";
 import { diskInfo, explainNoSpace } from "./disk.js";
 import { INCOMING_PREFIX } from "./pack-intake.js";
 import { TRANSFER_TIMEOUT_MS } from "./git-cache.js";
 import type { Intake } from "./object-fill.js";
-
-const OID_RE = /^[0-9a-f]{64}$/;
 
 /** The store's directory (what `lfs.storage` names; git-lfs keeps `objects/` under it). */
 export function lfsStoreDir(cache: string): string {
@@ -40,19 +39,8 @@ export function hasLfsObject(cache: string, p: { oid: string; size: number }): b
 /** Checks the request's LFS part (the runtime is not trusted with paths or sizes either). */
 export function parseLfsSpec(v: unknown): LfsSpec | null {
   if (v === null || v === undefined) return null;
-  const bad = () => new RuntimeError("input", "malformed LFS pointers in agent request");
-  if (typeof v !== "object" || !Array.isArray((v as LfsSpec).pointers)) throw bad();
-  const spec = v as LfsSpec;
-  for (const p of spec.pointers as unknown[]) {
-    const q = p as LfsPointer;
-    if (typeof q !== "object" || q === null || typeof q.path !== "string" || typeof q.local !== "boolean") throw bad();
-    if (!OID_RE.test(String(q.oid)) || !Number.isSafeInteger(q.size) || q.size < 0) throw bad();
-  }
-  const e = spec.endpoint;
-  if (e !== null && (typeof e !== "object" || !["lfs.url", "remote.origin.lfsurl"].includes(e.key) || typeof e.url !== "string"))
-    throw bad();
-  if (e && (e.url.startsWith("-") || /[\s\0]/.test(e.url))) throw bad();
-  return { pointers: spec.pointers, endpoint: e };
+  const { pointers, endpoint } = parseRequest(LfsSpec, v);
+  return { pointers, endpoint };
 }
 
 /** Splits the byte stream into the objects asked for, writing each into the quarantine then the store. */

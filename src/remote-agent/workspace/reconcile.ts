@@ -3,9 +3,8 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { basename, join } from "node:path";
-import { RuntimeError } from "../../shared/errors.js";
 import type { AgentContext } from "../context.js";
-import type { ReconcileResult } from "../../shared/agent-api.js";
+import { ReconcileRequest, type ReconcileResult } from "../../shared/agent-api.js";
 import { WORKSPACE_PREFIX, rootLayout, workspaceLayout } from "../layout.js";
 import type { WorkspaceManifest } from "./manifest.js";
 import { loadWorkspace, parseManifest } from "./store.js";
@@ -13,7 +12,7 @@ import { createInProgress } from "./claim.js";
 import { cachePath, pruneLockPath } from "./git-cache.js";
 import { TRASH_PREFIX, olderThan, pruneTmp, removeTree } from "./trash.js";
 import { tryLock } from "./holder-lock.js";
-import { removeOwned, str } from "./common.js";
+import { parseRequest, removeOwned } from "./common.js";
 import { STAGING_PREFIX } from "./create.js";
 import { INCOMING_PREFIX } from "./pack-intake.js";
 import { sweepSpares } from "./spare-checkout.js";
@@ -49,11 +48,8 @@ function readDirRecord(dir: string): DirRecord {
  * prunes caches no workspace references and stale trash.
  */
 export async function reconcile(ctx: AgentContext): Promise<ReconcileResult> {
-  const owner = str(ctx.request, "owner");
-  const keepRaw = ctx.request.workspaceIds;
-  if (!Array.isArray(keepRaw) || !keepRaw.every((x) => typeof x === "string"))
-    throw new RuntimeError("input", "reconcile requires workspaceIds");
-  const keep = new Set(keepRaw as string[]);
+  const { owner, workspaceIds } = parseRequest(ReconcileRequest, ctx.request);
+  const keep = new Set(workspaceIds);
   requireMarkedRoot(ctx.root, "reconcile");
   const l = rootLayout(ctx.root);
   const removed: ReconcileResult["removed"] = [];

@@ -9,12 +9,11 @@
 import { existsSync, lstatSync, readdirSync, realpathSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { RuntimeError } from "../../shared/errors.js";
-import { git, gitResult, SHA_RE } from "../../shared/git-exec.js";
+import { git, gitResult } from "../../shared/git-exec.js";
 import { isRecord } from "../../shared/guards.js";
-import { normaliseRelativePath } from "../../shared/relative-path.js";
-import { isSafeSubmoduleName } from "../../shared/submodule-name.js";
 import { checkoutFootprint, requireSpace } from "../../shared/disk-space.js";
-import type { SubmoduleSpec } from "../../shared/agent-api.js";
+import { SubmoduleList, type SubmoduleSpec } from "../../shared/agent-api.js";
+import { parseRequest } from "./common.js";
 import { initCacheAt, moduleCachePath, pinCommit } from "./git-cache.js";
 import { fillObjects, type Intake } from "./object-fill.js";
 import { writeShallowFile } from "./shallow.js";
@@ -27,51 +26,23 @@ export interface CachedSubmodule {
   cache: string;
 }
 
-const malformed = () => new RuntimeError("input", "malformed submodule list in agent request");
-
-/** Commit ids of a shallow boundary in a request (absent = none). */
-export function parseShallow(v: unknown): string[] {
-  if (v === undefined) return [];
-  if (!Array.isArray(v) || !v.every((s): s is string => typeof s === "string" && SHA_RE.test(s))) throw malformed();
-  return v;
+/** A submodule listed without a shallow boundary has its complete history. */
+export function withShallowDefaults(v: unknown): unknown {
+  return Array.isArray(v) ? v.map((m: unknown) => (isRecord(m) && m.shallow === undefined ? { ...m, shallow: [] } : m)) : v;
 }
 
-function insideCheckout(path: string): boolean {
-  try {
-    return normaliseRelativePath(path) === path;
-  } catch {
-    return false;
-  }
-}
-
-/** Checks the request's submodule list: paths inside the checkout, names git accepts, parents first. */
+/** Checks the request's submodule list (SubmoduleList): paths inside the checkout, names git accepts, parents first. */
 export function parseSubmodules(v: unknown): SubmoduleSpec[] {
   if (v === undefined) return [];
-  if (!Array.isArray(v)) throw malformed();
-  return v.map((m: unknown, i): SubmoduleSpec => {
-    if (!isRecord(m)) throw malformed();
-    const { key, name, path, parent, commit, url } = m;
-    const ok =
-      typeof key === "string" &&
-      /^[0-9a-f]{32}$/.test(key) &&
-      typeof name === "string" &&
-      isSafeSubmoduleName(name) &&
-      typeof path === "string" &&
-      path !== "" &&
-      insideCheckout(path) &&
-      typeof parent === "number" &&
-      Number.isInteger(parent) &&
-      parent >= -1 &&
-      parent < i &&
-      typeof commit === "string" &&
-      SHA_RE.test(commit) &&
-      typeof url === "string" &&
-      url !== "" &&
-      !url.startsWith("-") &&
-      !/[\0\n]/.test(url);
-    if (!ok) throw malformed();
-    return { key, name, path, parent, commit, url, shallow: parseShallow(m.shallow) };
-  });
+  return parseRequest(SubmoduleList, withShallowDefaults(v)).map(({ key, name, path, parent, commit, url, shallow }) => ({
+    key,
+    name,
+    path,
+    parent,
+    commit,
+    url,
+    shallow,
+  }));
 }
 
 /** Fills each submodule's cache (asking the runtime for what it lacks) and pins its commit there. */

@@ -5,11 +5,11 @@
 // changed, and removal only ever touches a directory whose manifest names this owner.
 import { RuntimeError } from "../../shared/errors.js";
 import type { AgentContext, OneShotHandlers } from "../context.js";
-import type { InspectResult, MergeInfo, WorkspaceView } from "../../shared/agent-api.js";
+import { AdoptRequest, ExportObjectsRequest, type InspectResult, type MergeInfo, type WorkspaceView } from "../../shared/agent-api.js";
 import { checkoutHead, streamPack } from "./export.js";
 import { loadWorkspace, replaceManifest } from "./store.js";
 import { freezeWorkspaceProcesses, thawWorkspaceProcesses } from "../proc/process-set.js";
-import { incomplete, isComplete, loadComplete, removeOwned, str, target, view } from "./common.js";
+import { incomplete, isComplete, loadComplete, parseRequest, removeOwned, target, view } from "./common.js";
 import { create } from "./create.js";
 import { reconcile } from "./reconcile.js";
 
@@ -78,8 +78,11 @@ async function exportObjects(ctx: AgentContext): Promise<{ head: string; bytes: 
   const { workspaceId } = target(ctx);
   const w = loadComplete(ctx);
   if (!w) throw new RuntimeError("remote", `SSH workspace is missing: ${workspaceId}`);
-  const offered = Array.isArray(ctx.request.haves) ? ctx.request.haves.filter((h): h is string => typeof h === "string") : [];
-  return streamPack(ctx, w.layout.checkout, offered);
+  // Commits it cannot read only make the pack larger: they are left out rather than refused.
+  const raw = ctx.request.haves;
+  const offered = Array.isArray(raw) ? raw.filter((h): h is string => typeof h === "string") : [];
+  const { haves } = parseRequest(ExportObjectsRequest, { ...ctx.request, haves: offered });
+  return streamPack(ctx, w.layout.checkout, haves);
 }
 
 /**
@@ -87,8 +90,7 @@ async function exportObjects(ctx: AgentContext): Promise<{ head: string; bytes: 
  * the manifest must be valid and name `from` as its owner. Idempotent once adopted.
  */
 async function adopt(ctx: AgentContext): Promise<null> {
-  const { workspaceId, owner } = target(ctx);
-  const from = str(ctx.request, "from");
+  const { workspaceId, owner, from } = parseRequest(AdoptRequest, ctx.request);
   let loaded: ReturnType<typeof loadWorkspace>;
   try {
     loaded = loadWorkspace(ctx.root, workspaceId, from);
