@@ -14,7 +14,7 @@ export type ConversationEnd = "end" | "expired" | "client-gone" | "link-lost" | 
 
 /**
  * The request frame as it arrived: `op` and `root` are checked by the dispatcher; every other
- * field is checked by the op that reads it (the agent trusts no input).
+ * field is checked by the op that reads it, with its request schema (the agent trusts no input).
  */
 export interface ReceivedRequest {
   op: string;
