@@ -6,8 +6,8 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../../shared/errors.js";
-import type { AgentContext } from "../context.js";
-import { SealedIntegration, SourceSpec, type CreateResult } from "../../shared/agent-api.js";
+import type { AgentContext, ReceivedRequest } from "../context.js";
+import { CreateRequest, SourceSpec, WorkspaceTarget, type CreateResult } from "../../shared/agent-api.js";
 import { isRecord } from "../../shared/guards.js";
 import { holdWorkspaceHook, workspaceHooks } from "../test-hooks.js";
 import { normaliseRelativePath } from "../../shared/relative-path.js";
@@ -23,11 +23,11 @@ import { explainNoSpace } from "./disk.js";
 import { materializeCheckout, resolveWorkspaceRoot } from "./checkout.js";
 import { createUnderWay } from "./spare-checkout.js";
 import { FrameInbox } from "./frame-inbox.js";
-import { fillLfsStore, parseLfsSpec } from "./lfs-store.js";
+import { fillLfsStore } from "./lfs-store.js";
 import { hasGitLfs } from "./lfs-checkout.js";
 import { hostGitSearchPath } from "../test-hooks.js";
 import { killWorkspaceProcesses } from "../proc/process-set.js";
-import { isComplete, lifecycleEnvironment, parseRequest, target, view } from "./common.js";
+import { isComplete, lifecycleEnvironment, parseRequest, view } from "./common.js";
 
 /** Name prefix of checkouts being built in `<root>/tmp` (pruned by reconcile when abandoned). */
 export const STAGING_PREFIX = "checkout-";
@@ -49,11 +49,29 @@ function checkBranch(source: SourceSpec): SourceSpec {
   return source;
 }
 
-function parseIntegration(v: unknown): SealedIntegration | null {
-  if (v === null || v === undefined) return null;
-  // Only these fields reach the manifest.
-  const { localPath, baseBranch, seal } = parseRequest(SealedIntegration, v);
-  return { localPath, baseBranch, seal };
+/**
+ * The create request, checked in the order the agent has always used: target, source, relativeCwd,
+ * integration, LFS. What it tolerates is defaulted first: no relativeCwd is the root, a purpose that
+ * is not a string is none, and a git source's integration and LFS parts are ignored.
+ */
+function parseCreate(req: ReceivedRequest): CreateRequest {
+  const { workspaceId, owner } = parseRequest(WorkspaceTarget, req);
+  const source = checkBranch(parseSource(req.source));
+  const relativeCwd = normaliseRelativePath(typeof req.relativeCwd === "string" ? req.relativeCwd : "");
+  const directory = source.kind === "directory";
+  const r = parseRequest(CreateRequest, {
+    ...req,
+    source,
+    relativeCwd,
+    purpose: typeof req.purpose === "string" ? req.purpose : null,
+    integration: directory ? (req.integration ?? null) : null,
+    lfs: directory ? (req.lfs ?? null) : null,
+  });
+  // Only these fields of the integration target reach the manifest.
+  const i = r.integration;
+  const integration = i && { localPath: i.localPath, baseBranch: i.baseBranch, seal: i.seal };
+  const lfs = r.lfs ? { pointers: r.lfs.pointers, endpoint: r.lfs.endpoint } : null;
+  return { workspaceId, owner, source, relativeCwd, purpose: r.purpose, integration, lfs };
 }
 
 function sourceKey(source: SourceSpec): string {
@@ -84,16 +102,10 @@ export async function create(ctx: AgentContext): Promise<CreateResult> {
 
 async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
   const startedAt = Date.now();
-  const { workspaceId, owner } = target(ctx);
-  const req = ctx.request;
-  const source = checkBranch(parseSource(req.source));
-  const relativeCwd = normaliseRelativePath(typeof req.relativeCwd === "string" ? req.relativeCwd : "");
+  const { workspaceId, owner, source, relativeCwd, purpose, integration, lfs: lfsSpec = null } = parseCreate(ctx.request);
   const hooks = workspaceHooks(ctx.root, workspaceId);
-  const integration = source.kind === "directory" ? parseIntegration(req.integration) : null;
-  const purpose = typeof req.purpose === "string" ? req.purpose : null;
   const inbox = new FrameInbox(ctx);
   const projectKey = sourceKey(source);
-  const lfsSpec = source.kind === "directory" ? parseLfsSpec(req.lfs) : null;
   const searchPath = hostGitSearchPath(ctx.root) ?? process.env.PATH ?? "";
 
   const loaded = loadWorkspace(ctx.root, workspaceId, owner);

@@ -9,8 +9,7 @@ import { createHash, type Hash } from "node:crypto";
 import { dirname, join } from "node:path";
 import { Writable } from "node:stream";
 import { RuntimeError } from "../../shared/errors.js";
-import { LfsSpec, type LfsPointer } from "../../shared/agent-api.js";
-import { parseRequest } from "./common.js";
+import type { LfsPointer, LfsSpec } from "../../shared/agent-api.js";
 import { formatBytes, requireSpace } from "../../shared/disk-space.js";
 import { rootLayout } from "../layout.js";
 import { diskInfo, explainNoSpace } from "./disk.js";
@@ -34,13 +33,6 @@ export function hasLfsObject(cache: string, p: { oid: string; size: number }): b
   } catch {
     return false;
   }
-}
-
-/** Checks the request's LFS part (the runtime is not trusted with paths or sizes either). */
-export function parseLfsSpec(v: unknown): LfsSpec | null {
-  if (v === null || v === undefined) return null;
-  const { pointers, endpoint } = parseRequest(LfsSpec, v);
-  return { pointers, endpoint };
 }
 
 /** Splits the byte stream into the objects asked for, writing each into the quarantine then the store. */
