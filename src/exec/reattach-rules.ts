@@ -4,7 +4,7 @@
 // generations keep a broker's abandon from reaping an exec its wrapper came back to, and the
 // messages a user sees when the exec cannot continue. exec-link.ts does the I/O these rules decide.
 // The daemon's half (detach, replay, expiry) is src/remote-agent/exec/exec-session.ts; the frame
-// counting both share is src/shared/resume.ts.
+// counting both share is src/shared/stream-replay.ts.
 import { RuntimeError, type ErrorClass } from "../shared/errors.js";
 import { randomHex } from "../shared/random.js";
 import type { AgentChannel } from "../transport/agent-channel.js";
@@ -131,7 +131,7 @@ export function nextAttemptDelay(attempt: number, deadline: number, now: number)
  * Every attempt is a new attach generation (exec.run's conversation is 0), named to the broker
  * and the daemon, so an abandon a broker issues for an earlier one (it saw that conversation's
  * client go) can never reap the exec this attempt is re-attaching to (abandonApplies in
- * src/shared/resume.ts). A wrapper that gives up destroys its stream, which the broker and the
+ * src/shared/stream-replay.ts). A wrapper that gives up destroys its stream, which the broker and the
  * daemon take as its client being gone: that, not this side, abandons the exec.
  */
 export function nextGen(gen: number): number {

@@ -307,7 +307,7 @@ export const CreateRequest = object({
 });
 export type CreateRequest = Infer<typeof CreateRequest>;
 
-/** A resume token (src/shared/resume.ts). */
+/** A resume token (src/shared/stream-replay.ts). */
 const isToken = matching(RESUME_TOKEN);
 const isAttachGen = intIn(0, MAX_ATTACH_GEN);
 
@@ -425,7 +425,7 @@ export type AgentRequest<Op extends AgentOp = AgentOp> = { op: Op; root: string 
  * a client-gone notice. The last is how a client-gone reset the lost channel could not carry
  * reaches the daemon on the next one: it names the resumable exec's conversation (its token and
  * attach generation), and the daemon abandons that exec unless its wrapper has asked for a later
- * attachment since (src/shared/resume.ts); the daemon ends the stream once it has applied it.
+ * attachment since (src/shared/stream-replay.ts); the daemon ends the stream once it has applied it.
  */
 export const ClientGoneHeader = object({ kind: literal("client-gone"), token: isToken, gen: isAttachGen });
 export type ClientGoneHeader = Infer<typeof ClientGoneHeader>;
