@@ -4,9 +4,9 @@
 // cache of what the hosts themselves say, so losing it costs round trips, never a workspace.
 import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { randomBytes } from "node:crypto";
 import { brokerDir } from "../paths.js";
 import { sha256Hex } from "../../shared/sha256.js";
+import { randomHex } from "../../shared/random.js";
 
 /** A host found unreachable is not waited for again by creates for this long (distcc uses 60 s). */
 export const DOWN_BACKOFF_MS = 30_000;
@@ -30,7 +30,7 @@ function sub(...parts: string[]): string | null {
 }
 
 export function writeAtomic(path: string, text: string): void {
-  const tmp = `${path}.${randomBytes(6).toString("hex")}.tmp`;
+  const tmp = `${path}.${randomHex(6)}.tmp`;
   writeFileSync(tmp, text, { mode: 0o600 });
   renameSync(tmp, path);
 }
@@ -99,7 +99,7 @@ export function recentlyDown(hostId: string, now = Date.now()): string | null {
 export function reserve(hostId: string): () => void {
   const dir = sub("inflight");
   if (dir === null) return () => {};
-  const path = join(dir, `${hostId}.${process.pid}.${randomBytes(4).toString("hex")}`);
+  const path = join(dir, `${hostId}.${process.pid}.${randomHex(4)}`);
   writeFileSync(path, "", { mode: 0o600 });
   return () => rmSync(path, { force: true });
 }
