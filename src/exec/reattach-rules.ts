@@ -120,10 +120,12 @@ export function stillReattaching(s: ExecLinkState): boolean {
 
 /**
  * The next attempt's wait, or null when it would end past the grace (`deadline`): then the link
- * waits out the rest of the grace and gives up.
+ * waits out the rest of the grace and gives up. The first attempt goes at once: a broker holds it
+ * while the link is down and so sees the wrapper die, whereas between attempts nothing would tell
+ * the daemon (the exec would outlive its wrapper by the whole grace). Later ones back off.
  */
 export function nextAttemptDelay(attempt: number, deadline: number, now: number): number | null {
-  const wait = reconnectDelay(attempt);
+  const wait = attempt === 0 ? 0 : reconnectDelay(attempt - 1);
   return now + wait >= deadline ? null : wait;
 }
 

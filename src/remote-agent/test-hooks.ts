@@ -10,6 +10,8 @@
 // terminal (python3, script, stty): a directory without them forces the sshd pty fallback.
 //   {"host": {"git": {"searchPath": "<dir>:<dir>"}}} replaces the PATH a create's checkout and
 // `facts` find git and git-lfs on: a directory holding only git hides git-lfs from this host.
+//   {"host": {"daemon": {"dropClientGone": n}}}: the host daemon refuses the first n client-gone
+// notices it receives without applying them, as a daemon that lost them would.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { isRecord, parseJson } from "../shared/guards.js";
@@ -71,4 +73,10 @@ export function execHooks(root: string, execId: string): ExecHooks {
 export function hostGitSearchPath(root: string): string | undefined {
   const h = hooksFor(root, "host", "git");
   return typeof h.searchPath === "string" ? h.searchPath : undefined;
+}
+
+/** How many client-gone notices the host daemon refuses unapplied (0: none). */
+export function droppedClientGoneNotices(root: string): number {
+  const n = hooksFor(root, "host", "daemon").dropClientGone;
+  return typeof n === "number" && Number.isInteger(n) && n > 0 ? Math.min(n, 100) : 0;
 }

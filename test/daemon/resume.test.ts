@@ -15,11 +15,12 @@ import { afterEach, describe, expect, it } from "vitest";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { isGone } from "../../src/shared/proc-stat.js";
 import { generateKeyPair } from "../../src/demo/key-pair.js";
-import { alive, brokerStats } from "../support/broker.js";
+import { alive, brokerStats, targetOf } from "../support/broker.js";
+import { setDaemonDropsClientGone } from "../support/test-hooks.js";
 import { ExecWorkspace, exitOf, sleep, type ExecHandle } from "../support/exec.js";
 import { daemonsOf, finish, relaysOf, runtimeProcesses } from "../support/host-daemon.js";
 import { waitFor } from "../rig/rig.js";
-import { PATH, counter, daemonLog, expectOneToN, faultRig, lines, recordOf } from "../support/resume.js";
+import { PATH, counter, daemonLog, expectOneToN, explained, faultRig, lines, recordOf } from "../support/resume.js";
 import { needs, skipUnless } from "../support/needs.js";
 import { onHost, requireView } from "../support/host-view.js";
 
@@ -137,10 +138,36 @@ describe("resumable execs", () => {
     // Link loss is not abandonment: nothing is reaped while the link is down.
     await sleep(3000);
     expect(requireView().isGone(rec.pid!, rec.startTime!)).toBe(false);
+    console.log(`link back at ${new Date().toISOString()}`);
     end();
-    await waitFor(() => requireView().isGone(rec.pid!, rec.startTime!), 10_000);
+    await explained(ws, () => waitFor(() => requireView().isGone(rec.pid!, rec.startTime!), 10_000));
     await waitFor(() => recordOf(ws, h)?.state === "abandoned" && recordOf(ws, h)?.reaped === true, 5000);
     expect(await ws.processes()).toEqual([]);
+  }, 120_000);
+
+  it("a client-gone notice the daemon refuses is sent again while the link stays up: the workload is still gone within 10 s", async () => {
+    const { proxy, ws } = await proxiedWorkspace("resume-notice-retry", { keepaliveIntervalMs: 1000 });
+    setDaemonDropsClientGone(ws.configuredRoot, 1);
+    const h = ws.start({ argv: ["/bin/sh", "-c", "sleep 74 & echo ready; wait"], env: PATH });
+    await h.waitOutput("ready\n");
+    const rec = recordOf(ws, h)!;
+    const options = parseRuntimeOptions(ws.options);
+    const end = outage(() => proxy.blackhole());
+    await linkDeclaredDead(ws, options);
+    // The wrapper waits in the broker by now (its first re-attach goes at once).
+    await sleep(1000);
+    h.child.kill("SIGKILL");
+    await h.done;
+    await sleep(1000);
+    end();
+    await explained(ws, () => waitFor(() => requireView().isGone(rec.pid!, rec.startTime!), 10_000));
+    expect(daemonLog(ws)).toMatch(/test hook: a client-gone notice was refused unapplied/);
+    expect(readFileSync((await targetOf(options)).paths.log, "utf8")).toMatch(
+      /reporting a gone client failed \(tried again shortly\)[^]*reported gone to the host daemon/,
+    );
+    await waitFor(() => recordOf(ws, h)?.state === "abandoned" && recordOf(ws, h)?.reaped === true, 5000);
+    // Nothing pending keeps the broker busy: its connection carries no channel but the daemon's.
+    expect((await brokerStats(options))?.liveChannels).toBe(0);
   }, 120_000);
 
   it("an outage longer than reconnectGraceMs: reaped on the host during it, the wrapper exits with a network error naming host and grace, nothing left", async () => {
@@ -157,7 +184,7 @@ describe("resumable execs", () => {
     expect((r.events[1] as { message: string }).message).toBe(r.stderr.trimEnd());
     expect(r.code).toBe(1);
     // The daemon gave up at the same bound, still during the outage.
-    await waitFor(() => requireView().isGone(rec.pid!, rec.startTime!), 20_000);
+    await explained(ws, () => waitFor(() => requireView().isGone(rec.pid!, rec.startTime!), 20_000));
     expect(daemonLog(ws)).toMatch(/reconnect grace \(5000 ms\) ran out: reaping it/);
     await waitFor(() => recordOf(ws, h)?.state === "abandoned" && recordOf(ws, h)?.reaped === true, 5000);
     end();
@@ -234,7 +261,7 @@ describe("resumable execs", () => {
     expect(r.events.map((e) => e.type)).toEqual(["started", "error"]);
     expect(r.stderr).toMatch(/^connection to \S+ was lost/);
     expect(r.code).toBe(1);
-    await waitFor(() => requireView().isGone(rec.pid!, rec.startTime!), 10_000);
+    await explained(ws, () => waitFor(() => requireView().isGone(rec.pid!, rec.startTime!), 10_000));
     await waitFor(() => recordOf(ws, h)?.state === "abandoned" && recordOf(ws, h)?.reaped === true, 5000);
   }, 120_000);
 

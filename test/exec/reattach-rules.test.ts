@@ -86,8 +86,11 @@ describe("exec-link lifecycle", () => {
       expect(d).toBeGreaterThanOrEqual(Math.round(Math.min(RECONNECT_MAX_MS, RECONNECT_MIN_MS * 2 ** a) * 0.75));
       expect(d).toBeLessThanOrEqual(Math.round(RECONNECT_MAX_MS * 1.25));
     }
-    expect(nextAttemptDelay(0, 10_000, 0)).not.toBeNull();
-    expect(nextAttemptDelay(0, 100, 0)).toBeNull();
+    // The first re-attach goes at once; the next ones back off, none past the grace.
+    expect(nextAttemptDelay(0, 10_000, 0)).toBe(0);
+    expect(nextAttemptDelay(1, 10_000, 0)).toBeGreaterThanOrEqual(Math.round(RECONNECT_MIN_MS * 0.75));
+    expect(nextAttemptDelay(0, 0, 0)).toBeNull();
+    expect(nextAttemptDelay(1, 100, 0)).toBeNull();
   });
 });
 

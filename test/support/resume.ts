@@ -10,7 +10,7 @@ import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { execRecordPath, readRecordFile } from "../../src/remote-agent/exec/records.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import type { DelayProxy } from "../../bench/delay-proxy.mjs";
-import { brokerStats } from "./broker.js";
+import { brokerStats, targetOf } from "./broker.js";
 import { ExecWorkspace, exitOf, sleep, type ExecHandle, type ExecResult } from "./exec.js";
 import { finish, throughProxy } from "./host-daemon.js";
 import { onHost } from "./host-view.js";
@@ -34,6 +34,32 @@ export async function expectOneToN(h: { done: Promise<ExecResult> }, n: number, 
 
 export function daemonLog(ws: ExecWorkspace): string {
   return readFileSync(onHost(join(ws.configuredRoot, "run", `daemon-${agentBundle().hash}.log`)), "utf8");
+}
+
+/**
+ * Runs a timed wait; when it fails, the error carries the broker's log and the end of the host
+ * daemon's, so a CI run that misses a bound says which step took the time.
+ */
+export async function explained<T>(ws: ExecWorkspace, wait: () => Promise<T>): Promise<T> {
+  try {
+    return await wait();
+  } catch (err) {
+    const tail = (text: string) => text.split("\n").slice(-30).join("\n");
+    let broker = "(no broker log)";
+    try {
+      broker = tail(readFileSync((await targetOf(parseRuntimeOptions(ws.options))).paths.log, "utf8"));
+    } catch (e) {
+      broker = `(broker log unreadable: ${(e as Error).message})`;
+    }
+    let daemon = "(no daemon log)";
+    try {
+      daemon = tail(daemonLog(ws));
+    } catch (e) {
+      daemon = `(daemon log unreadable: ${(e as Error).message})`;
+    }
+    const at = new Date().toISOString();
+    throw new Error(`${(err as Error).message} (at ${at})\n--- broker log:\n${broker}\n--- daemon log:\n${daemon}`, { cause: err });
+  }
 }
 
 /** The host's record of an exec (its state, pid, start time), as the host daemon wrote it. */

@@ -58,3 +58,8 @@ export function setExecHooks(root: string, execId: string, hooks: ExecHooks): vo
 export function setHostGitSearchPath(root: string, searchPath: string): void {
   write(root, "host", "git", { searchPath });
 }
+
+/** The host daemon refuses the first `n` client-gone notices it receives, unapplied. */
+export function setDaemonDropsClientGone(root: string, n: number): void {
+  write(root, "host", "daemon", { dropClientGone: n });
+}

@@ -132,8 +132,8 @@ export class BrokerServer {
       this.lostPath = true;
       this.cfg.log("socket path taken over by another broker; finishing current channels");
     }
-    // Client-gone notices to deliver: keep reaching for the host (a reconnect gives up after its window).
-    if (this.pool.clientGonePending > 0 && ++this.ticks % 10 === 0) this.pool.warmUp();
+    // Client-gone notices to deliver: every second, send them or keep reaching for the host.
+    if (this.pool.clientGonePending > 0 && ++this.ticks % 2 === 0) this.pool.deliverPending();
     const idle = this.clients.size === 0 && !this.pool.busy;
     if (!idle) return;
     if (this.lostPath) return void this.stop("replaced and idle");
@@ -236,34 +236,45 @@ export class BrokerServer {
     // Read while waiting, or its going away (EOF on a half-open socket) would not be seen; a
     // client sends nothing before our answer, but whatever it does send is kept for the stream.
     let gone = false;
+    let wake!: () => void;
+    const left = new Promise<null>((resolve) => (wake = () => resolve(null)));
     const early: Buffer[] = [];
     const onData = (d: Buffer) => early.push(d);
-    const onGone = () => (gone = true);
+    const onGone = () => {
+      gone = true;
+      wake();
+    };
     sock.on("data", onData).once("end", onGone).once("close", onGone);
     sock.resume();
-    for (;;) {
-      try {
-        const lease = await this.pool.stream();
-        if (!gone) {
-          sock.pause();
-          sock.off("data", onData).off("end", onGone).off("close", onGone);
-          if (early.length > 0) sock.unshift(Buffer.concat(early));
-          return this.bridgeStream(sock, lease, session);
-        }
-        lease.stream.reset("client-gone");
-        lease.release();
-      } catch (err) {
-        if (!gone && (this.stopping || (err instanceof RuntimeError && err.errorClass !== "network"))) throw err;
-        if (!gone) {
-          await new Promise((r) => setTimeout(r, SESSION_RETRY_MS));
-          if (!gone) continue;
-        }
+    while (!gone) {
+      const attempt = this.pool.stream().then(
+        (lease) => ({ lease }),
+        (err: unknown) => ({ err }),
+      );
+      const got = await Promise.race([attempt, left]);
+      if (got === null || gone) {
+        // Gone while waiting: the daemon hears it as a notice once a channel is back, not on the
+        // stream this wait may still get (a plain one that names no exec), which is given back.
+        void attempt.then((r) => {
+          if (!("lease" in r)) return;
+          r.lease.stream.reset("client-gone");
+          r.lease.release();
+        });
+        break;
       }
-      sock.destroy();
-      this.cfg.log("the wrapper of a resumable exec went away while waiting for the link: the daemon hears it once a channel is back");
-      this.pool.clientGoneWhenBack(session);
-      return;
+      if ("lease" in got) {
+        sock.pause();
+        sock.off("data", onData).off("end", onGone).off("close", onGone);
+        if (early.length > 0) sock.unshift(Buffer.concat(early));
+        return this.bridgeStream(sock, got.lease, session);
+      }
+      const err = got.err;
+      if (this.stopping || (err instanceof RuntimeError && err.errorClass !== "network")) throw err;
+      await Promise.race([new Promise((r) => setTimeout(r, SESSION_RETRY_MS)), left]);
     }
+    sock.destroy();
+    this.cfg.log("the wrapper of a resumable exec went away while waiting for the link: the daemon hears it once a channel is back");
+    this.pool.clientGoneWhenBack(session);
   }
 
   /**

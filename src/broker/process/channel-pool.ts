@@ -76,6 +76,8 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
    */
   private readonly undelivered = new Map<string, { gen: number; until: number; after: { link: DaemonLink; opened: number } | null }>();
   private flushing = false;
+  /** Notices were added while a flush ran: it makes one more pass. */
+  private flushAgain = false;
   /** The latest generation each named conversation was opened at through this broker (bounded likewise). */
   private readonly latestGen = new Map<string, number>();
 
@@ -376,26 +378,53 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     return after.link.connected && after.link.channelsOpened === after.opened && this.conns.some((c) => c.host.link === after.link);
   }
 
+  /**
+   * Sends the pending client-gone notices on the current channel. One flush at a time; a notice
+   * added meanwhile is sent by the same flush before it ends (it may have been added just after
+   * the flush's last look), and one that failed is tried again by deliverPending's next call.
+   */
   private async flushClientGone(): Promise<void> {
-    if (this.flushing || this.undelivered.size === 0) return;
-    const conn = this.conns[0];
-    if (!conn) return;
+    if (this.flushing) {
+      this.flushAgain = true;
+      return;
+    }
     this.flushing = true;
     try {
-      for (const [token, a] of [...this.undelivered]) {
-        if (a.after && a.after.link === conn.host.link && a.after.link.channelsOpened === a.after.opened) continue;
-        try {
-          await this.noticeClientGone(conn.host.link, { kind: "client-gone", token, gen: a.gen });
-          if (this.undelivered.get(token) === a) this.undelivered.delete(token);
-          this.log("a client that went away during an outage was reported gone to the host daemon");
-        } catch (err) {
-          this.log(`reporting a gone client failed (kept for the next channel): ${oneLine((err as Error).message)}`);
-          break;
-        }
-      }
+      do {
+        this.flushAgain = false;
+        if (!(await this.flushOnce())) return;
+      } while (this.flushAgain);
     } finally {
       this.flushing = false;
     }
+  }
+
+  /** One pass over the pending notices; false when one failed (the rest wait for the next try). */
+  private async flushOnce(): Promise<boolean> {
+    const conn = this.conns[0];
+    if (!conn) return false;
+    for (const [token, a] of [...this.undelivered]) {
+      if (a.after && a.after.link === conn.host.link && a.after.link.channelsOpened === a.after.opened) continue;
+      try {
+        await this.noticeClientGone(conn.host.link, { kind: "client-gone", token, gen: a.gen });
+        if (this.undelivered.get(token) === a) this.undelivered.delete(token);
+        this.log("a client that went away during an outage was reported gone to the host daemon");
+      } catch (err) {
+        this.log(`reporting a gone client failed (tried again shortly): ${oneLine((err as Error).message)}`);
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /**
+   * Client-gone notices are pending: send them now when the daemon channel is up (a notice that
+   * failed on a channel that stayed up would otherwise wait for the next channel, keeping its
+   * workload alive for the whole grace), else reach for the host (a reconnect gives up after its window).
+   */
+  deliverPending(): void {
+    if (this.conns[0]?.host.link.connected) void this.flushClientGone();
+    else this.warmUp();
   }
 
   /** One client-gone notice: the daemon ends the stream once it has applied it (bounded). */

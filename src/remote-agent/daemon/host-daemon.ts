@@ -36,6 +36,7 @@ import { expandRoot } from "../root.js";
 import { DAEMON_SOCKET, daemonPaths, idleArg, type DaemonPaths } from "./paths.js";
 import { probeDaemon } from "./probe.js";
 import { sweepOrphanedExecs } from "./sweep.js";
+import { droppedClientGoneNotices } from "../test-hooks.js";
 import { terminalSupport } from "../exec/pty.js";
 import { enableSpareCheckouts, spareBuildsRunning, stopSpareBuilds } from "../workspace/spare-checkout.js";
 
@@ -83,6 +84,8 @@ class Daemon {
   private draining = false;
   /** Counters of arrivals, so a drain can tell whether anything came in meanwhile. */
   private arrivals = 0;
+  /** Client-gone notices refused by the dropClientGone test hook so far. */
+  private noticesDropped = 0;
   private lastBusy = Date.now();
   private ino = 0;
   private swept: Promise<unknown> = Promise.resolve();
@@ -142,6 +145,11 @@ class Daemon {
     if (header.kind === "client-gone") {
       // The late delivery of a resumable exec's client-gone reset; after the sweep, like every op.
       if (!ClientGoneHeader(header)) return stream.reset("refused", "malformed client-gone notice");
+      if (this.noticesDropped < droppedClientGoneNotices(this.paths.root)) {
+        this.noticesDropped++;
+        log("test hook: a client-gone notice was refused unapplied");
+        return stream.reset("error", "refused by a test hook");
+      }
       void this.swept.then(() => {
         clientGone(header.token, header.gen);
         stream.end();
