@@ -121,7 +121,10 @@ export class BrokerHost implements RemoteHost {
 
   async openAgent(opts: AgentOpenOptions = {}): Promise<AgentChannel> {
     const sock = await this.request(agentRequest(opts, this.first.failFast), opts.waitUntil);
-    const ch = new AgentChannel({ stdin: sock, stdout: sock, destroy: () => sock.destroy() });
+    const ch = new AgentChannel(
+      { stdin: sock, stdout: sock, destroy: () => sock.destroy() },
+      { peer: `${this.options.host}:${this.options.port}` },
+    );
     sock.resume();
     await ch.ready;
     return ch;

@@ -42,12 +42,22 @@ export class AgentChannel extends EventEmitter<AgentChannelEvents> {
   /** Resolves when the agent's ready marker has been seen. */
   readonly ready: Promise<void>;
 
+  /**
+   * An `error` the agent (or a broker, for a lost link) sent before anyone listened: it arrives in
+   * the same chunk as the ready marker when the conversation was lost at once, and is the answer
+   * to the request that comes next.
+   */
+  private unheardError: Extract<AgentMessage, { type: "error" }> | null = null;
+  /** Who the agent runs for, in messages (`host:port`). */
+  private readonly peer: string;
+
   /** `marker: false`: frames start at once (a mux stream carries no shell output). */
   constructor(
     private readonly io: ByteDuplex,
-    opts: { marker?: boolean } = {},
+    opts: { marker?: boolean; peer?: string } = {},
   ) {
     super();
+    this.peer = opts.peer ? ` on ${opts.peer}` : "";
     this.ready = new Promise((res, rej) => {
       this.readyResolve = res;
       this.readyReject = rej;
@@ -93,7 +103,13 @@ export class AgentChannel extends EventEmitter<AgentChannelEvents> {
       this.destroy();
       return;
     }
-    for (const f of frames) this.emit("frame", f);
+    for (const f of frames) {
+      if (this.listenerCount("frame") === 0 && f.kind === FrameKind.Json) {
+        const msg = decodeAgentMessage(f.payload);
+        if (msg?.type === "error") this.unheardError ??= msg;
+      }
+      this.emit("frame", f);
+    }
   }
 
   /**
@@ -158,10 +174,18 @@ export class AgentChannel extends EventEmitter<AgentChannelEvents> {
    */
   async request<Op extends OneShotOp>(req: AgentRequest<Op>, timeoutMs = 120_000): Promise<AgentAnswer<Op>> {
     return new Promise<AgentAnswer<Op>>((resolve, reject) => {
+      const closedError = () => new RuntimeError("network", `connection to the remote agent${this.peer} closed during ${req.op}`);
+      const early = this.unheardError;
+      if (early) {
+        this.unheardError = null;
+        return reject(fromWireError(early));
+      }
+      // Closed before the request: no close event is coming any more, so say so now.
+      if (this.closedFlag) return reject(closedError());
       const timer = setTimeout(() => {
         cleanup();
         this.destroy();
-        reject(new RuntimeError("network", `remote agent did not answer ${req.op} within ${timeoutMs} ms`));
+        reject(new RuntimeError("network", `remote agent${this.peer} did not answer ${req.op} within ${timeoutMs} ms`));
       }, timeoutMs);
       const onFrame = (f: Frame) => {
         if (f.kind !== FrameKind.Json) return;
@@ -181,7 +205,7 @@ export class AgentChannel extends EventEmitter<AgentChannelEvents> {
       };
       const onClose = () => {
         cleanup();
-        reject(new RuntimeError("network", `connection to the remote agent closed during ${req.op}`));
+        reject(closedError());
       };
       const cleanup = () => {
         clearTimeout(timer);

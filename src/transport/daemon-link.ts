@@ -164,7 +164,7 @@ export class DaemonLink {
 
   agentOver(stream: MuxStream, resumable = false): AgentChannel {
     const io = streamAsDuplex(stream);
-    const ch = new AgentChannel({ stdin: io, stdout: io, destroy: () => io.destroy() }, { marker: false });
+    const ch = new AgentChannel({ stdin: io, stdout: io, destroy: () => io.destroy() }, { marker: false, peer: this.starter.target });
     stream.once("close", (info) => {
       if (info.reason === null || info.reason === "client-gone") return;
       if (resumable) ch.destroy();

@@ -244,6 +244,28 @@ describe("host daemon", () => {
     expect(next?.pid).not.toBe(rec.agentPid);
   }, 120_000);
 
+  it("a daemon stopped with SIGTERM reaps its live execs at once: each wrapper ends with one event, nothing is left on the host", async () => {
+    const ws = new ExecWorkspace("daemon-term");
+    cleanups.push(() => finish(ws));
+    await ws.create();
+    const execs = await liveExecs(ws, 2, "62");
+    const agentPid = execs[0]!.record()!.agentPid;
+    const started = Date.now();
+    requireView().kill(agentPid, "SIGTERM");
+    for (const { pid, startTime } of execs) await waitFor(() => requireView().isGone(pid, startTime), 5000);
+    expect(Date.now() - started).toBeLessThan(5000);
+    for (const { h, record } of execs) {
+      const r = await h.done;
+      const types = r.events.map((e) => e.type);
+      expect(types[0]).toBe("started");
+      expect(types).toHaveLength(2);
+      expect(["exit", "error"]).toContain(types[1]);
+      expect(record()).toMatchObject({ state: "abandoned", reaped: true, agentPid });
+    }
+    await waitFor(() => !aliveOnHost(agentPid), 5000);
+    expect(await ws.processes()).toEqual([]);
+  }, 120_000);
+
   it("reconnectGraceMs 0: a reset link ends live execs with a network error naming the connection, reaps their workloads, and the broker reconnects", async () => {
     const { proxy, options } = await throughProxy({ reconnectGraceMs: 0 });
     const ws = new ExecWorkspace("daemon-cut", options);

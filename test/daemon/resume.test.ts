@@ -8,7 +8,7 @@
 // in resume-stalls.test.ts.)
 import { createHash, randomBytes } from "node:crypto";
 import { execFileSync, execSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { Readable } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
@@ -142,6 +142,28 @@ describe("resumable execs", () => {
     end();
     await explained(ws, () => waitFor(() => requireView().isGone(rec.pid!, rec.startTime!), 10_000));
     await waitFor(() => recordOf(ws, h)?.state === "abandoned" && recordOf(ws, h)?.reaped === true, 5000);
+    expect(await ws.processes()).toEqual([]);
+  }, 120_000);
+
+  it("an outage between the workload's start and its `started`, the wrapper SIGKILLed during it: the workload is gone within 10 s after the link returns", async () => {
+    const { proxy, ws } = await proxiedWorkspace("resume-before-started", { keepaliveIntervalMs: 1000 });
+    // `started` is held back 8 s after the workload runs, so the link goes while it is unsent.
+    const h = ws.start({ argv: ["/bin/sh", "-c", "echo $$ > wl.pid; exec sleep 76"], env: PATH }, { delayIdentityMs: 8000 });
+    const pidFile = onHost(join(ws.root, "wl.pid"));
+    await waitFor(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").endsWith("\n"), 30_000);
+    const pid = Number(readFileSync(pidFile, "utf8"));
+    const options = parseRuntimeOptions(ws.options);
+    const end = outage(() => proxy.blackhole());
+    await linkDeclaredDead(ws, options);
+    await sleep(1000);
+    h.child.kill("SIGKILL");
+    const r = await h.done;
+    expect(r.events).toEqual([]);
+    // Past the held-back `started`: its publication found the link gone, and nothing is reaped yet.
+    await sleep(5000);
+    expect(requireView().isGone(pid)).toBe(false);
+    end();
+    await explained(ws, () => waitFor(() => requireView().isGone(pid), 10_000));
     expect(await ws.processes()).toEqual([]);
   }, 120_000);
 
