@@ -3,7 +3,9 @@
 // crashed broker) is not the end of an exec, pipes or a terminal the host daemon owns — output
 // arrives exactly once and in order, stdin written during the outage arrives once, resizes issued
 // during it are acknowledged once after it, the exit status is kept (sshd's own pty cannot survive
-// and says so) — while a wrapper that dies during an outage, or an outage longer than reconnectGraceMs, still leaves nothing on the host.
+// and says so) — while a wrapper that dies during an outage (also one that began before the
+// workload's `started`, and when the daemon refuses the first client-gone notice), or an outage
+// longer than reconnectGraceMs, still leaves nothing on the host.
 // (reconnectGraceMs 0, today's loss rule, is covered in daemon.test.ts; the minute-long silent links
 // in resume-stalls.test.ts.)
 import { createHash, randomBytes } from "node:crypto";
