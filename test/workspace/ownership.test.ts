@@ -40,11 +40,13 @@ function remoteUid(root: string): { uid: number; gid: number } {
 /** Plants `<dir>` for `workspaceId` with the given manifest text (null = no manifest, a sentinel only). */
 function plant(root: string, workspaceId: string, manifest: string | null): string {
   const { dir } = workspaceLayout(root, workspaceId);
-  mkdirSync(onHost(dir), { recursive: true });
+  // Only what this creates is handed to the host user: the rest of the root is the daemon's, and
+  // its spare builds come and go under it (a chown of the whole root raced a vanishing HEAD.lock).
+  const created = mkdirSync(onHost(dir), { recursive: true }) ?? onHost(dir);
   writeFileSync(onHost(join(dir, "sentinel")), "foreign\n");
   if (manifest !== null) writeFileSync(onHost(join(dir, "manifest.json")), manifest);
   const { uid, gid } = remoteUid(root);
-  execFileSync("chown", ["-R", `${uid}:${gid}`, onHost(root)]);
+  execFileSync("chown", ["-R", `${uid}:${gid}`, created]);
   return dir;
 }
 
