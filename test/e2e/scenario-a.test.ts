@@ -256,8 +256,8 @@ describe("scenario A: materialization, pipes, files, git, PTY, lifecycle", rig()
       () => "ran",
       (e: Error) => e.message,
     );
-    expect(message).toContain("Workspace cwd escapes its root");
-    expect(text(handle.stderr())).toContain("Workspace cwd escapes its root");
+    expect(message).toContain("Workspace cwd escapes its runtime root");
+    expect(text(handle.stderr())).toContain("Workspace cwd escapes its runtime root");
     expect(handle.events().filter((e) => e.type !== "error")).toEqual([]);
   });
 

@@ -141,16 +141,33 @@ describe("exec, pipes mode, over SSH", () => {
 
   it.each([["/tmp"], ["../x"], ["..\\x"], ["outside-link"]])("cwd %s is refused with no fd4 event and nothing launched", async (cwd) => {
     const r = await ws.run({ argv: ["/bin/sh", "-c", "touch escaped-marker"], cwd });
-    expect(r.stderr).toContain("Workspace cwd escapes its root");
+    expect(r.stderr).toContain("Workspace cwd escapes its runtime root");
     expect(r.code).not.toBe(0);
     expect(r.fd4).toBe("");
+  });
+
+  it("an absolute cwd inside the root runs there: the root itself and <root>/src (Paseo's client sends these)", async () => {
+    expect(exitOf(await ws.run({ argv: ["/bin/mkdir", "-p", "src"] }))).toEqual({ code: 0, signal: null });
+    for (const [cwd, expected] of [
+      [ws.root, ws.root],
+      [`${ws.root}/src`, `${ws.root}/src`],
+      [`${ws.root}/src/..`, ws.root],
+    ]) {
+      const r = await ws.run({ argv: ["/bin/pwd", "-P"], cwd });
+      expect({ cwd, exit: exitOf(r), stdout: r.stdout.toString(), stderr: r.stderr }).toEqual({
+        cwd,
+        exit: { code: 0, signal: null },
+        stdout: `${expected}\n`,
+        stderr: "",
+      });
+    }
   });
 
   it("I1: a symlinked directory leading out of the root is refused after realpath", async () => {
     const link = await ws.run({ argv: ["/bin/ln", "-s", "..", "escape"] });
     expect(exitOf(link)).toEqual({ code: 0, signal: null });
     const r = await ws.run({ argv: ["/bin/sh", "-c", "touch escaped-marker"], cwd: "escape" });
-    expect(r.stderr).toContain("Workspace cwd escapes its root");
+    expect(r.stderr).toContain("Workspace cwd escapes its runtime root");
     expect(r.fd4).toBe("");
     const check = await ws.run({ argv: ["/bin/sh", "-c", "test ! -e ../escaped-marker"] });
     expect(exitOf(check)).toEqual({ code: 0, signal: null });

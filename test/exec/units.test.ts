@@ -34,9 +34,23 @@ describe("resolveWorkloadCwd", () => {
     expect(resolveWorkloadCwd(root, "inside")).toBe(join(real, "sub"));
     // Judged by where it lands (realpath), as the contract's algorithm does.
     expect(resolveWorkloadCwd(root, "up/root/sub")).toBe(join(real, "sub"));
+    expect(resolveWorkloadCwd(root, "sub/..")).toBe(real);
   });
-  it.each(["/tmp", "../x", "sub/../..", "a\\b", "up", "up/."])("refuses %s as an escape", (cwd) => {
-    expect(() => resolveWorkloadCwd(root, cwd)).toThrow("Workspace cwd escapes its root");
+  it("accepts an absolute path inside the root, the root itself included (Paseo's client sends them)", () => {
+    const real = realpathSync(root);
+    expect(resolveWorkloadCwd(root, real)).toBe(real);
+    expect(resolveWorkloadCwd(root, join(real, "sub"))).toBe(join(real, "sub"));
+    expect(resolveWorkloadCwd(root, join(root, "inside"))).toBe(join(real, "sub"));
+  });
+  it.each(["/tmp", "../x", "../does-not-exist", "sub/../..", "a\\b", "up", "up/.", "/nonexistent-dir"])(
+    "refuses %s as an escape",
+    (cwd) => {
+      expect(() => resolveWorkloadCwd(root, cwd)).toThrow(/^Workspace cwd escapes its runtime root$/);
+    },
+  );
+  it("a missing directory inside the root is not an escape", () => {
+    expect(() => resolveWorkloadCwd(root, "missing")).toThrow("Workspace cwd does not exist: missing");
+    expect(() => resolveWorkloadCwd(root, join(root, "missing"))).toThrow(/^Workspace cwd does not exist/);
   });
 });
 

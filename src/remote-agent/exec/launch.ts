@@ -27,26 +27,38 @@ export interface Launch {
   cwd: string;
 }
 
+/** Paseo's command-runtime tests assert this text for every escape (contract §8.9). */
+export const EXEC_CWD_ESCAPE_MESSAGE = "Workspace cwd escapes its runtime root";
+
 export function cwdEscapes(): RuntimeError {
-  return new RuntimeError("input", "Workspace cwd escapes its root");
+  return new RuntimeError("input", EXEC_CWD_ESCAPE_MESSAGE);
 }
 
+const outside = (root: string, path: string): boolean => {
+  const rel = relative(root, path);
+  return rel === ".." || rel.startsWith("../") || isAbsolute(rel);
+};
+
 /**
- * Canonical cwd for a workload: lexical checks first (absolute, backslash, `..`), then realpath of
- * both root and target so a symlink inside the checkout cannot lead outside it.
+ * Canonical cwd for a workload, resolved as Paseo's reference fixture does:
+ * `realpath(resolve(root, cwd))` judged against `realpath(root)`. So an absolute path inside the
+ * root (Paseo's client sends `placement.cwd` and paths under it) is accepted, and a symlink inside
+ * the checkout cannot lead outside it. A backslash is refused up front: it is a `..\x` escape on
+ * the Windows side of Paseo.
  */
 export function resolveWorkloadCwd(root: string, cwd: string | undefined): string {
   const realRoot = realpathSync(root);
   if (cwd === undefined || cwd === "" || cwd === ".") return realRoot;
-  if (isAbsolute(cwd) || cwd.includes("\\") || cwd.split("/").includes("..")) throw cwdEscapes();
+  if (cwd.includes("\\")) throw cwdEscapes();
   let target: string;
   try {
     target = realpathSync(resolve(realRoot, cwd));
   } catch {
+    // A path that does not exist still escapes if it lies outside lexically (`../outside`).
+    if (outside(realRoot, resolve(realRoot, cwd)) && outside(root, resolve(root, cwd))) throw cwdEscapes();
     throw new RuntimeError("input", `Workspace cwd does not exist: ${cwd}`);
   }
-  const rel = relative(realRoot, target);
-  if (rel === ".." || rel.startsWith("../") || isAbsolute(rel)) throw cwdEscapes();
+  if (outside(realRoot, target)) throw cwdEscapes();
   if (!statSync(target).isDirectory()) throw new RuntimeError("input", `Workspace cwd is not a directory: ${cwd}`);
   return target;
 }
