@@ -8,8 +8,10 @@
 //    "execs": {"<execId>": {"delayIdentityMs": n, "terminalSearchPath": "<dir>:<dir>"}}}
 // `terminalSearchPath` replaces where a PTY exec looks for the programs that let this host own a
 // terminal (python3, script, stty): a directory without them forces the sshd pty fallback.
-//   {"host": {"git": {"searchPath": "<dir>:<dir>"}}} replaces the PATH a create's checkout and
-// `facts` find git and git-lfs on: a directory holding only git hides git-lfs from this host.
+//   {"host": {"git": {"searchPath": "<dir>:<dir>", "checkoutTimeoutMs": n}}}: `searchPath` replaces
+// the PATH a create's checkout and `facts` find git and git-lfs on (a directory holding only git
+// hides git-lfs from this host; one with a stand-in git-lfs makes its filter misbehave);
+// `checkoutTimeoutMs` shortens the time a workspace's `git checkout` may take.
 //   {"host": {"daemon": {"dropClientGone": n}}}: the host daemon refuses the first n client-gone
 // notices it receives without applying them, as a daemon that lost them would.
 import { readFileSync } from "node:fs";
@@ -73,6 +75,11 @@ export function execHooks(root: string, execId: string): ExecHooks {
 export function hostGitSearchPath(root: string): string | undefined {
   const h = hooksFor(root, "host", "git");
   return typeof h.searchPath === "string" ? h.searchPath : undefined;
+}
+
+/** The time a workspace's `git checkout` may take (undefined: git-exec's default). */
+export function hostCheckoutTimeoutMs(root: string): number | undefined {
+  return ms(hooksFor(root, "host", "git").checkoutTimeoutMs, 600_000) || undefined;
 }
 
 /** How many client-gone notices the host daemon refuses unapplied (0: none). */

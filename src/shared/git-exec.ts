@@ -1,9 +1,9 @@
 // Runs git as a child process with a bounded time, a predictable environment and one-line errors.
 // Shared by the runtime (reading the local project repo) and the remote agent (caches and
 // checkouts), so it uses Node built-ins only.
-import { spawn } from "node:child_process";
 import { setPriority } from "node:os";
 import type { Readable, Writable } from "node:stream";
+import { spawnGroup, type GroupChild } from "./child-group.js";
 import { RuntimeError, oneLine, type ErrorClass } from "./errors.js";
 
 /** Variables that would point git at another repository or change its output format. */
@@ -49,50 +49,79 @@ export async function git(args: string[], opts: GitOptions = {}): Promise<string
   return (await gitResult(args, opts)).stdout;
 }
 
-export function gitResult(args: string[], opts: GitOptions = {}): Promise<GitResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn("git", args, { cwd: opts.cwd, env: gitEnv(opts.env), stdio: ["pipe", "pipe", "pipe"] });
-    if (opts.background && child.pid !== undefined) {
-      try {
-        setPriority(child.pid, 19);
-      } catch {
-        // best effort: it still runs, at normal priority
-      }
-    }
-    const out: Buffer[] = [];
-    let err = "";
-    const kill = () => child.kill("SIGKILL");
-    const timer = setTimeout(kill, opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
-    if (opts.signal?.aborted) kill();
-    opts.signal?.addEventListener("abort", kill);
-    child.stdout.on("data", (c: Buffer) => out.push(c));
-    child.stderr.on("data", (c: Buffer) => (err = (err + c.toString("utf8")).slice(-4000)));
-    child.stdin.on("error", () => undefined);
-    child.stdin.end(opts.input ?? "");
-    child.on("error", (e) => {
-      clearTimeout(timer);
-      reject(new RuntimeError("remote-dependency", `git is not available: ${e.message}`, { code: "git-missing" }));
-    });
-    child.on("close", (code, signal) => {
-      clearTimeout(timer);
-      opts.signal?.removeEventListener("abort", kill);
-      const stdout = Buffer.concat(out).toString("utf8");
-      if (code === 0 || (code !== null && opts.okCodes?.includes(code))) return resolve({ code, stdout, stderr: err });
-      reject(gitFailure(args, code, signal, err, opts.errorClass));
-    });
+/**
+ * Starts git leading its own process group (child-group.ts): a timeout or an abort ends what it
+ * started too (an LFS filter, ssh, hooks), and the wait for its pipes is bounded.
+ */
+function startGit(args: string[], opts: GitOptions): GroupChild {
+  const g = spawnGroup("git", args, {
+    cwd: opts.cwd,
+    env: gitEnv(opts.env),
+    stdin: "pipe",
+    timeoutMs: opts.timeoutMs ?? DEFAULT_TIMEOUT_MS,
   });
+  g.child.stdin?.on("error", () => undefined);
+  if (opts.background && g.child.pid !== undefined) {
+    try {
+      setPriority(g.child.pid, 19);
+    } catch {
+      // best effort: it still runs, at normal priority
+    }
+  }
+  if (opts.signal?.aborted) g.kill();
+  opts.signal?.addEventListener("abort", g.kill);
+  void g.ended.then(
+    () => opts.signal?.removeEventListener("abort", g.kill),
+    () => opts.signal?.removeEventListener("abort", g.kill),
+  );
+  return g;
 }
 
+const notAvailable = (e: Error) => new RuntimeError("remote-dependency", `git is not available: ${e.message}`, { code: "git-missing" });
+
+export async function gitResult(args: string[], opts: GitOptions = {}): Promise<GitResult> {
+  const g = startGit(args, opts);
+  const out: Buffer[] = [];
+  let err = "";
+  g.child.stdout.on("data", (c: Buffer) => out.push(c));
+  g.child.stderr.on("data", (c: Buffer) => (err = (err + c.toString("utf8")).slice(-4000)));
+  g.child.stdin?.end(opts.input ?? "");
+  const end = await g.ended.catch((e: Error) => {
+    throw notAvailable(e);
+  });
+  const stdout = Buffer.concat(out).toString("utf8");
+  const { code } = end;
+  if (!end.timedOut && (code === 0 || (code !== null && opts.okCodes?.includes(code)))) return { code, stdout, stderr: err };
+  throw gitFailure(args, code, end.signal, err, opts.errorClass, end.timedOut ? (opts.timeoutMs ?? DEFAULT_TIMEOUT_MS) : undefined);
+}
+
+/** Top-level options of git that take the next argument as their value. */
+const OPTION_WITH_VALUE = new Set(["-c", "-C", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix"]);
+
+/** The subcommand `args` run (`checkout` of `-c k=v -C dir checkout ...`), for error messages. */
+export function gitSubcommand(args: string[]): string {
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (OPTION_WITH_VALUE.has(a)) i++;
+    else if (!a.startsWith("-")) return a;
+  }
+  return "";
+}
+
+/** One line naming the subcommand and why it failed; `timedOutMs`: the timeout killed it. */
 export function gitFailure(
   args: string[],
   code: number | null,
   signal: string | null,
   stderr: string,
   errorClass: ErrorClass = "remote",
+  timedOutMs?: number,
 ): RuntimeError {
-  const why = signal ? `killed by ${signal}` : `exit ${code}`;
   const detail = oneLine(stderr).slice(0, 400);
-  return new RuntimeError(errorClass, `git ${args[0] ?? ""} failed (${why})${detail ? `: ${detail}` : ""}`, { code: "git-failed" });
+  const what = `git ${gitSubcommand(args)}`.trimEnd();
+  const why =
+    timedOutMs !== undefined ? `did not finish within ${timedOutMs} ms` : `failed (${signal ? `killed by ${signal}` : `exit ${code}`})`;
+  return new RuntimeError(errorClass, `${what} ${why}${detail ? `: ${detail}` : ""}`, { code: "git-failed" });
 }
 
 /** A long-running git child whose stdin/stdout the caller streams (pack transfer). */
@@ -105,24 +134,20 @@ export interface GitStream {
 }
 
 export function gitStream(args: string[], opts: Omit<GitOptions, "input" | "okCodes"> = {}): GitStream {
-  const child = spawn("git", args, { cwd: opts.cwd, env: gitEnv(opts.env), stdio: ["pipe", "pipe", "pipe"] });
+  const g = startGit(args, opts);
   let err = "";
-  child.stderr.on("data", (c: Buffer) => (err = (err + c.toString("utf8")).slice(-4000)));
-  child.stdin.on("error", () => undefined);
-  const done = new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => child.kill("SIGKILL"), opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
-    child.on("error", (e) => {
-      clearTimeout(timer);
-      reject(new RuntimeError("remote-dependency", `git is not available: ${e.message}`, { code: "git-missing" }));
-    });
-    child.on("close", (code, signal) => {
-      clearTimeout(timer);
-      if (code === 0) resolve();
-      else reject(gitFailure(args, code, signal, err, opts.errorClass));
-    });
-  });
+  g.child.stderr.on("data", (c: Buffer) => (err = (err + c.toString("utf8")).slice(-4000)));
+  const done = g.ended.then(
+    (end) => {
+      if (end.code === 0 && !end.timedOut) return;
+      throw gitFailure(args, end.code, end.signal, err, opts.errorClass, end.timedOut ? (opts.timeoutMs ?? DEFAULT_TIMEOUT_MS) : undefined);
+    },
+    (e: Error) => {
+      throw notAvailable(e);
+    },
+  );
   done.catch(() => undefined);
-  return { stdin: child.stdin, stdout: child.stdout, kill: () => child.kill("SIGKILL"), done };
+  return { stdin: g.child.stdin!, stdout: g.child.stdout, kill: g.kill, done };
 }
 
 export const SHA_RE = /^[0-9a-f]{40}([0-9a-f]{24})?$/;

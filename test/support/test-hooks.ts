@@ -54,9 +54,20 @@ export function setExecHooks(root: string, execId: string, hooks: ExecHooks): vo
   write(root, "execs", execId, hooks);
 }
 
-/** The PATH the agent finds git and git-lfs on for checkouts and facts (a dir with only git hides git-lfs). */
+export interface HostGitHooks {
+  /** The PATH the agent finds git and git-lfs on for checkouts and facts (a dir with only git hides git-lfs). */
+  searchPath?: string;
+  /** How long a workspace's `git checkout` may take. */
+  checkoutTimeoutMs?: number;
+}
+
+/** Replaces the host's git hooks ({} withdraws them). */
+export function setHostGit(root: string, hooks: HostGitHooks): void {
+  write(root, "host", "git", hooks);
+}
+
 export function setHostGitSearchPath(root: string, searchPath: string): void {
-  write(root, "host", "git", { searchPath });
+  setHostGit(root, { searchPath });
 }
 
 /** The host daemon refuses the first `n` client-gone notices it receives, unapplied. */

@@ -2,8 +2,9 @@
 // Paseo side's LFS store (no LFS server anywhere), into a per-project store on the host that a
 // second workspace needs nothing more for; with git-lfs hidden from the host's PATH they arrive as
 // pointers with a clean status and doctor says so; an object the Paseo side lacks stays a pointer
-// and the create's progress names it. The rig's host is this machine, so git-lfs must be
-// installed here for any of it.
+// and the create's progress names it; an LFS filter that hangs holding git's stderr cannot hang the
+// create (issue 30 item 8). The rig's host is this machine, so git-lfs must be installed here for
+// any of it.
 import { execFileSync, spawnSync } from "node:child_process";
 import {
   chmodSync,
@@ -24,7 +25,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { gitIn, localRepoFingerprint } from "../fixtures/repo.js";
 import { cliDriver, dirInput, progressLines, type Driver, removeRoot } from "../support/workspace.js";
-import { setHostGitSearchPath } from "../support/test-hooks.js";
+import { setHostGit, setHostGitSearchPath } from "../support/test-hooks.js";
+import { requireView } from "../support/host-view.js";
 import { runCli } from "../support/run-cli.js";
 import { rig } from "../rig/rig.js";
 import { needs, unless } from "../support/needs.js";
@@ -169,6 +171,47 @@ describe(
         rmSync(onlyGit, { recursive: true, force: true });
       }
     });
+
+    it("an LFS filter that never answers and holds git's stderr: the checkout's timeout ends it all, names `checkout`, and a retry succeeds", async () => {
+      const d = driver("lfs-hang");
+      const dir = mkdtempSync(join(tmpdir(), "paseo-hanging-lfs-"));
+      chmodSync(dir, 0o755);
+      symlinkSync(GIT, join(dir, "git"));
+      // `git lfs install --local` succeeds; the filter process leaves a child holding git's stderr
+      // and never answers git's handshake, as the orphaned filter of issue 30 did.
+      const marker = String(3600 + (process.pid % 300));
+      writeFileSync(
+        join(dir, "git-lfs"),
+        `#!/bin/sh\nif [ "$1" = filter-process ]; then sleep ${marker} & exec sleep ${marker}; fi\nexit 0\n`,
+        { mode: 0o755 },
+      );
+      const leftovers = () =>
+        requireView()
+          .processes()
+          .filter((p) => p.argv[0]?.endsWith("sleep") && p.argv[1] === marker);
+      try {
+        setHostGit(d.root, { searchPath: `${dir}:/usr/bin:/bin`, checkoutTimeoutMs: 3_000 });
+        const t0 = Date.now();
+        // Bounded here so that a create that hangs (the bug) fails this test rather than the run.
+        const r = await Promise.race([
+          d.create(dirInput("lfs-hang", repo.path)),
+          new Promise<never>((_, reject) => setTimeout(() => reject(new Error("the create hung for 60 s")), 60_000)),
+        ]);
+        expect(r.ok).toBe(false);
+        expect(r.message).toContain("git checkout did not finish within 3000 ms");
+        expect(Date.now() - t0).toBeLessThan(60_000);
+        expect(leftovers()).toEqual([]);
+
+        setHostGit(d.root, {});
+        const again = await d.create(dirInput("lfs-hang", repo.path));
+        expect(again.message).toBe("");
+        expect(again.ok).toBe(true);
+        expect(readFileSync(join(workspaceLayout(d.root, "lfs-hang").checkout, "model.bin")).equals(repo.model)).toBe(true);
+      } finally {
+        for (const p of leftovers()) process.kill(requireView().localPid(p.pid) ?? p.pid, "SIGKILL");
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }, 120_000);
 
     it("an LFS object missing on the Paseo side stays a pointer, named in the progress; the create does not fail", async () => {
       const d = driver("lfs-missing");

@@ -87,6 +87,7 @@ async function buildCheckout(checkout: string, { cache, commit, branch, lfs }: C
     cwd: checkout,
     // Big blobs are written as they are read, not inflated into memory first.
     env: { ...run.env, ...configEnv(STREAM_BIG_BLOBS) },
+    ...(run.timeoutMs !== undefined ? { timeoutMs: run.timeoutMs } : {}),
   });
   await verifyCheckout(checkout, stderr, dirname(checkout));
   await finishLfsCheckout(checkout, lfs);

@@ -25,7 +25,7 @@ import { createUnderWay } from "./spare-checkout.js";
 import { FrameInbox } from "./frame-inbox.js";
 import { fillLfsStore } from "./lfs-store.js";
 import { hasGitLfs } from "./lfs-checkout.js";
-import { hostGitSearchPath } from "../test-hooks.js";
+import { hostCheckoutTimeoutMs, hostGitSearchPath } from "../test-hooks.js";
 import { killWorkspaceProcesses } from "../proc/process-set.js";
 import { isComplete, lifecycleEnvironment, parseRequest, view } from "./common.js";
 
@@ -156,6 +156,7 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
       spec: lfsSpec,
       cache,
       searchPath,
+      checkoutTimeoutMs: hostCheckoutTimeoutMs(ctx.root),
       report: (paths: string[], reason: string) => ctx.sendJson({ type: "lfs-pointers", paths, reason }),
     };
     const finish = (dir: string) => finishCheckout(dir, source.kind === "directory" ? (source.shallow ?? []) : [], modules);

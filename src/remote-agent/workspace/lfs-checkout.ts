@@ -32,6 +32,8 @@ export interface LfsCheckout {
   cache: string;
   /** The PATH git and git-lfs are found on (the agent's own unless a test hook replaces it). */
   searchPath: string;
+  /** How long the checkout may take (a test hook shortens it; undefined: git-exec's default). */
+  checkoutTimeoutMs?: number | undefined;
   /** Tells the runtime which files stay pointers and why. */
   report(paths: string[], reason: string): void;
 }
@@ -57,9 +59,10 @@ export async function gitLfsVersion(searchPath: string): Promise<string | null> 
 }
 
 /** What the `git checkout` of a workspace runs with. */
-export function lfsCheckoutRun(plan: LfsCheckout): { args: string[]; env: Record<string, string> } {
+export function lfsCheckoutRun(plan: LfsCheckout): { args: string[]; env: Record<string, string>; timeoutMs?: number } {
   const args = hasGitLfs(plan.searchPath) ? [] : LFS_FILTER_OFF.flatMap(([k, v]) => ["-c", `${k}=${v}`]);
-  return { args, env: { GIT_LFS_SKIP_SMUDGE: "1", PATH: plan.searchPath } };
+  const env = { GIT_LFS_SKIP_SMUDGE: "1", PATH: plan.searchPath };
+  return { args, env, ...(plan.checkoutTimeoutMs !== undefined ? { timeoutMs: plan.checkoutTimeoutMs } : {}) };
 }
 
 /** Configures a fresh clone (before its checkout) for the commit's LFS files. */
