@@ -3,7 +3,7 @@
 // the hosts once the record is lost), a cordoned host takes nothing new, a refusing host is skipped
 // by creates, fails its own workspaces' operations with a network error naming it, and is left
 // untouched by reconcile until it is back; hostsCommand supplies and changes the host list.
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
@@ -39,6 +39,15 @@ async function op(options: Options, args: string[], extra: Record<string, unknow
   });
   const lines = r.stderr.trim().split("\n");
   return { code: r.code, stdout: r.stdout.toString("utf8"), stderr: r.stderr, message: lines[lines.length - 1] ?? "" };
+}
+
+/** A process's command line, spaces between its arguments ("" once it is gone or a zombie). */
+function cmdline(pid: string): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ");
+  } catch {
+    return "";
+  }
 }
 
 const newId = (label: string) => `pool-${label}-${randomBytes(4).toString("hex")}`;
@@ -260,4 +269,32 @@ describe("a pool of three hosts", unless(skip), () => {
     expect(failed.code).toBe(2);
     expect(failed.message).toContain("failed (exit 3): no fleet");
   }, 300_000);
+
+  it("a hostsCommand pipeline is held to its time and output bounds, and none of it is left running", async () => {
+    // In the command lines of the pipeline's processes only: sleep takes `25.<digits>` seconds.
+    const mark = String(randomBytes(4).readUInt32BE());
+    const leftovers = () =>
+      readdirSync("/proc")
+        .filter((n) => /^\d+$/.test(n))
+        .filter((pid) => cmdline(pid).includes(mark)) as string[];
+    const slow = {
+      hostsCommand: { argv: ["sh", "-c", `sleep 25.${mark} | cat`], timeoutMs: 1000, cacheMs: 0 },
+    } as Options;
+    let t0 = Date.now();
+    const late = await create(slow, newId("cmd"));
+    expect({ code: late.code, message: late.message }).toEqual({
+      code: 2,
+      message: expect.stringContaining("hostsCommand sh did not finish within 1000 ms") as string,
+    });
+    expect(Date.now() - t0).toBeLessThan(15_000);
+    const endless = { hostsCommand: { argv: ["sh", "-c", `yes ${mark} | cat`], timeoutMs: 60_000, cacheMs: 0 } } as Options;
+    t0 = Date.now();
+    const flood = await create(endless, newId("cmd"));
+    expect({ code: flood.code, message: flood.message }).toEqual({
+      code: 2,
+      message: expect.stringContaining("hostsCommand sh printed more than 1048576 bytes") as string,
+    });
+    expect(Date.now() - t0).toBeLessThan(30_000);
+    expect(leftovers()).toEqual([]);
+  }, 120_000);
 });

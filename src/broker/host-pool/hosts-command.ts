@@ -2,7 +2,7 @@
 // pool's host entries as a JSON array: the bridge to a fleet engine (kubectl, aws, nomad). Bounded in
 // time and output; its answer is cached briefly in the private broker directory. A failing or
 // malformed answer is an error, never an empty pool.
-import { spawn } from "node:child_process";
+import { spawnGroup } from "../../shared/child-group.js";
 import { RuntimeError, oneLine } from "../../shared/errors.js";
 import { sha256Hex } from "../../shared/sha256.js";
 import type { HostsCommand } from "./options.js";
@@ -33,42 +33,36 @@ function parseHostList(stdout: string, name: string): unknown[] {
   return list;
 }
 
-function runBounded(cmd: HostsCommand): Promise<string> {
+/**
+ * Runs the command leading its own process group: the README's examples are pipelines
+ * (`sh -c "kubectl … | jq …"`), and killing only the shell at the time or output bound would leave
+ * the rest running and holding stdout (`yes | cat` never ended and spun a CPU).
+ */
+async function runBounded(cmd: HostsCommand): Promise<string> {
   const [file, ...args] = cmd.argv;
-  return new Promise((resolve, reject) => {
-    const child = spawn(file!, args, { stdio: ["ignore", "pipe", "pipe"], shell: false });
-    const out: Buffer[] = [];
-    let size = 0;
-    let stderr = "";
-    let failure: RuntimeError | null = null;
-    const stop = (err: RuntimeError) => {
-      failure ??= err;
-      child.kill("SIGKILL");
-    };
-    const timer = setTimeout(
-      () => stop(new RuntimeError("input", `hostsCommand ${file} did not finish within ${cmd.timeoutMs} ms`)),
-      cmd.timeoutMs,
-    );
-    child.stdout.on("data", (b: Buffer) => {
-      size += b.length;
-      if (size > MAX_OUTPUT_BYTES) stop(new RuntimeError("input", `hostsCommand ${file} printed more than ${MAX_OUTPUT_BYTES} bytes`));
-      else out.push(b);
-    });
-    child.stderr.on("data", (b: Buffer) => {
-      if (stderr.length < 4096) stderr += b.toString("utf8");
-    });
-    child.on("error", (err) => {
-      clearTimeout(timer);
-      reject(new RuntimeError("input", `hostsCommand ${file} could not be started: ${oneLine(err.message)}`));
-    });
-    child.on("close", (code, signal) => {
-      clearTimeout(timer);
-      if (failure) return reject(failure);
-      if (code !== 0) {
-        const said = stderr.trim() ? `: ${oneLine(stderr.trim())}` : "";
-        return reject(new RuntimeError("input", `hostsCommand ${file} failed (${signal ?? `exit ${code}`})${said}`));
-      }
-      resolve(Buffer.concat(out).toString("utf8"));
-    });
+  const g = spawnGroup(file!, args, { stdin: "ignore", timeoutMs: cmd.timeoutMs });
+  const out: Buffer[] = [];
+  let size = 0;
+  let stderr = "";
+  let overflow = false;
+  g.child.stdout.on("data", (b: Buffer) => {
+    size += b.length;
+    if (size <= MAX_OUTPUT_BYTES) return void out.push(b);
+    overflow = true;
+    g.child.stdout.destroy();
+    g.kill();
   });
+  g.child.stderr.on("data", (b: Buffer) => {
+    if (stderr.length < 4096) stderr += b.toString("utf8");
+  });
+  const end = await g.ended.catch((err: Error) => {
+    throw new RuntimeError("input", `hostsCommand ${file} could not be started: ${oneLine(err.message)}`);
+  });
+  if (end.timedOut) throw new RuntimeError("input", `hostsCommand ${file} did not finish within ${cmd.timeoutMs} ms`);
+  if (overflow) throw new RuntimeError("input", `hostsCommand ${file} printed more than ${MAX_OUTPUT_BYTES} bytes`);
+  if (end.code !== 0) {
+    const said = stderr.trim() ? `: ${oneLine(stderr.trim())}` : "";
+    throw new RuntimeError("input", `hostsCommand ${file} failed (${end.signal ?? `exit ${end.code}`})${said}`);
+  }
+  return Buffer.concat(out).toString("utf8");
 }
