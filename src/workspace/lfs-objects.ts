@@ -8,7 +8,7 @@ import { createReadStream, statSync } from "node:fs";
 import { isAbsolute, join } from "node:path";
 import { FrameKind, encodeData, encodeFrame } from "../shared/frames.js";
 import type { AgentChannel } from "../transport/agent-channel.js";
-import type { LfsPointer, LfsSpec } from "../shared/agent-api.js";
+import { LfsPointer, type LfsSpec } from "../shared/agent-api.js";
 import { RuntimeError } from "../shared/errors.js";
 import { gitResult, gitStream } from "../shared/git-exec.js";
 
@@ -116,11 +116,23 @@ async function treePointers(repo: string, commit: string): Promise<Array<Omit<Lf
   for (const s of small) {
     const eol = out.indexOf(0x0a, at);
     const size = Number(out.subarray(at, eol).toString("latin1").split(" ")[2]);
-    const m = POINTER_RE.exec(out.subarray(eol + 1, eol + 1 + size).toString("latin1"));
+    const pointer = parsePointer(out.subarray(eol + 1, eol + 1 + size).toString("latin1"));
     at = eol + 1 + size + 1;
-    if (m) found.push({ path: s.path, oid: m[1]!, size: Number(m[2]) });
+    if (pointer) found.push({ path: s.path, ...pointer });
   }
   return found;
+}
+
+/**
+ * The oid and size of an LFS pointer, or null for a file that is not one. A pointer is what the
+ * agent's schema (LfsPointer) takes, so both sides agree: a pointer-shaped file whose size is
+ * beyond 2^53 is an ordinary file, not a request every create would fail on.
+ */
+export function parsePointer(text: string): { oid: string; size: number } | null {
+  const m = POINTER_RE.exec(text);
+  if (!m) return null;
+  const pointer = { path: "", oid: m[1]!, size: Number(m[2]), local: false };
+  return LfsPointer(pointer) ? { oid: pointer.oid, size: pointer.size } : null;
 }
 
 function heldLocally(objects: string, oid: string, size: number): boolean {

@@ -1,7 +1,24 @@
 // Which LFS endpoint a workspace's checkout is given, from the local repository's config, and how
-// progress names pointer files (pure logic: the end-to-end behaviour is in lfs.test.ts).
+// progress names pointer files, what counts as a pointer (pure logic: the end-to-end behaviour is
+// in lfs.test.ts).
 import { describe, expect, it } from "vitest";
-import { lfsEndpointFrom, namePaths } from "../../src/workspace/lfs-objects.js";
+import { lfsEndpointFrom, namePaths, parsePointer } from "../../src/workspace/lfs-objects.js";
+import { LfsSpec } from "../../src/shared/agent-api.js";
+
+const OID = "a".repeat(64);
+const pointer = (size: string) => `version https://git-lfs.github.com/spec/v1\noid sha256:${OID}\nsize ${size}\n`;
+
+describe("what is an LFS pointer", () => {
+  it("is exactly what the agent's schema takes: a size beyond 2^53 makes an ordinary file", () => {
+    expect(parsePointer(pointer("120000"))).toEqual({ oid: OID, size: 120_000 });
+    expect(parsePointer(pointer(String(Number.MAX_SAFE_INTEGER)))).toEqual({ oid: OID, size: Number.MAX_SAFE_INTEGER });
+    for (const size of ["9007199254740993", "99999999999999999999", String(2n ** 63n)]) expect(parsePointer(pointer(size))).toBeNull();
+    expect(parsePointer("plain text\n")).toBeNull();
+    // Whatever parsePointer accepts, the agent's request schema accepts.
+    const accepted = parsePointer(pointer(String(Number.MAX_SAFE_INTEGER)))!;
+    expect(LfsSpec({ pointers: [{ path: "x", ...accepted, local: false }], endpoint: null })).toBe(true);
+  });
+});
 
 const none = { lfsUrl: "", remoteLfsUrl: "", originUrl: "" };
 

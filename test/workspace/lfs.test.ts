@@ -213,6 +213,25 @@ describe(
       }
     }, 120_000);
 
+    it("a pointer-shaped LFS file whose size is beyond 2^53 is an ordinary file: the create succeeds and keeps its bytes", async () => {
+      const d = driver("lfs-huge");
+      const clone = join(base, "huge-pointer");
+      execFileSync("cp", ["-a", repo.path, clone]);
+      // Committed as it is (no clean filter): the blob itself is the pointer-shaped text.
+      const odd = `version https://git-lfs.github.com/spec/v1\noid sha256:${"b".repeat(64)}\nsize 9007199254740993\n`;
+      writeFileSync(join(clone, "odd.bin"), odd);
+      const blob = gitIn(clone, ["hash-object", "-w", "odd.bin"]).trim();
+      gitIn(clone, ["update-index", "--add", "--cacheinfo", `100644,${blob},odd.bin`]);
+      gitIn(clone, ["commit", "-q", "-m", "odd pointer"]);
+      const r = await d.create(dirInput("lfs-huge", clone), progress);
+      expect(r.message).toBe("");
+      expect(r.ok).toBe(true);
+      const checkout = workspaceLayout(d.root, "lfs-huge").checkout;
+      expect(readFileSync(join(checkout, "odd.bin"), "utf8")).toBe(odd);
+      expect(readFileSync(join(checkout, "model.bin")).equals(repo.model)).toBe(true);
+      expect(lfsMark(r.stderr, "lfs-sent")).toMatchObject({ objects: 2 });
+    });
+
     it("an LFS object missing on the Paseo side stays a pointer, named in the progress; the create does not fail", async () => {
       const d = driver("lfs-missing");
       const clone = join(base, "partial");
