@@ -9,6 +9,7 @@ import { basename, dirname, join, resolve } from "node:path";
 import type { SubmoduleSpec } from "../shared/agent-api.js";
 import { gitResult } from "../shared/git-exec.js";
 import { isSafeSubmoduleName } from "../shared/submodule-name.js";
+import { normaliseRelativePath } from "../shared/relative-path.js";
 import { localShallow } from "./shallow.js";
 import { resolveSubmoduleUrl } from "./submodule-url.js";
 
@@ -89,6 +90,18 @@ function originOf(parentUrl: string, decl: Declared): string | null {
     return null;
   }
   return url.startsWith("-") || /[\0\n]/.test(url) ? null : url;
+}
+
+/**
+ * Whether a declared path stays inside its repository as written: git refuses to look one up that
+ * leaves it (`path = ../../x` fails with "outside repository"), and could not initialise it either.
+ */
+function insideRepository(path: string): boolean {
+  try {
+    return path !== "" && normaliseRelativePath(path) === path;
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -173,9 +186,13 @@ export async function planSubmodules(topLevel: string, commit: string, projectKe
   };
   const visit = async (parent: Parent, known?: Map<string, Declared>): Promise<void> => {
     const byPath = known ?? (await declared(parent.cwd, parent.commit));
-    if (byPath.size === 0) return;
-    for (const link of await gitlinks(parent.cwd, parent.commit, [...byPath.keys()])) {
-      const path = parent.path ? `${parent.path}/${link.path}` : link.path;
+    const fromTop = (path: string) => (parent.path ? `${parent.path}/${path}` : path);
+    // Skipped with a progress line, as an unusable submodule is, instead of failing the create.
+    for (const path of byPath.keys()) if (!insideRepository(path)) plan.missing.push(fromTop(path));
+    const paths = [...byPath.keys()].filter(insideRepository);
+    if (paths.length === 0) return;
+    for (const link of await gitlinks(parent.cwd, parent.commit, paths)) {
+      const path = fromTop(link.path);
       const decl = byPath.get(link.path);
       if (!decl) continue;
       const url = originOf(parent.url, decl);

@@ -2,7 +2,8 @@
 // objects the Paseo side has (the host cannot reach any origin): each submodule at its recorded
 // commit, initialised, clean, with origin = its .gitmodules URL resolved as git resolves it; a
 // second workspace sends nothing; a submodule never initialised locally stays as `git worktree
-// add` leaves it (and `git submodule update --init` still works for it), and progress names it.
+// add` leaves it (and `git submodule update --init` still works for it), and progress names it, as
+// it names a declared path that leaves the repository.
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -175,5 +176,24 @@ describe("submodules over SSH", unless(needs.localHost("looks at the submodules'
     // sub-a's and sub-c's pins remain (one per submodule cache each), sub-b's are gone.
     expect(pins).toBe("6");
     expect(existsSync(workspaceLayout(d.root, "sub-a").checkout)).toBe(true);
+  });
+
+  it("a .gitmodules entry whose path leaves the repository is skipped with a progress line; the others arrive", async () => {
+    const clone = join(base, "escaping-path");
+    execFileSync("cp", ["-a", fx.path, clone]);
+    gitIn(clone, ["config", "--file", ".gitmodules", "submodule.outside.path", "../../x"]);
+    gitIn(clone, ["config", "--file", ".gitmodules", "submodule.outside.url", "https://git.example.invalid/org/x.git"]);
+    gitIn(clone, ["commit", "-q", "-am", "a submodule path outside the repository"]);
+    const r = await d.create(dirInput("sub-outside", clone), { env: PROGRESS });
+    expect(r.message).toBe("");
+    expect(r.ok).toBe(true);
+    expect(
+      progressLines(r.stderr)
+        .filter((p) => p.phase === "submodule-not-initialised")
+        .map((p) => (p as { path?: string }).path),
+    ).toEqual(["../../x", "libs/absent"]);
+    const checkout = workspaceLayout(d.root, "sub-outside").checkout;
+    expect(readFileSync(join(checkout, "libs/child/deps/grand/g.txt"), "utf8")).toBe("grand\n");
+    expect(gitAsRemoteUser(checkout, ["status", "--porcelain", "--ignore-submodules=none"])).toBe("");
   });
 });
