@@ -62,6 +62,9 @@ function requestString(name: string, nonEmpty = true): Guard<string> {
 
 const OWNER = { owner: requestString("owner") };
 
+/** A pool runtime entry's identity in manifests (32 hex digits). */
+const SCOPE = withMessage(matching(/^[a-f0-9]{32}$/), "agent request field scope must be 32 hex characters");
+
 /** Which workspace, on behalf of which runtime instance (the manifest's owner). */
 const WORKSPACE_TARGET_FIELDS = { workspaceId: requestString("workspaceId", false), ...OWNER };
 export const WorkspaceTarget = object(WORKSPACE_TARGET_FIELDS);
@@ -304,6 +307,8 @@ export const CreateRequest = object({
   integration: nullable(SealedIntegration),
   /** The commit's Git LFS pointers (directory sources whose tree has any; src/workspace/lfs-objects.ts). */
   lfs: optional(nullable(LfsSpec)),
+  /** The pool runtime entry that places it (src/broker/host-pool/options.ts poolScope); reconcile of another entry leaves it alone. */
+  scope: optional(nullable(SCOPE)),
 });
 export type CreateRequest = Infer<typeof CreateRequest>;
 
@@ -352,7 +357,12 @@ export const PoolLoadRequest = object({
 });
 export type PoolLoadRequest = Infer<typeof PoolLoadRequest>;
 
-export const ReconcileRequest = object({ ...OWNER, workspaceIds: withMessage(arrayOf(isString), "reconcile requires workspaceIds") });
+export const ReconcileRequest = object({
+  ...OWNER,
+  workspaceIds: withMessage(arrayOf(isString), "reconcile requires workspaceIds"),
+  /** Only workspaces created with this scope (absent: those created without one, by a single host) are orphans. */
+  scope: optional(nullable(SCOPE)),
+});
 export type ReconcileRequest = Infer<typeof ReconcileRequest>;
 
 /** Re-owns a workspace whose manifest names `from` as its owner. */

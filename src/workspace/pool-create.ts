@@ -18,6 +18,7 @@ export async function createInPool(request: LifecycleRequest, raw: Record<string
   const input = request.input!;
   const pool = await loadPool(raw);
   const prepared = await prepareCreate(input, owner);
+  prepared.request.scope = pool.scope;
   const earlier = readPlacement(owner, input.workspaceId);
   if (earlier) {
     progress.mark("placed", { host: earlier.label });
@@ -47,7 +48,7 @@ export async function createInPool(request: LifecycleRequest, raw: Record<string
     const result = await onPoolHost(placement.entry.label, () =>
       withHost(placement.entry.options, (host) => runCreate(host, prepared, progress), { failFast: true }),
     );
-    recordPlacement(owner, placement.entry, input.workspaceId);
+    recordPlacement(owner, placement.entry, input.workspaceId, pool.scope);
     return result;
   } finally {
     placement.release();

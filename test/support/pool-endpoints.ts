@@ -10,6 +10,28 @@ import { join } from "node:path";
 import { rig } from "../rig/rig.js";
 import { startExtraSshd, type ExtraSshd } from "./extra-sshd.js";
 import { removeRoot, suiteRoot } from "./workspace.js";
+import { lifecycleRequest, runCli } from "./run-cli.js";
+import type { Options } from "../../src/contract/index.js";
+
+export interface PoolOutcome {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  /** The last stderr line (the error message of a failure). */
+  message: string;
+}
+
+/** One CLI operation on a pool's options (progress lines on, unless `env` says otherwise). */
+export async function poolOp(
+  options: Options,
+  args: string[],
+  extra: Record<string, unknown> = {},
+  env: NodeJS.ProcessEnv = { ...process.env, PASEO_SSH_PROGRESS: "1" },
+): Promise<PoolOutcome> {
+  const r = await runCli(args, { stdin: lifecycleRequest(options, extra), env, timeoutMs: 180_000 });
+  const lines = r.stderr.trim().split("\n");
+  return { code: r.code, stdout: r.stdout.toString("utf8"), stderr: r.stderr, message: lines[lines.length - 1] ?? "" };
+}
 
 export interface PoolEndpoint {
   port: number;

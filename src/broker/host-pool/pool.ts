@@ -10,6 +10,7 @@ import type { AgentAnswer, HostLoad, OneShotOp, OpRequest } from "../../shared/a
 import { parseEntries, parsePoolSpec, type Located, type PoolEntry } from "./options.js";
 import { loadHostList } from "./hosts-command.js";
 import { namesItsHost } from "./detect.js";
+import { sha256Hex } from "../../shared/sha256.js";
 import { markDown, markUp, poolStateDir, recentlyDown, reservations, reserve, writePlacement, type PlacementRecord } from "./state.js";
 
 /** Beyond connectTimeoutMs, what one host's answer may take (the agent's own work, a daemon start). */
@@ -17,14 +18,32 @@ const ANSWER_MARGIN_MS = 5_000;
 
 export interface Pool {
   entries: PoolEntry[];
+  /**
+   * This runtime entry's identity (docs/pool.md "Reconcile"): its workspaces' manifests and
+   * placement records carry it, and its reconcile removes nothing created under another.
+   */
+  scope: string;
 }
 
 /** Parses a pool options object (running hostsCommand, or reading its cached answer, if it has one). */
 export async function loadPool(raw: Record<string, unknown>): Promise<Pool> {
   const spec = parsePoolSpec(raw);
-  if (spec.hosts) return { entries: parseEntries(spec.defaults, spec.hosts) };
+  if (spec.hosts) {
+    const entries = parseEntries(spec.defaults, spec.hosts);
+    // The set of hosts (identities, not their order or connection options): reordering or a new
+    // key file keeps the entry's workspaces its own.
+    return { entries, scope: poolScope({ hosts: entries.map((e) => e.id).sort() }) };
+  }
   const hosts = await loadHostList(spec.hostsCommand!);
-  return { entries: parseEntries(spec.defaults, hosts, "hostsCommand output") };
+  // The command, not its answer: the fleet it prints may change, the entry stays the same.
+  return {
+    entries: parseEntries(spec.defaults, hosts, "hostsCommand output"),
+    scope: poolScope({ hostsCommand: spec.hostsCommand!.argv }),
+  };
+}
+
+function poolScope(identity: unknown): string {
+  return sha256Hex(JSON.stringify(identity)).slice(0, 32);
 }
 
 export type HostAnswer<T> = { entry: PoolEntry; ok: true; value: T } | { entry: PoolEntry; ok: false; error: RuntimeError };
@@ -80,7 +99,7 @@ export function callOn<Op extends OneShotOp>(
 
 /** Every entry's live facts, in parallel; `skipDown`: hosts found down within the backoff are not asked. */
 export async function hostLoads(
-  pool: Pool,
+  pool: Pick<Pool, "entries">,
   projectKey: string | null,
   skipDown: boolean,
 ): Promise<Array<HostAnswer<HostLoad> | { entry: PoolEntry; ok: false; down: string }>> {
@@ -157,12 +176,12 @@ export async function placeWorkspace(
   throw new RuntimeError(anyDown ? "network" : "remote-dependency", `No host of the pool can take the workspace: ${why}`);
 }
 
-export function recordFor(entry: PoolEntry, workspaceId: string): PlacementRecord {
-  return { workspaceId, hostId: entry.id, label: entry.label, raw: entry.raw };
+export function recordFor(entry: PoolEntry, workspaceId: string, scope: string): PlacementRecord {
+  return { workspaceId, hostId: entry.id, label: entry.label, raw: entry.raw, scope };
 }
 
-export function recordPlacement(owner: string, entry: PoolEntry, workspaceId: string): void {
-  writePlacement(owner, recordFor(entry, workspaceId));
+export function recordPlacement(owner: string, entry: PoolEntry, workspaceId: string, scope: string): void {
+  writePlacement(owner, recordFor(entry, workspaceId, scope));
 }
 
 /**
@@ -175,7 +194,7 @@ export async function findWorkspace(raw: Record<string, unknown>, owner: string,
   const answers = await acrossHosts(pool.entries, (e) => callOn(e, "workspace.inspect", { workspaceId, owner }));
   const holder = answers.find((a) => (a.ok ? a.value.status !== "missing" : a.error.errorClass === "ownership"));
   if (holder) {
-    recordPlacement(owner, holder.entry, workspaceId);
+    recordPlacement(owner, holder.entry, workspaceId, pool.scope);
     return { options: holder.entry.options, label: holder.entry.label };
   }
   const unreachable = answers.filter((a) => !a.ok);

@@ -49,6 +49,8 @@ export interface PlacementRecord {
   hostId: string;
   label: string;
   raw: Record<string, unknown>;
+  /** The pool runtime entry that placed it (pool.ts Pool.scope); absent in records written before scopes. */
+  scope?: string;
 }
 
 function placementPath(owner: string, workspaceId: string): string | null {

@@ -1,0 +1,80 @@
+// A pool's memory and bounds against other runtime entries of the same Paseo home (issue 30): a
+// reconcile touches only what its own entry created, a create retried after its placement record
+// was lost goes back to the host that has the workspace, maxWorkspaces holds under concurrent
+// creates, a squatted temporary directory does not switch the records off, records follow the
+// entry's current options, and a large host list is asked a few hosts at a time.
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, chownSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { workspaceLayout } from "../../src/remote-agent/layout.js";
+import { seedRepo, type FixtureRepo } from "../fixtures/repo.js";
+import { runCli, TEST_RUNTIME_INSTANCE_ID } from "../support/run-cli.js";
+import { dirInput } from "../support/workspace.js";
+import { extraSshdSkipReason } from "../support/extra-sshd.js";
+import { poolOp, startPoolEndpoint, type PoolEndpoint } from "../support/pool-endpoints.js";
+import { unless } from "../support/needs.js";
+import type { Options } from "../../src/contract/index.js";
+
+const skip = extraSshdSkipReason();
+
+const op = poolOp;
+
+const newId = (label: string) => `entries-${label}-${randomBytes(4).toString("hex")}`;
+
+describe("a pool among other runtime entries", unless(skip), () => {
+  let eps: PoolEndpoint[];
+  let fixture: FixtureRepo;
+  let base: string;
+
+  const holder = (id: string): number[] => eps.flatMap((e, i) => (existsSync(workspaceLayout(e.root, id).dir) ? [i] : []));
+  const pool = (entries: Array<Record<string, unknown>>): Options => ({ connectTimeoutMs: 3000, hosts: entries }) as Options;
+  const single = (i: number): Options => ({ ...eps[i]!.entry(), connectTimeoutMs: 3000 }) as Options;
+  const create = (options: Options, id: string, env?: NodeJS.ProcessEnv) =>
+    op(options, ["create", "--workspace-id", id], { input: dirInput(id, fixture.path) }, env);
+  const status = async (options: Options, id: string): Promise<string> => {
+    const r = await op(options, ["inspect", "--workspace-id", id]);
+    expect(r.code, r.stderr).toBe(0);
+    return (JSON.parse(r.stdout) as { inspection: { status: string } }).inspection.status;
+  };
+
+  beforeAll(async () => {
+    base = mkdtempSync(join(tmpdir(), "paseo-pool-entries-"));
+    fixture = seedRepo(base);
+    eps = await Promise.all(["ea", "eb"].map((l) => startPoolEndpoint(l)));
+  }, 60_000);
+  afterAll(async () => {
+    await Promise.all((eps ?? []).map((e) => e.stop()));
+    rmSync(base, { recursive: true, force: true });
+  });
+
+  it("a reconcile removes only what its own entry created: not another pool's, nor a single host's on a shared host", async () => {
+    // Same Paseo home (one runtimeInstanceId): pool P1 on host 0, pool P2 on host 1, a single-host entry on host 0.
+    const p1 = pool([eps[0]!.entry()]);
+    const p2 = pool([eps[1]!.entry()]);
+    const s = single(0);
+    const [w1, w2, w3] = [newId("p1"), newId("p2"), newId("single")];
+    for (const [options, id] of [
+      [p1, w1],
+      [p2, w2],
+      [s, w3],
+    ] as const)
+      expect((await create(options, id)).code).toBe(0);
+    expect([w1, w2, w3].map(holder)).toEqual([[0], [1], [0]]);
+    // Paseo reconciles P1 with P1's ids: P2's host (known from P2's record) and the single host's
+    // workspace beside P1's are none of its business.
+    const r1 = await op(p1, ["--verbose", "reconcile"], { workspaceIds: [w1] });
+    expect(r1.code, r1.stderr).toBe(0);
+    expect(r1.stderr).not.toContain("removed orphaned workspace");
+    expect(await status(p2, w2)).toBe("ready");
+    expect(await status(s, w3)).toBe("ready");
+    // The single host's reconcile leaves the pool's workspace on its host alone too.
+    const r2 = await op(s, ["reconcile"], { workspaceIds: [w3] });
+    expect(r2.code, r2.stderr).toBe(0);
+    expect(holder(w1)).toEqual([0]);
+    // Each entry still removes its own orphans.
+    for (const options of [p1, p2, s]) expect((await op(options, ["reconcile"], { workspaceIds: [] })).code).toBe(0);
+    expect([w1, w2, w3].map(holder)).toEqual([[], [], []]);
+  }, 300_000);
+});
