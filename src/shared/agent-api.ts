@@ -234,6 +234,10 @@ export const HostLoad = object({
   workspaces: isInteger,
   /** The project's object cache exists here (its objects need not travel again). */
   warmCache: isBoolean,
+  /** Asked with `holds`: this owner's workspace of that id is here (a create retried after its record was lost). */
+  holds: optional(isBoolean),
+  /** Asked with `inflight`: those of the ids whose workspace directory exists here (already counted in `workspaces`). */
+  claimed: optional(arrayOf(isString)),
 });
 export type HostLoad = Infer<typeof HostLoad>;
 
@@ -354,6 +358,12 @@ export type NoFields = Record<never, never>;
 
 export const PoolLoadRequest = object({
   projectKey: withMessage(nullable(matching(/^[a-f0-9]{32}$/)), "pool.load projectKey must be null or 32 hex characters"),
+  /** A workspace to look for (a create whose placement record is missing). */
+  holds: optional(
+    withMessage(object({ workspaceId: isNonEmptyString, owner: isNonEmptyString }), "pool.load holds must name a workspace and owner"),
+  ),
+  /** Workspace ids of creates under way towards this host (reservations), to tell which already claimed their directory. */
+  inflight: optional(withMessage(arrayOf(isNonEmptyString), "pool.load inflight must be an array of workspace ids")),
 });
 export type PoolLoadRequest = Infer<typeof PoolLoadRequest>;
 

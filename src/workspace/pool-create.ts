@@ -42,9 +42,14 @@ export async function createInPool(request: LifecycleRequest, raw: Record<string
   // Started while the hosts are asked, for the block size nearly every filesystem reports, so the
   // estimate is not a step of its own after their facts arrive.
   needBytes(4096).catch(() => undefined);
-  const placement = await placeWorkspace(pool, projectKey, (load) => needBytes(load.blockSize));
+  // No record here: the hosts are asked in the same round trip whether one already holds it.
+  const lookFor = { workspaceId: input.workspaceId, owner };
+  const placement = await placeWorkspace(pool, projectKey, (load) => needBytes(load.blockSize), lookFor);
   try {
-    progress.mark("placed", { host: placement.entry.label, score: Math.round(placement.score * 100) / 100 });
+    // Found there (no score: nothing was placed), as when the record leads back to it.
+    const fields: Record<string, string | number> = { host: placement.entry.label };
+    if (!placement.existing) fields.score = Math.round(placement.score * 100) / 100;
+    progress.mark("placed", fields);
     const result = await onPoolHost(placement.entry.label, () =>
       withHost(placement.entry.options, (host) => runCreate(host, prepared, progress), { failFast: true }),
     );

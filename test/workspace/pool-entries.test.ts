@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
+import { readPlacement, removePlacement } from "../../src/broker/host-pool/state.js";
 import { seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { runCli, TEST_RUNTIME_INSTANCE_ID } from "../support/run-cli.js";
 import { dirInput } from "../support/workspace.js";
@@ -76,5 +77,21 @@ describe("a pool among other runtime entries", unless(skip), () => {
     // Each entry still removes its own orphans.
     for (const options of [p1, p2, s]) expect((await op(options, ["reconcile"], { workspaceIds: [] })).code).toBe(0);
     expect([w1, w2, w3].map(holder)).toEqual([[], [], []]);
+  }, 300_000);
+
+  it("a create retried after its placement record was lost goes back to the host that has the workspace", async () => {
+    const id = newId("retry");
+    const first = await create(pool([eps[0]!.entry(), eps[1]!.entry({ cordoned: true })]), id);
+    expect(first.code, first.stderr).toBe(0);
+    expect(holder(id)).toEqual([0]);
+    // The record is gone (a reboot cleared it, or the runtime was killed before writing it), and
+    // the host that has the workspace is cordoned meanwhile: a fresh placement would go to host 1.
+    removePlacement(TEST_RUNTIME_INSTANCE_ID, id);
+    const retried = await create(pool([eps[0]!.entry({ cordoned: true }), eps[1]!.entry()]), id);
+    expect(retried.code, retried.stderr).toBe(0);
+    expect(holder(id)).toEqual([0]);
+    expect((JSON.parse(retried.stdout) as { materializedFreshContent: boolean }).materializedFreshContent).toBe(false);
+    expect(readPlacement(TEST_RUNTIME_INSTANCE_ID, id)?.label).toContain(`:${eps[0]!.port}`);
+    expect((await op(pool([eps[0]!.entry(), eps[1]!.entry()]), ["destroy", "--workspace-id", id])).code).toBe(0);
   }, 300_000);
 });

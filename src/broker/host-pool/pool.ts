@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { withHost } from "../open-host.js";
 import { withLock } from "../lock.js";
 import { RuntimeError, oneLine } from "../../shared/errors.js";
-import type { AgentAnswer, HostLoad, OneShotOp, OpRequest } from "../../shared/agent-api.js";
+import type { AgentAnswer, HostLoad, OneShotOp, OpRequest, PoolLoadRequest } from "../../shared/agent-api.js";
 import { parseEntries, parsePoolSpec, type Located, type PoolEntry } from "./options.js";
 import { loadHostList } from "./hosts-command.js";
 import { namesItsHost } from "./detect.js";
@@ -97,14 +97,18 @@ export function callOn<Op extends OneShotOp>(
   return withHost(entry.options, (host) => host.call(op, fields, timeoutMs), { failFast: true });
 }
 
-/** Every entry's live facts, in parallel; `skipDown`: hosts found down within the backoff are not asked. */
+/**
+ * Every entry's live facts, in parallel; `skipDown`: hosts found down within the backoff are not
+ * asked. `ask` adds fields of the request per host (a workspace to look for, creates in flight).
+ */
 export async function hostLoads(
   pool: Pick<Pool, "entries">,
   projectKey: string | null,
   skipDown: boolean,
+  ask: (entry: PoolEntry) => Omit<PoolLoadRequest, "projectKey"> = () => ({}),
 ): Promise<Array<HostAnswer<HostLoad> | { entry: PoolEntry; ok: false; down: string }>> {
   const asked = pool.entries.filter((e) => !(skipDown && recentlyDown(e.id)));
-  const answers = await acrossHosts(asked, (e) => callOn(e, "pool.load", { projectKey }));
+  const answers = await acrossHosts(asked, (e) => callOn(e, "pool.load", { projectKey, ...ask(e) }));
   return pool.entries.map(
     (e) => answers.find((a) => a.entry === e) ?? { entry: e, ok: false as const, down: recentlyDown(e.id) ?? "unreachable" },
   );
@@ -126,6 +130,8 @@ export function placementScore(load: HostLoad, inflight: number): number {
 export interface Placement {
   entry: PoolEntry;
   score: number;
+  /** The host already holds this workspace (a create retried after its record was lost): no new placement. */
+  existing: boolean;
   /** Removes this create's reservation (call once it ended, either way). */
   release(): void;
 }
@@ -133,19 +139,26 @@ export interface Placement {
 /**
  * Chooses the host for a new workspace: asks every candidate in parallel, skips the cordoned, the
  * full (maxWorkspaces), those without room (`needBytes`) and the unreachable, and takes the lowest
- * score. No candidate: one line naming each host and why.
+ * score. No candidate: one line naming each host and why. With `lookFor` (no placement record of
+ * the workspace here) the same round trip asks every host, cordoned ones too, whether it already
+ * holds it: a create retried after its record was lost goes back there instead of making a second,
+ * empty workspace elsewhere.
  */
 export async function placeWorkspace(
   pool: Pool,
   projectKey: string | null,
   needBytes: (load: HostLoad) => Promise<number>,
+  lookFor: { workspaceId: string; owner: string } | null = null,
 ): Promise<Placement> {
-  const candidates = pool.entries.filter((e) => !e.cordoned);
-  const loads = await hostLoads({ entries: candidates }, projectKey, true);
+  const asked = lookFor ? pool.entries : pool.entries.filter((e) => !e.cordoned);
+  const loads = await hostLoads({ entries: asked }, projectKey, true, () => (lookFor ? { holds: lookFor } : {}));
+  const holder = loads.find((a) => a.ok && a.value.holds === true);
+  if (holder) return { entry: holder.entry, score: 0, existing: true, release: () => {} };
   const reasons = new Map<PoolEntry, string>();
   for (const e of pool.entries) if (e.cordoned) reasons.set(e, "cordoned");
   const fits: Array<{ entry: PoolEntry; load: HostLoad }> = [];
   for (const a of loads) {
+    if (a.entry.cordoned) continue;
     if (!a.ok) {
       reasons.set(a.entry, "error" in a ? oneLine(a.error.message) : `down (${a.down}; not asked again for a while)`);
     } else if (a.entry.maxWorkspaces !== null && a.value.workspaces >= a.entry.maxWorkspaces) {
@@ -164,7 +177,7 @@ export async function placeWorkspace(
       const score = placementScore(f.load, inflight.get(f.entry.id) ?? 0);
       if (!best || score < best.score) best = { entry: f.entry, score };
     }
-    return best && { ...best, release: reserve(best.entry.id) };
+    return best && { ...best, existing: false, release: reserve(best.entry.id) };
   };
   const dir = poolStateDir();
   // Choosing and reserving under one lock: two creates that asked at the same moment still differ.
@@ -172,7 +185,7 @@ export async function placeWorkspace(
   if (chosen) return chosen;
   const why = pool.entries.map((e) => `${e.label}: ${reasons.get(e) ?? "not a candidate"}`).join("; ");
   // Only hosts that could not be asked leave a chance that retrying helps: that is a network failure.
-  const anyDown = loads.some((a) => !a.ok);
+  const anyDown = loads.some((a) => !a.ok && !a.entry.cordoned);
   throw new RuntimeError(anyDown ? "network" : "remote-dependency", `No host of the pool can take the workspace: ${why}`);
 }
 
