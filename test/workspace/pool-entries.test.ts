@@ -94,4 +94,25 @@ describe("a pool among other runtime entries", unless(skip), () => {
     expect(readPlacement(TEST_RUNTIME_INSTANCE_ID, id)?.label).toContain(`:${eps[0]!.port}`);
     expect((await op(pool([eps[0]!.entry(), eps[1]!.entry()]), ["destroy", "--workspace-id", id])).code).toBe(0);
   }, 300_000);
+
+  it("concurrent creates do not exceed maxWorkspaces: creates in flight count towards it", async () => {
+    const held = (): number => {
+      const dir = join(eps[1]!.root, "workspaces");
+      return existsSync(dir) ? readdirSync(dir).filter((n) => n.startsWith("paseo-ws-")).length : 0;
+    };
+    const before = held();
+    const options = pool([eps[0]!.entry({ cordoned: true }), eps[1]!.entry({ maxWorkspaces: before + 1 })]);
+    const ids = [0, 1, 2, 3].map(() => newId("max"));
+    const results = await Promise.all(ids.map((id) => create(options, id)));
+    const made = ids.filter((_, i) => results[i]!.code === 0);
+    expect(made, results.map((r) => r.message).join("\n")).toHaveLength(1);
+    expect(held()).toBe(before + 1);
+    for (const r of results.filter((r) => r.code !== 0)) {
+      expect(r.code).toBe(6);
+      expect(r.message).toMatch(
+        /^No host of the pool can take the workspace: hosts\[0\] \S+: cordoned; hosts\[1\] \S+: full \(\d+ of maxWorkspaces \d+/,
+      );
+    }
+    expect((await op(options, ["destroy", "--workspace-id", made[0]!])).code).toBe(0);
+  }, 300_000);
 });

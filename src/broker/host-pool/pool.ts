@@ -139,19 +139,24 @@ export interface Placement {
 /**
  * Chooses the host for a new workspace: asks every candidate in parallel, skips the cordoned, the
  * full (maxWorkspaces), those without room (`needBytes`) and the unreachable, and takes the lowest
- * score. No candidate: one line naming each host and why. With `lookFor` (no placement record of
- * the workspace here) the same round trip asks every host, cordoned ones too, whether it already
- * holds it: a create retried after its record was lost goes back there instead of making a second,
- * empty workspace elsewhere.
+ * score. No candidate: one line naming each host and why. Called without a placement record of the
+ * workspace, so the same round trip asks every host, cordoned ones too, whether it already holds
+ * `lookFor`: a create retried after its record was lost goes back there instead of making a
+ * second, empty workspace elsewhere.
  */
 export async function placeWorkspace(
   pool: Pool,
   projectKey: string | null,
   needBytes: (load: HostLoad) => Promise<number>,
-  lookFor: { workspaceId: string; owner: string } | null = null,
+  lookFor: { workspaceId: string; owner: string },
 ): Promise<Placement> {
-  const asked = lookFor ? pool.entries : pool.entries.filter((e) => !e.cordoned);
-  const loads = await hostLoads({ entries: asked }, projectKey, true, () => (lookFor ? { holds: lookFor } : {}));
+  // Creates under way (reservations): each host says which of them already claimed a directory
+  // there, i.e. are in its `workspaces` already; the others count on top of it.
+  const pending = reservations();
+  const loads = await hostLoads(pool, projectKey, true, (e) => ({
+    holds: lookFor,
+    ...(pending.has(e.id) ? { inflight: pending.get(e.id)! } : {}),
+  }));
   const holder = loads.find((a) => a.ok && a.value.holds === true);
   if (holder) return { entry: holder.entry, score: 0, existing: true, release: () => {} };
   const reasons = new Map<PoolEntry, string>();
@@ -161,8 +166,6 @@ export async function placeWorkspace(
     if (a.entry.cordoned) continue;
     if (!a.ok) {
       reasons.set(a.entry, "error" in a ? oneLine(a.error.message) : `down (${a.down}; not asked again for a while)`);
-    } else if (a.entry.maxWorkspaces !== null && a.value.workspaces >= a.entry.maxWorkspaces) {
-      reasons.set(a.entry, `full (${a.value.workspaces} of maxWorkspaces ${a.entry.maxWorkspaces})`);
     } else {
       const need = await needBytes(a.value);
       if (a.value.freeBytes !== null && a.value.freeBytes < need)
@@ -170,14 +173,24 @@ export async function placeWorkspace(
       else fits.push({ entry: a.entry, load: a.value });
     }
   }
+  // Under the lock, with the reservations as they are now: full counts the creates in flight too,
+  // so concurrent creates cannot together exceed maxWorkspaces.
   const choose = (): Placement | null => {
     const inflight = reservations();
     let best: { entry: PoolEntry; score: number } | null = null;
     for (const f of fits) {
-      const score = placementScore(f.load, inflight.get(f.entry.id) ?? 0);
+      const claimed = new Set(f.load.claimed ?? []);
+      const coming = (inflight.get(f.entry.id) ?? []).filter((id) => !claimed.has(id)).length;
+      const max = f.entry.maxWorkspaces;
+      if (max !== null && f.load.workspaces + coming >= max) {
+        const under = coming > 0 ? `, ${coming} being created` : "";
+        reasons.set(f.entry, `full (${f.load.workspaces} of maxWorkspaces ${max}${under})`);
+        continue;
+      }
+      const score = placementScore(f.load, coming);
       if (!best || score < best.score) best = { entry: f.entry, score };
     }
-    return best && { ...best, existing: false, release: reserve(best.entry.id) };
+    return best && { ...best, existing: false, release: reserve(best.entry.id, lookFor.workspaceId) };
   };
   const dir = poolStateDir();
   // Choosing and reserving under one lock: two creates that asked at the same moment still differ.

@@ -98,33 +98,36 @@ export function recentlyDown(hostId: string, now = Date.now()): string | null {
 }
 
 /** A create under way on a host, so concurrent creates (any process of ours) spread instead of piling up. */
-export function reserve(hostId: string): () => void {
+export function reserve(hostId: string, workspaceId: string): () => void {
   const dir = sub("inflight");
   if (dir === null) return () => {};
   const path = join(dir, `${hostId}.${process.pid}.${randomHex(4)}`);
-  writeFileSync(path, "", { mode: 0o600 });
+  // The workspace id, so that the host can say which of them already claimed their directory.
+  writeFileSync(path, workspaceId, { mode: 0o600 });
   return () => rmSync(path, { force: true });
 }
 
-/** Live reservations per host id. */
-export function reservations(now = Date.now()): Map<string, number> {
-  const counts = new Map<string, number>();
+/** Live reservations per host id: the workspace ids of the creates under way towards it. */
+export function reservations(now = Date.now()): Map<string, string[]> {
+  const byHost = new Map<string, string[]>();
   const dir = sub("inflight");
-  if (dir === null) return counts;
+  if (dir === null) return byHost;
   for (const name of readdirSync(dir)) {
     const path = join(dir, name);
+    let workspaceId: string;
     try {
       if (now - statSync(path).mtimeMs > RESERVATION_STALE_MS) {
         rmSync(path, { force: true });
         continue;
       }
+      workspaceId = readFileSync(path, "utf8");
     } catch {
       continue;
     }
     const id = name.split(".")[0]!;
-    counts.set(id, (counts.get(id) ?? 0) + 1);
+    byHost.set(id, [...(byHost.get(id) ?? []), workspaceId]);
   }
-  return counts;
+  return byHost;
 }
 
 /** The cached hostsCommand answer for this argv, if younger than `maxAgeMs`. */
