@@ -15,7 +15,7 @@ import { runCli, TEST_RUNTIME_INSTANCE_ID } from "../support/run-cli.js";
 import { dirInput } from "../support/workspace.js";
 import { extraSshdSkipReason } from "../support/extra-sshd.js";
 import { poolOp, startPoolEndpoint, type PoolEndpoint } from "../support/pool-endpoints.js";
-import { unless } from "../support/needs.js";
+import { needs, unless } from "../support/needs.js";
 import type { Options } from "../../src/contract/index.js";
 
 const skip = extraSshdSkipReason();
@@ -115,4 +115,40 @@ describe("a pool among other runtime entries", unless(skip), () => {
     }
     expect((await op(options, ["destroy", "--workspace-id", made[0]!])).code).toBe(0);
   }, 300_000);
+
+  it(
+    "keeps its records in the user's state directory when another user squatted every broker directory name in a shared TMPDIR",
+    { ...unless(needs.root("gives the squatted directories to another user (chown)")), timeout: 300_000 },
+    async () => {
+      const shared = join(base, "shared-tmp");
+      const home = join(base, "home");
+      mkdirSync(shared, { mode: 0o1777 });
+      mkdirSync(home, { mode: 0o700 });
+      for (const name of ["", ".1", ".2", ".3", ".4"].map((n) => `paseo-ssh-0${n}`)) {
+        mkdirSync(join(shared, name), { mode: 0o700 });
+        chownSync(join(shared, name), 65534, 65534);
+      }
+      const { XDG_RUNTIME_DIR: _, XDG_STATE_HOME: __, ...rest } = process.env;
+      const env = { ...rest, TMPDIR: shared, HOME: home };
+      const options = pool([eps[0]!.entry(), eps[1]!.entry()]);
+      const id = newId("squat");
+      const r = await create(options, id, env);
+      expect(r.code, r.stderr).toBe(0);
+      // The placement record is there (before: none anywhere, so nothing was remembered).
+      const records = join(home, ".local", "state", "paseo-ssh", "pool", "placements");
+      expect(existsSync(records) ? readdirSync(records, { recursive: true }).filter((n) => String(n).endsWith(".json")) : []).toHaveLength(
+        1,
+      );
+      expect((await op(options, ["destroy", "--workspace-id", id], {}, env)).code).toBe(0);
+      // The state directory squatted too: a clear line, not a pool without memory.
+      const squatted = join(base, "squatted-home");
+      mkdirSync(join(squatted, ".local", "state", "paseo-ssh"), { recursive: true, mode: 0o700 });
+      chownSync(join(squatted, ".local", "state", "paseo-ssh"), 65534, 65534);
+      const refused = await create(options, newId("squat"), { ...env, HOME: squatted });
+      expect(refused.code).toBe(2);
+      expect(refused.message).toMatch(
+        /^A pool needs a private directory for its placement records: .*set XDG_RUNTIME_DIR or XDG_STATE_HOME/,
+      );
+    },
+  );
 });

@@ -194,7 +194,7 @@ export async function placeWorkspace(
   };
   const dir = poolStateDir();
   // Choosing and reserving under one lock: two creates that asked at the same moment still differ.
-  const chosen = dir === null ? choose() : await withLock(join(dir, "place.lock"), async () => choose());
+  const chosen = await withLock(join(dir, "place.lock"), async () => choose());
   if (chosen) return chosen;
   const why = pool.entries.map((e) => `${e.label}: ${reasons.get(e) ?? "not a candidate"}`).join("; ");
   // Only hosts that could not be asked leave a chance that retrying helps: that is a network failure.
