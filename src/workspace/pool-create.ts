@@ -7,7 +7,7 @@ import { withHost } from "../broker/open-host.js";
 import { loadPool, placeWorkspace, recordPlacement } from "../broker/host-pool/pool.js";
 import { readPlacement } from "../broker/host-pool/state.js";
 import { onPoolHost } from "../broker/host-pool/detect.js";
-import { parseRuntimeOptions } from "../transport/options.js";
+import { recordedHost } from "../broker/host-pool/locate.js";
 import { checkoutFootprint } from "../shared/disk-space.js";
 import type { CreateResult } from "../shared/agent-api.js";
 import { prepareCreate, runCreate } from "./create-workspace.js";
@@ -21,10 +21,9 @@ export async function createInPool(request: LifecycleRequest, raw: Record<string
   prepared.request.scope = pool.scope;
   const earlier = readPlacement(owner, input.workspaceId);
   if (earlier) {
-    progress.mark("placed", { host: earlier.label });
-    return onPoolHost(earlier.label, () =>
-      withHost(parseRuntimeOptions(earlier.raw), (host) => runCreate(host, prepared, progress), { failFast: true }),
-    );
+    const host = recordedHost(raw, earlier);
+    progress.mark("placed", { host: host.label });
+    return onPoolHost(host.label, () => withHost(host.options, (h) => runCreate(h, prepared, progress), { failFast: true }));
   }
   const source = prepared.request.source;
   const projectKey = source.kind === "directory" ? source.projectKey : null;

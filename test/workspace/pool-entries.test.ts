@@ -10,6 +10,8 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { readPlacement, removePlacement } from "../../src/broker/host-pool/state.js";
+import { brokerDir } from "../../src/broker/paths.js";
+import { sha256Hex } from "../../src/shared/sha256.js";
 import { seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { runCli, TEST_RUNTIME_INSTANCE_ID } from "../support/run-cli.js";
 import { dirInput } from "../support/workspace.js";
@@ -151,4 +153,46 @@ describe("a pool among other runtime entries", unless(skip), () => {
       );
     },
   );
+
+  it("a placement record names its host entry: the entry's current options reach the workspace, a stale recorded key breaks nothing", async () => {
+    const id = newId("opts");
+    expect((await create(pool([eps[0]!.entry(), eps[1]!.entry({ cordoned: true })]), id)).code).toBe(0);
+    expect(holder(id)).toEqual([0]);
+    // An earlier version's record with a key the schema no longer has.
+    const file = join(
+      brokerDir()!,
+      "pool",
+      "placements",
+      sha256Hex(TEST_RUNTIME_INSTANCE_ID).slice(0, 16),
+      `${sha256Hex(id).slice(0, 32)}.json`,
+    );
+    const record = JSON.parse(readFileSync(file, "utf8")) as Record<string, Record<string, unknown>>;
+    for (const k of ["entry", "raw"]) if (record[k]) record[k] = { ...record[k], removedOption: 1 };
+    writeFileSync(file, JSON.stringify(record));
+    expect(await status(pool([eps[0]!.entry(), eps[1]!.entry()]), id)).toBe("ready");
+    // The host left the list: the recorded entry still reaches it, its stale key dropped.
+    expect(await status(pool([eps[1]!.entry()]), id)).toBe("ready");
+    // knownHostsFile moved: the old file no longer trusts the host, the entry names the new one.
+    // In-process (no broker), so the host key is checked by this very operation.
+    const old = eps[0]!.entry().knownHostsFile as string;
+    const saved = readFileSync(old);
+    const moved = join(base, "known_hosts.moved");
+    writeFileSync(moved, saved);
+    writeFileSync(old, "");
+    try {
+      const r = await op(
+        pool([eps[0]!.entry({ knownHostsFile: moved }), eps[1]!.entry()]),
+        ["inspect", "--workspace-id", id],
+        {},
+        {
+          ...process.env,
+          PASEO_SSH_NO_BROKER: "1",
+        },
+      );
+      expect(r.code, r.stderr).toBe(0);
+    } finally {
+      writeFileSync(old, saved);
+    }
+    expect((await op(pool([eps[0]!.entry(), eps[1]!.entry()]), ["destroy", "--workspace-id", id])).code).toBe(0);
+  }, 300_000);
 });

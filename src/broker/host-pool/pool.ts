@@ -23,6 +23,8 @@ export interface Pool {
    * placement records carry it, and its reconcile removes nothing created under another.
    */
   scope: string;
+  /** The top-level keys: every entry's defaults (also under a recorded entry that left the list). */
+  defaults: Record<string, unknown>;
 }
 
 /** Parses a pool options object (running hostsCommand, or reading its cached answer, if it has one). */
@@ -32,13 +34,14 @@ export async function loadPool(raw: Record<string, unknown>): Promise<Pool> {
     const entries = parseEntries(spec.defaults, spec.hosts);
     // The set of hosts (identities, not their order or connection options): reordering or a new
     // key file keeps the entry's workspaces its own.
-    return { entries, scope: poolScope({ hosts: entries.map((e) => e.id).sort() }) };
+    return { entries, scope: poolScope({ hosts: entries.map((e) => e.id).sort() }), defaults: spec.defaults };
   }
   const hosts = await loadHostList(spec.hostsCommand!);
   // The command, not its answer: the fleet it prints may change, the entry stays the same.
   return {
     entries: parseEntries(spec.defaults, hosts, "hostsCommand output"),
     scope: poolScope({ hostsCommand: spec.hostsCommand!.argv }),
+    defaults: spec.defaults,
   };
 }
 
@@ -203,7 +206,7 @@ export async function placeWorkspace(
 }
 
 export function recordFor(entry: PoolEntry, workspaceId: string, scope: string): PlacementRecord {
-  return { workspaceId, hostId: entry.id, label: entry.label, raw: entry.raw, scope };
+  return { workspaceId, hostId: entry.id, label: entry.label, entry: entry.own, scope };
 }
 
 export function recordPlacement(owner: string, entry: PoolEntry, workspaceId: string, scope: string): void {

@@ -6,7 +6,7 @@
 import type { Writable } from "node:stream";
 import { RuntimeError, oneLine } from "../../shared/errors.js";
 import { acrossHosts, callOn, loadPool } from "./pool.js";
-import { parseEntries, type PoolEntry } from "./options.js";
+import { recordedEntry, type PoolEntry } from "./options.js";
 import { listPlacements, removePlacement } from "./state.js";
 
 /** Reconcile may sweep a large root: beyond the connect, its own bound. */
@@ -24,8 +24,8 @@ export async function reconcilePool(
   const records = () => listPlacements(owner).filter((r) => r.scope === pool.scope);
   for (const record of records()) {
     if (entries.some((e) => e.id === record.hostId)) continue;
-    const [gone] = parseEntries({}, [record.raw], "recorded host");
-    if (gone && !entries.some((e) => e.id === gone.id)) entries.push({ ...gone, label: record.label });
+    const gone = recordedEntry(pool.defaults, record.entry, record.label);
+    if (!entries.some((e) => e.id === gone.id)) entries.push(gone);
   }
   const answers = await acrossHosts(
     entries,

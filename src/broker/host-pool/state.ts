@@ -55,12 +55,15 @@ function readJson(path: string): unknown {
   }
 }
 
-/** Where a workspace lives: the host entry's merged options (so a host that left the list stays reachable). */
+/**
+ * Where a workspace lives: the host entry by identity (hostId), its options taken from the runtime
+ * entry as it is now (locate.ts); `entry`, its own keys, only reach a host that left the list.
+ */
 export interface PlacementRecord {
   workspaceId: string;
   hostId: string;
   label: string;
-  raw: Record<string, unknown>;
+  entry: Record<string, unknown>;
   /** The pool runtime entry that placed it (pool.ts Pool.scope); absent in records written before scopes. */
   scope?: string;
 }
@@ -70,14 +73,21 @@ function placementPath(owner: string, workspaceId: string): string {
   return join(dir, `${sha256Hex(workspaceId).slice(0, 32)}.json`);
 }
 
+/** A record's entry; one written before records named their entry kept the merged options as `raw`. */
+function withEntry(r: Partial<PlacementRecord> & { raw?: unknown }): PlacementRecord | null {
+  const { raw, ...rest } = r;
+  const entry = rest.entry ?? raw;
+  if (typeof entry !== "object" || entry === null || Array.isArray(entry)) return null;
+  return { ...(rest as PlacementRecord), entry: entry as Record<string, unknown> };
+}
+
 export function readPlacement(owner: string, workspaceId: string): PlacementRecord | null {
   const path = placementPath(owner, workspaceId);
   const value = readJson(path);
   if (typeof value !== "object" || value === null) return null;
   const r = value as Partial<PlacementRecord>;
   if (r.workspaceId !== workspaceId || typeof r.hostId !== "string" || typeof r.label !== "string") return null;
-  if (typeof r.raw !== "object" || r.raw === null) return null;
-  return r as PlacementRecord;
+  return withEntry(r);
 }
 
 export function writePlacement(owner: string, record: PlacementRecord): void {
@@ -158,6 +168,9 @@ export function listPlacements(owner: string): PlacementRecord[] {
   const dir = sub("placements", sha256Hex(owner).slice(0, 16));
   return readdirSync(dir)
     .filter((n) => n.endsWith(".json"))
-    .map((n) => readJson(join(dir, n)) as PlacementRecord | null)
-    .filter((r): r is PlacementRecord => !!r && typeof r.workspaceId === "string" && typeof r.raw === "object" && r.raw !== null);
+    .map((n) => readJson(join(dir, n)) as Partial<PlacementRecord> | null)
+    .map((r) =>
+      r && typeof r.workspaceId === "string" && typeof r.hostId === "string" && typeof r.label === "string" ? withEntry(r) : null,
+    )
+    .filter((r): r is PlacementRecord => r !== null);
 }
