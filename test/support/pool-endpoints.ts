@@ -43,6 +43,8 @@ export interface PoolEndpoint {
   stall(): void;
   restore(): Promise<void>;
   stop(): Promise<void>;
+  /** The most connections carried at once since the last call (then reset). */
+  takePeak(): number;
 }
 
 function listen(server: Server, port: number): Promise<number> {
@@ -62,6 +64,7 @@ export async function startPoolEndpoint(label: string): Promise<PoolEndpoint> {
   const pairs = new Set<[Socket, Socket]>();
   /** Connections accepted during a blackhole: never answered, closed when it ends. */
   let unanswered: Set<Socket> | null = null;
+  let peak = 0;
   const makeServer = () =>
     createServer((client) => {
       if (unanswered) {
@@ -80,6 +83,7 @@ export async function startPoolEndpoint(label: string): Promise<PoolEndpoint> {
       }
       const pair: [Socket, Socket] = [client, upstream];
       pairs.add(pair);
+      peak = Math.max(peak, pairs.size);
       client.on("close", () => pairs.delete(pair));
       client.pipe(upstream).pipe(client);
     });
@@ -132,6 +136,11 @@ export async function startPoolEndpoint(label: string): Promise<PoolEndpoint> {
       }
       server = makeServer();
       await listen(server, port);
+    },
+    takePeak() {
+      const seen = peak;
+      peak = pairs.size;
+      return seen;
     },
     async stop() {
       await closeServer();

@@ -14,7 +14,7 @@ import { brokerDir } from "../../src/broker/paths.js";
 import { sha256Hex } from "../../src/shared/sha256.js";
 import { seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { runCli, TEST_RUNTIME_INSTANCE_ID } from "../support/run-cli.js";
-import { dirInput } from "../support/workspace.js";
+import { dirInput, removeRoot } from "../support/workspace.js";
 import { extraSshdSkipReason } from "../support/extra-sshd.js";
 import { poolOp, startPoolEndpoint, type PoolEndpoint } from "../support/pool-endpoints.js";
 import { needs, unless } from "../support/needs.js";
@@ -194,5 +194,30 @@ describe("a pool among other runtime entries", unless(skip), () => {
       writeFileSync(old, saved);
     }
     expect((await op(pool([eps[0]!.entry(), eps[1]!.entry()]), ["destroy", "--workspace-id", id])).code).toBe(0);
+  }, 300_000);
+
+  it("a large host list is asked FANOUT hosts at a time and leaves no broker behind for hosts it only looked at", async () => {
+    // 16 entries on one endpoint, each its own root (distinct host identities), none used before.
+    const roots = Array.from({ length: 16 }, (_, i) => `${eps[1]!.root}-many${i}`);
+    const options = pool(roots.map((root) => eps[1]!.entry({ root })));
+    const sockets = (): number => readdirSync(brokerDir()!).filter((n) => n.endsWith(".sock")).length;
+    try {
+      const before = sockets();
+      eps[1]!.takePeak();
+      const r = await runCli(["status", "--options", JSON.stringify(options), "--json", "true"], { timeoutMs: 180_000 });
+      expect(r.code, r.stderr.toString()).toBe(0);
+      expect(r.stdout.toString("utf8").trim().split("\n")).toHaveLength(16);
+      // Before: 16 connections at once through 16 new brokers, which stayed alive. FANOUT (8) at
+      // once, plus in-process connections still closing (sshd ends them) while the next ones open.
+      expect(eps[1]!.takePeak()).toBeLessThanOrEqual(12);
+      expect(sockets()).toBe(before);
+      // A create places its workspace on one of them (that one gets a broker: it is used).
+      const id = newId("many");
+      expect((await create(options, id)).code).toBe(0);
+      expect(eps[1]!.takePeak()).toBeLessThanOrEqual(13);
+      expect((await op(options, ["destroy", "--workspace-id", id])).code).toBe(0);
+    } finally {
+      for (const root of roots) removeRoot(root);
+    }
   }, 300_000);
 });

@@ -15,6 +15,11 @@ import { markDown, markUp, poolStateDir, recentlyDown, reservations, reserve, wr
 
 /** Beyond connectTimeoutMs, what one host's answer may take (the agent's own work, a daemon start). */
 const ANSWER_MARGIN_MS = 5_000;
+/**
+ * Hosts asked at once by a fan-out (placement facts, look-ups, status, reconcile): each one costs an
+ * SSH connection and, through a broker, a process; a pool of 200 hosts asked all at once ran 200.
+ */
+export const FANOUT = 8;
 
 export interface Pool {
   entries: PoolEntry[];
@@ -57,37 +62,48 @@ function asRuntimeError(err: unknown): RuntimeError {
 }
 
 /**
- * Runs `fn` against every entry at once, each bounded by its connectTimeoutMs plus a margin; a host
- * that cannot be reached is remembered as down (and one that answers, as up again).
+ * Runs `fn` against every entry, FANOUT at a time, each bounded by its connectTimeoutMs plus a
+ * margin (from its own start); a host that cannot be reached is remembered as down (and one that
+ * answers, as up again). `startBroker` (for callOn): false beyond FANOUT entries, so that hosts
+ * only visited for a look-up are asked in-process unless their broker already runs.
  */
-export function acrossHosts<T>(
+export async function acrossHosts<T>(
   entries: PoolEntry[],
-  fn: (entry: PoolEntry) => Promise<T>,
+  fn: (entry: PoolEntry, startBroker: boolean) => Promise<T>,
   boundMs: (entry: PoolEntry) => number = (e) => e.options.connectTimeoutMs + ANSWER_MARGIN_MS,
 ): Promise<HostAnswer<T>[]> {
-  return Promise.all(
-    entries.map(async (entry): Promise<HostAnswer<T>> => {
-      let timer: NodeJS.Timeout | undefined;
-      const bound = new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () => reject(namesItsHost(new RuntimeError("network", `${entry.label} did not answer within ${boundMs(entry)} ms`))),
-          boundMs(entry),
-        );
-        timer.unref();
-      });
-      try {
-        const value = await Promise.race([fn(entry), bound]);
-        markUp(entry.id);
-        return { entry, ok: true, value };
-      } catch (err) {
-        const error = asRuntimeError(err);
-        if (error.errorClass === "network") markDown(entry.id, oneLine(error.message));
-        return { entry, ok: false, error };
-      } finally {
-        clearTimeout(timer);
-      }
-    }),
-  );
+  const startBroker = entries.length <= FANOUT;
+  const ask = async (entry: PoolEntry): Promise<HostAnswer<T>> => {
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(namesItsHost(new RuntimeError("network", `${entry.label} did not answer within ${boundMs(entry)} ms`))),
+        boundMs(entry),
+      );
+      timer.unref();
+    });
+    try {
+      const value = await Promise.race([fn(entry, startBroker), bound]);
+      markUp(entry.id);
+      return { entry, ok: true, value };
+    } catch (err) {
+      const error = asRuntimeError(err);
+      if (error.errorClass === "network") markDown(entry.id, oneLine(error.message));
+      return { entry, ok: false, error };
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  const answers: HostAnswer<T>[] = new Array(entries.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < entries.length) {
+      const i = next++;
+      answers[i] = await ask(entries[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(FANOUT, entries.length) }, worker));
+  return answers;
 }
 
 /** One agent call on one entry's host. */
@@ -96,12 +112,13 @@ export function callOn<Op extends OneShotOp>(
   op: Op,
   fields: OpRequest<Op>,
   timeoutMs?: number,
+  startBroker = true,
 ): Promise<AgentAnswer<Op>> {
-  return withHost(entry.options, (host) => host.call(op, fields, timeoutMs), { failFast: true });
+  return withHost(entry.options, (host) => host.call(op, fields, timeoutMs), { failFast: true }, startBroker);
 }
 
 /**
- * Every entry's live facts, in parallel; `skipDown`: hosts found down within the backoff are not
+ * Every entry's live facts, FANOUT hosts at a time; `skipDown`: hosts found down within the backoff are not
  * asked. `ask` adds fields of the request per host (a workspace to look for, creates in flight).
  */
 export async function hostLoads(
@@ -111,7 +128,7 @@ export async function hostLoads(
   ask: (entry: PoolEntry) => Omit<PoolLoadRequest, "projectKey"> = () => ({}),
 ): Promise<Array<HostAnswer<HostLoad> | { entry: PoolEntry; ok: false; down: string }>> {
   const asked = pool.entries.filter((e) => !(skipDown && recentlyDown(e.id)));
-  const answers = await acrossHosts(asked, (e) => callOn(e, "pool.load", { projectKey, ...ask(e) }));
+  const answers = await acrossHosts(asked, (e, start) => callOn(e, "pool.load", { projectKey, ...ask(e) }, undefined, start));
   return pool.entries.map(
     (e) => answers.find((a) => a.entry === e) ?? { entry: e, ok: false as const, down: recentlyDown(e.id) ?? "unreachable" },
   );
@@ -140,7 +157,7 @@ export interface Placement {
 }
 
 /**
- * Chooses the host for a new workspace: asks every candidate in parallel, skips the cordoned, the
+ * Chooses the host for a new workspace: asks every candidate (FANOUT at a time), skips the cordoned, the
  * full (maxWorkspaces), those without room (`needBytes`) and the unreachable, and takes the lowest
  * score. No candidate: one line naming each host and why. Called without a placement record of the
  * workspace, so the same round trip asks every host, cordoned ones too, whether it already holds
@@ -214,13 +231,13 @@ export function recordPlacement(owner: string, entry: PoolEntry, workspaceId: st
 }
 
 /**
- * Finds a workspace whose placement record is lost by asking every host of the pool in parallel
+ * Finds a workspace whose placement record is lost by asking every host of the pool (FANOUT at a time)
  * (and records the answer). Never "missing" while a host that may hold it cannot be asked: that is
  * a network error naming those hosts.
  */
 export async function findWorkspace(raw: Record<string, unknown>, owner: string, workspaceId: string): Promise<Located> {
   const pool = await loadPool(raw);
-  const answers = await acrossHosts(pool.entries, (e) => callOn(e, "workspace.inspect", { workspaceId, owner }));
+  const answers = await acrossHosts(pool.entries, (e, start) => callOn(e, "workspace.inspect", { workspaceId, owner }, undefined, start));
   const holder = answers.find((a) => (a.ok ? a.value.status !== "missing" : a.error.errorClass === "ownership"));
   if (holder) {
     recordPlacement(owner, holder.entry, workspaceId, pool.scope);

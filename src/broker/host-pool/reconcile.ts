@@ -1,4 +1,4 @@
-// `reconcile` on a pool: every host at once, including hosts that left the list but still hold a
+// `reconcile` on a pool: every host (FANOUT at a time), including hosts that left the list but still hold a
 // recorded workspace. A host that cannot be reached deletes nothing (nothing is asked of it) and is
 // named on stderr; the others are reconciled all the same. Then the operation fails with a network
 // error (exit code of the class) so Paseo logs "Workspace reconciliation failed" and the next daemon
@@ -29,7 +29,7 @@ export async function reconcilePool(
   }
   const answers = await acrossHosts(
     entries,
-    (e) => callOn(e, "workspace.reconcile", { owner, workspaceIds, scope: pool.scope }, RECONCILE_BOUND_MS),
+    (e, start) => callOn(e, "workspace.reconcile", { owner, workspaceIds, scope: pool.scope }, RECONCILE_BOUND_MS, start),
     (e) => e.options.connectTimeoutMs + RECONCILE_BOUND_MS,
   );
   const failed: string[] = [];
