@@ -27,6 +27,9 @@ import { cliDriver, dirInput, progressLines, type Driver, removeRoot } from "../
 import { setHostGitSearchPath } from "../support/test-hooks.js";
 import { runCli } from "../support/run-cli.js";
 import { rig } from "../rig/rig.js";
+import { cachePath } from "../../src/remote-agent/workspace/git-cache.js";
+import { lfsObjectPath } from "../../src/remote-agent/workspace/lfs-store.js";
+import { projectKey } from "../../src/workspace/create-workspace.js";
 import { needs, unless } from "../support/needs.js";
 
 const which = (name: string) =>
@@ -205,6 +208,28 @@ describe(
       expect(remoteGit(checkout, ["status", "--porcelain"])).toBe("");
       expect(lfsMark(r.stderr, "lfs-pointers")).toMatchObject({ files: 1, paths: "model.bin" });
       expect(readdirSync(join(d.root, "tmp")).filter((n) => n.startsWith("incoming-"))).toEqual([]);
+    });
+
+    it("an object of the host's store rewritten with other bytes of the same size is sent again, never checked out", async () => {
+      const d = driver("lfs-rewritten");
+      const first = await d.create(dirInput("lfs-r1", repo.path), progress);
+      expect(first.message).toBe("");
+      const oid = /oid sha256:([0-9a-f]{64})/.exec(gitIn(repo.path, ["cat-file", "-p", "HEAD:model.bin"]))![1]!;
+      const stored = lfsObjectPath(cachePath(d.root, projectKey("fixture-project", repo.path)), oid);
+      expect(readFileSync(stored).equals(repo.model)).toBe(true);
+      // As a workload running as the host's user could: in place, same owner, same size.
+      writeFileSync(stored, randomBytes(repo.model.length));
+      const second = await d.create(dirInput("lfs-r2", repo.path), progress);
+      expect(second.message).toBe("");
+      expect(lfsMark(second.stderr, "lfs-sent")).toMatchObject({ bytes: 300_000, objects: 1 });
+      expect(lfsMark(second.stderr, "lfs-pointers")).toBeUndefined();
+      const checkout = workspaceLayout(d.root, "lfs-r2").checkout;
+      expect(readFileSync(join(checkout, "model.bin")).equals(repo.model)).toBe(true);
+      expect(remoteGit(checkout, ["status", "--porcelain"])).toBe("");
+      expect(readFileSync(stored).equals(repo.model)).toBe(true);
+      // The objects left alone are not sent again.
+      const third = await d.create(dirInput("lfs-r3", repo.path), progress);
+      expect(lfsMark(third.stderr, "lfs-sent")).toMatchObject({ bytes: 0, objects: 0 });
     });
 
     it("a git source with LFS files on a host whose git-lfs cannot reach a server: the create succeeds with pointer files", async () => {
