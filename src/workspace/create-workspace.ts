@@ -155,12 +155,13 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
     const msg = agentMessage(f);
     if (msg?.type === "lfs-pointers")
       progress.mark("lfs-pointers", { files: msg.paths.length, paths: namePaths(msg.paths), reason: msg.reason });
-    if (msg?.type === "need-lfs" && prepared.lfs && !lfsTransfer) {
-      const plan = prepared.lfs;
+    if (msg?.type === "need-lfs" && !lfsTransfer) {
+      // The superproject's objects and its submodules', asked for in one message.
+      const plans = [prepared.lfs, ...prepared.modules.map((m) => m.lfs)].filter((p): p is LfsPlan => p !== null);
       // Starts after the pack's stream (the agent asks once its objects are in): one stream at a time.
       lfsTransfer = (async () => {
         await transfer;
-        const sent = await sendLfsObjects(channel, plan, msg.oids, stop.signal);
+        const sent = await sendLfsObjects(channel, plans, msg.oids, stop.signal);
         progress.mark("lfs-sent", sent);
       })().catch(failed);
     }

@@ -11,11 +11,14 @@ import { gitResult } from "../shared/git-exec.js";
 import { isSafeSubmoduleName } from "../shared/submodule-name.js";
 import { localShallow } from "./shallow.js";
 import { resolveSubmoduleUrl } from "./submodule-url.js";
+import { lfsPlan, type LfsPlan } from "./lfs-objects.js";
 
 /** A submodule to ship, and the local git dir its objects are packed from. */
 export interface LocalSubmodule {
   spec: SubmoduleSpec;
   gitDir: string;
+  /** Its commit's LFS pointers and its local LFS store (null: its tree uses no LFS). */
+  lfs: LfsPlan | null;
 }
 
 export interface SubmodulePlan {
@@ -200,6 +203,8 @@ export async function planSubmodules(topLevel: string, commit: string, projectKe
         continue;
       }
       const names = [...parent.names, decl.name];
+      // Its LFS content comes from its own local store, as the superproject's does.
+      const lfs = await lfsPlan(gitDir, link.commit);
       const spec: SubmoduleSpec = {
         key: submoduleKey(projectKey, names),
         name: decl.name,
@@ -208,8 +213,9 @@ export async function planSubmodules(topLevel: string, commit: string, projectKe
         commit: link.commit,
         url,
         shallow: await localShallow(gitDir),
+        ...(lfs ? { lfs: lfs.spec } : {}),
       };
-      plan.modules.push({ spec, gitDir });
+      plan.modules.push({ spec, gitDir, lfs });
       await visit({
         cwd: gitDir,
         gitDirs: [gitDir],

@@ -88,7 +88,17 @@ describe("schemas", () => {
     expectTypeOf<WorkspaceTarget>().toEqualTypeOf<{ workspaceId: string; owner: string }>();
     expectTypeOf<CreateRequest["source"]>().toEqualTypeOf<SourceSpec>();
     expectTypeOf<DirectorySourceSpec["submodules"]>().toEqualTypeOf<
-      { key: string; name: string; path: string; parent: number; commit: string; url: string; shallow: string[] }[] | undefined
+      | {
+          key: string;
+          name: string;
+          path: string;
+          parent: number;
+          commit: string;
+          url: string;
+          shallow: string[];
+          lfs?: LfsSpec;
+        }[]
+      | undefined
     >();
     expect(failure(WorkspaceTarget, { workspaceId: "", owner: "o" })).toBeNull();
     expect(failure(WorkspaceTarget, { owner: "" })).toBe("agent request field workspaceId must be a string");

@@ -14,7 +14,7 @@ import { createHash, type Hash } from "node:crypto";
 import { dirname, join } from "node:path";
 import { Writable } from "node:stream";
 import { RuntimeError } from "../../shared/errors.js";
-import type { LfsPointer, LfsSpec } from "../../shared/agent-api.js";
+import type { LfsPointer } from "../../shared/agent-api.js";
 import { formatBytes, requireSpace } from "../../shared/disk-space.js";
 import { rootLayout } from "../layout.js";
 import { diskInfo, explainNoSpace } from "./disk.js";
@@ -175,14 +175,14 @@ class ObjectSink extends Writable {
 }
 
 /**
- * Brings the objects of the commit's pointers that the runtime holds and this store lacks (none
- * when `wanted` is false: this host has no git-lfs to use them). An object that arrives damaged is
- * dropped (its file stays a pointer unless the host fetches it).
+ * Brings the objects of `pointers` (the superproject's and its submodules') that the runtime holds
+ * and this store lacks (none when `wanted` is false: this host has no git-lfs to use them). An
+ * object that arrives damaged is dropped (its file stays a pointer unless the host fetches it).
  */
-export async function fillLfsStore({ ctx, inbox }: Intake, cache: string, spec: LfsSpec, wanted: boolean): Promise<void> {
+export async function fillLfsStore({ ctx, inbox }: Intake, cache: string, pointers: LfsPointer[], wanted: boolean): Promise<void> {
   const lacking: LfsPointer[] = [];
   if (wanted) {
-    for (const p of uniqueObjects(spec.pointers)) if (p.local && !(await hasVerifiedLfsObject(cache, p))) lacking.push(p);
+    for (const p of uniqueObjects(pointers)) if (p.local && !(await hasVerifiedLfsObject(cache, p))) lacking.push(p);
   }
   ctx.sendJson({ type: "need-lfs", oids: lacking.map((p) => p.oid) });
   const tmpBase = rootLayout(ctx.root).tmpBase;
