@@ -119,6 +119,20 @@ export const LfsSpec = withMessage(
 );
 export type LfsSpec = Infer<typeof LfsSpec>;
 
+/** A branch name git accepts under refs/remotes/origin/ (a stricter set: no option, no `..`, no control character). */
+const isBranchName: Guard<string> = (v): v is string =>
+  typeof v === "string" && /^[A-Za-z0-9_][A-Za-z0-9._/+-]{0,254}$/.test(v) && !/\.\.|\/\/|\.lock$|\/$|@\{/.test(v) && v !== "HEAD";
+
+/** One of a submodule's remote-tracking branches. */
+export const OriginBranch = object({ name: isBranchName, commit: isCommit });
+
+/** A submodule's remote-tracking branches and the one origin's HEAD names (its clone's own branch). */
+export const SubmoduleOrigin = object({
+  branches: arrayOf(OriginBranch),
+  head: nullable(isBranchName),
+});
+export type SubmoduleOrigin = Infer<typeof SubmoduleOrigin>;
+
 /** One submodule of a directory source, recorded by the commit (src/workspace/submodules.ts). */
 export const SubmoduleSpec = object({
   /** Names the submodule's object cache inside the project cache on the host. */
@@ -136,6 +150,8 @@ export const SubmoduleSpec = object({
   shallow: isShallow,
   /** Its commit's Git LFS pointers (paths inside the submodule), when its tree has any. */
   lfs: optional(LfsSpec),
+  /** What a clone of its URL leaves, as its local repository knows it (absent: no such refs there). */
+  origin: optional(SubmoduleOrigin),
 });
 export type SubmoduleSpec = Infer<typeof SubmoduleSpec>;
 

@@ -49,10 +49,11 @@ function submoduleFailure(path: string, err: unknown): RuntimeError {
 function transferTarget(prepared: PreparedCreate, module: string | undefined) {
   const source = prepared.request.source;
   if (source.kind !== "directory" || !prepared.repo) throw new RuntimeError("input", "objects requested for a git source");
-  if (module === undefined) return { repo: prepared.repo, commit: source.commit, shallow: source.shallow ?? [], path: null };
+  if (module === undefined) return { repo: prepared.repo, commit: source.commit, shallow: source.shallow ?? [], path: null, tips: [] };
   const m = prepared.modules.find((x) => x.spec.key === module);
   if (!m) throw new RuntimeError("remote", `the remote host asked for objects of an unknown submodule ${module}`);
-  return { repo: m.gitDir, commit: m.spec.commit, shallow: m.spec.shallow, path: m.spec.path };
+  const tips = (m.spec.origin?.branches ?? []).map((b) => b.commit);
+  return { repo: m.gitDir, commit: m.spec.commit, shallow: m.spec.shallow, path: m.spec.path, tips };
 }
 
 /** Cache key of a directory project: its id plus canonical repository path, hashed. */
@@ -181,7 +182,7 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
       await previous;
       if (transferError) return;
       const target = transferTarget(prepared, msg.module);
-      const { repo, commit, shallow } = target;
+      const { repo, commit, shallow, tips } = target;
       path = target.path;
       const haves = await localHaves(repo, msg.haves);
       const cut = msg.shallow ?? [];
@@ -189,7 +190,7 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
       // The big-blob probe looked at the superproject's commit; a submodule's pack is compressed as usual.
       const stored = path === null && (await prepared.bigBlob);
       const pack = withTransferProgress(
-        startPack(repo, commit, haves, { fastLink: rttMs < FAST_LINK_RTT_MS, shallow: deepen, stored }),
+        startPack(repo, commit, haves, { fastLink: rttMs < FAST_LINK_RTT_MS, shallow: deepen, stored, tips }),
         progress,
       );
       try {

@@ -24,6 +24,7 @@ import {
   LfsSpec,
   SourceSpec,
   SubmoduleList,
+  type SubmoduleOrigin,
   WorkspaceTarget,
   type DirectorySourceSpec,
 } from "../../src/shared/agent-api.js";
@@ -97,6 +98,7 @@ describe("schemas", () => {
           url: string;
           shallow: string[];
           lfs?: LfsSpec;
+          origin?: SubmoduleOrigin;
         }[]
       | undefined
     >();
