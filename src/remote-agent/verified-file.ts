@@ -19,11 +19,12 @@ import {
 
 const verified = new Map<string, string>();
 
-function identity(st: BigIntStats): string {
+/** What any write to, or replacement of, a file changes (a write sets ctime, which no one can set back). */
+export function fileIdentity(st: BigIntStats): string {
   return `${st.dev}:${st.ino}:${st.mode}:${st.uid}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
 }
 
-function lstatOrNull(path: string): BigIntStats | null {
+export function lstatOrNull(path: string): BigIntStats | null {
   try {
     return lstatSync(path, { bigint: true });
   } catch (err) {
@@ -49,7 +50,7 @@ function matching(path: string, content: Buffer): string | null {
   try {
     const st = fstatSync(fd, { bigint: true });
     if (!plausible(st) || st.size !== BigInt(content.length)) return null;
-    return readFileSync(fd).equals(content) ? identity(st) : null;
+    return readFileSync(fd).equals(content) ? fileIdentity(st) : null;
   } finally {
     closeSync(fd);
   }
@@ -61,7 +62,7 @@ function matching(path: string, content: Buffer): string | null {
  */
 export function verifiedFile(path: string, content: string, mode: number): string {
   const st = lstatOrNull(path);
-  if (st && verified.get(path) === identity(st)) return path;
+  if (st && verified.get(path) === fileIdentity(st)) return path;
   verified.delete(path);
   const bytes = Buffer.from(content, "utf8");
   const id = st ? matching(path, bytes) : null;

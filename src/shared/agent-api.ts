@@ -94,6 +94,48 @@ const isInsideCheckout: Guard<string> = (v): v is string => {
   }
 };
 
+const MALFORMED_LFS = "malformed LFS pointers in agent request";
+
+/** One LFS pointer of the committed tree. */
+export const LfsPointer = object({
+  path: isString,
+  /** sha256 of the content, lowercase hex. */
+  oid: matching(/^[0-9a-f]{64}$/),
+  size: intIn(0, Number.MAX_SAFE_INTEGER),
+  /** Whether the Paseo side's LFS store holds the content (it is shipped from there). */
+  local: isBoolean,
+});
+export type LfsPointer = Infer<typeof LfsPointer>;
+
+export const LfsSpec = withMessage(
+  object({
+    pointers: arrayOf(LfsPointer),
+    /** The repository's real LFS endpoint, as the git config key to set in the checkout (none: git-lfs derives it). */
+    endpoint: nullable(
+      object({
+        key: literal("lfs.url", "remote.origin.lfsurl"),
+        url: (v): v is string => typeof v === "string" && !v.startsWith("-") && !/[\s\0]/.test(v),
+      }),
+    ),
+  }),
+  MALFORMED_LFS,
+);
+export type LfsSpec = Infer<typeof LfsSpec>;
+
+/** A branch name git accepts under refs/remotes/origin/ (a stricter set: no option, no `..`, no control character). */
+const isBranchName: Guard<string> = (v): v is string =>
+  typeof v === "string" && /^[A-Za-z0-9_][A-Za-z0-9._/+-]{0,254}$/.test(v) && !/\.\.|\/\/|\.lock$|\/$|@\{/.test(v) && v !== "HEAD";
+
+/** One of a submodule's remote-tracking branches. */
+export const OriginBranch = object({ name: isBranchName, commit: isCommit });
+
+/** A submodule's remote-tracking branches and the one origin's HEAD names (its clone's own branch). */
+export const SubmoduleOrigin = object({
+  branches: arrayOf(OriginBranch),
+  head: nullable(isBranchName),
+});
+export type SubmoduleOrigin = Infer<typeof SubmoduleOrigin>;
+
 /** One submodule of a directory source, recorded by the commit (src/workspace/submodules.ts). */
 export const SubmoduleSpec = object({
   /** Names the submodule's object cache inside the project cache on the host. */
@@ -109,6 +151,10 @@ export const SubmoduleSpec = object({
   url: (v): v is string => typeof v === "string" && v !== "" && !v.startsWith("-") && !/[\0\n]/.test(v),
   /** Its local repository's shallow boundary. */
   shallow: isShallow,
+  /** Its commit's Git LFS pointers (paths inside the submodule), when its tree has any. */
+  lfs: optional(LfsSpec),
+  /** What a clone of its URL leaves, as its local repository knows it (absent: no such refs there). */
+  origin: optional(SubmoduleOrigin),
 });
 export type SubmoduleSpec = Infer<typeof SubmoduleSpec>;
 
@@ -262,34 +308,6 @@ export const ExecStdio = withMessage(
 export type ExecStdio = Infer<typeof ExecStdio>;
 
 // ---- requests --------------------------------------------------------------------------------
-
-const MALFORMED_LFS = "malformed LFS pointers in agent request";
-
-/** One LFS pointer of the committed tree. */
-export const LfsPointer = object({
-  path: isString,
-  /** sha256 of the content, lowercase hex. */
-  oid: matching(/^[0-9a-f]{64}$/),
-  size: intIn(0, Number.MAX_SAFE_INTEGER),
-  /** Whether the Paseo side's LFS store holds the content (it is shipped from there). */
-  local: isBoolean,
-});
-export type LfsPointer = Infer<typeof LfsPointer>;
-
-export const LfsSpec = withMessage(
-  object({
-    pointers: arrayOf(LfsPointer),
-    /** The repository's real LFS endpoint, as the git config key to set in the checkout (none: git-lfs derives it). */
-    endpoint: nullable(
-      object({
-        key: literal("lfs.url", "remote.origin.lfsurl"),
-        url: (v): v is string => typeof v === "string" && !v.startsWith("-") && !/[\s\0]/.test(v),
-      }),
-    ),
-  }),
-  MALFORMED_LFS,
-);
-export type LfsSpec = Infer<typeof LfsSpec>;
 
 /** The integration target of a create: sealed, at an absolute path, on a branch that is not an option. */
 export const SealedIntegration = withMessage(

@@ -49,10 +49,11 @@ function submoduleFailure(path: string, err: unknown): RuntimeError {
 function transferTarget(prepared: PreparedCreate, module: string | undefined) {
   const source = prepared.request.source;
   if (source.kind !== "directory" || !prepared.repo) throw new RuntimeError("input", "objects requested for a git source");
-  if (module === undefined) return { repo: prepared.repo, commit: source.commit, shallow: source.shallow ?? [], path: null };
+  if (module === undefined) return { repo: prepared.repo, commit: source.commit, shallow: source.shallow ?? [], path: null, tips: [] };
   const m = prepared.modules.find((x) => x.spec.key === module);
   if (!m) throw new RuntimeError("remote", `the remote host asked for objects of an unknown submodule ${module}`);
-  return { repo: m.gitDir, commit: m.spec.commit, shallow: m.spec.shallow, path: m.spec.path };
+  const tips = (m.spec.origin?.branches ?? []).map((b) => b.commit);
+  return { repo: m.gitDir, commit: m.spec.commit, shallow: m.spec.shallow, path: m.spec.path, tips };
 }
 
 /** Cache key of a directory project: its id plus canonical repository path, hashed. */
@@ -155,12 +156,13 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
     const msg = agentMessage(f);
     if (msg?.type === "lfs-pointers")
       progress.mark("lfs-pointers", { files: msg.paths.length, paths: namePaths(msg.paths), reason: msg.reason });
-    if (msg?.type === "need-lfs" && prepared.lfs && !lfsTransfer) {
-      const plan = prepared.lfs;
+    if (msg?.type === "need-lfs" && !lfsTransfer) {
+      // The superproject's objects and its submodules', asked for in one message.
+      const plans = [prepared.lfs, ...prepared.modules.map((m) => m.lfs)].filter((p): p is LfsPlan => p !== null);
       // Starts after the pack's stream (the agent asks once its objects are in): one stream at a time.
       lfsTransfer = (async () => {
         await transfer;
-        const sent = await sendLfsObjects(channel, plan, msg.oids, stop.signal);
+        const sent = await sendLfsObjects(channel, plans, msg.oids, stop.signal);
         progress.mark("lfs-sent", sent);
       })().catch(failed);
     }
@@ -180,7 +182,7 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
       await previous;
       if (transferError) return;
       const target = transferTarget(prepared, msg.module);
-      const { repo, commit, shallow } = target;
+      const { repo, commit, shallow, tips } = target;
       path = target.path;
       const haves = await localHaves(repo, msg.haves);
       const cut = msg.shallow ?? [];
@@ -188,7 +190,7 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
       // The big-blob probe looked at the superproject's commit; a submodule's pack is compressed as usual.
       const stored = path === null && (await prepared.bigBlob);
       const pack = withTransferProgress(
-        startPack(repo, commit, haves, { fastLink: rttMs < FAST_LINK_RTT_MS, shallow: deepen, stored }),
+        startPack(repo, commit, haves, { fastLink: rttMs < FAST_LINK_RTT_MS, shallow: deepen, stored, tips }),
         progress,
       );
       try {

@@ -159,20 +159,25 @@ export function namePaths(paths: string[], shown = 20): string {
   return paths.slice(0, shown).join(", ") + (more > 0 ? `, … (${more} more)` : "");
 }
 
-/** Streams the requested objects (each one the runtime offered as local) to the agent, then Eof. */
+/**
+ * Streams the requested objects (each one offered as local by one of `plans`: the superproject's
+ * and its submodules', each read from its own store) to the agent, then Eof.
+ */
 export async function sendLfsObjects(
   channel: AgentChannel,
-  plan: LfsPlan,
+  plans: LfsPlan[],
   oids: string[],
   stop: AbortSignal,
 ): Promise<{ bytes: number; objects: number }> {
-  const offered = new Map(plan.spec.pointers.filter((p) => p.local).map((p) => [p.oid, p.size]));
+  const offered = new Map<string, { size: number; objects: string }>();
+  for (const plan of plans) for (const p of plan.spec.pointers) if (p.local) offered.set(p.oid, { size: p.size, objects: plan.objects });
   let bytes = 0;
   for (const oid of oids) {
-    const size = offered.get(oid);
-    if (size === undefined) throw new RuntimeError("remote", `the agent asked for an LFS object that was not offered: ${oid}`);
+    const source = offered.get(oid);
+    if (source === undefined) throw new RuntimeError("remote", `the agent asked for an LFS object that was not offered: ${oid}`);
+    const { size, objects } = source;
     let sent = 0;
-    const file = createReadStream(objectPath(plan.objects, oid), { highWaterMark: 256 * 1024 });
+    const file = createReadStream(objectPath(objects, oid), { highWaterMark: 256 * 1024 });
     try {
       for await (const chunk of file as AsyncIterable<Buffer>) {
         if (stop.aborted || channel.closed) throw new RuntimeError("network", "the LFS object stream was cut");
@@ -184,11 +189,11 @@ export async function sendLfsObjects(
       }
     } catch (err) {
       if (err instanceof RuntimeError) throw err;
-      throw new RuntimeError("input", `Cannot read LFS object ${oid} from ${plan.objects}: ${(err as Error).message}`);
+      throw new RuntimeError("input", `Cannot read LFS object ${oid} from ${objects}: ${(err as Error).message}`);
     } finally {
       file.destroy();
     }
-    if (sent !== size) throw new RuntimeError("input", `LFS object ${oid} in ${plan.objects} is shorter than its pointer says`);
+    if (sent !== size) throw new RuntimeError("input", `LFS object ${oid} in ${objects} is shorter than its pointer says`);
     bytes += sent;
   }
   channel.send(encodeFrame(FrameKind.Eof, Buffer.from([0])));

@@ -66,14 +66,16 @@ export interface PackShape {
   shallow?: { revs: string[] } | null;
   /** The commit holds a big blob (big-objects.ts): on a fast link everything goes at level 0. */
   stored?: boolean;
+  /** Other commits whose history goes too (a submodule's remote-tracking branches). */
+  tips?: string[];
 }
 
 export function startPack(repo: string, commit: string, haves: string[], shape: PackShape): GitStream {
-  const { fastLink, shallow = null, stored = false } = shape;
+  const { fastLink, shallow = null, stored = false, tips = [] } = shape;
   // `--shallow` takes every have's tree as a delta base, not only those of the commit's parents
   // (a commit cut from its parents has none: the pack would carry every file again).
   const extra = shallow ? shallow.revs : [];
-  const revs = [...extra, commit, ...haves.map((h) => `^${h}`)].join("\n") + "\n";
+  const revs = [...extra, commit, ...tips, ...haves.map((h) => `^${h}`)].join("\n") + "\n";
   // A first transfer (nothing on the host yet) skips the delta search among loose objects: it
   // dominated create time (5,000 fresh files: 4.2 s of pack-objects vs 1.6 s) while deltas already
   // in the repository's packs are still reused. Later, small transfers keep the search, where a

@@ -6,17 +6,20 @@
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
-import type { SubmoduleSpec } from "../shared/agent-api.js";
+import { OriginBranch, type SubmoduleOrigin, type SubmoduleSpec } from "../shared/agent-api.js";
 import { gitResult } from "../shared/git-exec.js";
 import { isSafeSubmoduleName } from "../shared/submodule-name.js";
 import { normaliseRelativePath } from "../shared/relative-path.js";
 import { localShallow } from "./shallow.js";
 import { resolveSubmoduleUrl } from "./submodule-url.js";
+import { lfsPlan, type LfsPlan } from "./lfs-objects.js";
 
 /** A submodule to ship, and the local git dir its objects are packed from. */
 export interface LocalSubmodule {
   spec: SubmoduleSpec;
   gitDir: string;
+  /** Its commit's LFS pointers and its local LFS store (null: its tree uses no LFS). */
+  lfs: LfsPlan | null;
 }
 
 export interface SubmodulePlan {
@@ -156,6 +159,29 @@ async function gitDirsOf(cwd: string): Promise<string[]> {
   return [...new Set([own, resolve(cwd, common)].filter(Boolean))];
 }
 
+/** Bound on the remote-tracking branches taken over from one submodule's repository. */
+const MAX_BRANCHES = 1000;
+
+/**
+ * What a clone of the submodule's URL would leave as its refs, as its local repository (itself such
+ * a clone) knows the remote: `refs/remotes/origin/*` commits and the branch origin's HEAD names.
+ * Null where it has none (a repository made in place): the host's then has none either.
+ */
+async function originRefs(gitDir: string): Promise<SubmoduleOrigin | null> {
+  const list = await run(gitDir, ["for-each-ref", "--format=%(objectname) %(objecttype) %(refname)", "refs/remotes/origin/"]);
+  const branches: SubmoduleOrigin["branches"] = [];
+  for (const line of list.stdout.split("\n")) {
+    const m = /^([0-9a-f]{40,64}) commit refs\/remotes\/origin\/(.+)$/.exec(line);
+    const branch = m && { name: m[2]!, commit: m[1]! };
+    // A name the host would refuse is left out (git refuses far fewer; such names are rare).
+    if (branch && OriginBranch(branch) && branches.length < MAX_BRANCHES) branches.push(branch);
+  }
+  if (branches.length === 0) return null;
+  const symref = await run(gitDir, ["symbolic-ref", "--quiet", "refs/remotes/origin/HEAD"], [1, 128]);
+  const target = symref.code === 0 ? symref.stdout.trim().replace(/^refs\/remotes\/origin\//, "") : "";
+  return { branches, head: branches.some((b) => b.name === target) ? target : null };
+}
+
 /** Cache name of a submodule: the project's key and the names down to it. */
 export function submoduleKey(projectKey: string, names: string[]): string {
   return createHash("sha256")
@@ -217,6 +243,8 @@ export async function planSubmodules(topLevel: string, commit: string, projectKe
         continue;
       }
       const names = [...parent.names, decl.name];
+      // Its LFS content comes from its own local store, as the superproject's does.
+      const [lfs, origin] = await Promise.all([lfsPlan(gitDir, link.commit), originRefs(gitDir)]);
       const spec: SubmoduleSpec = {
         key: submoduleKey(projectKey, names),
         name: decl.name,
@@ -225,8 +253,10 @@ export async function planSubmodules(topLevel: string, commit: string, projectKe
         commit: link.commit,
         url,
         shallow: await localShallow(gitDir),
+        ...(lfs ? { lfs: lfs.spec } : {}),
+        ...(origin ? { origin } : {}),
       };
-      plan.modules.push({ spec, gitDir });
+      plan.modules.push({ spec, gitDir, lfs });
       await visit({
         cwd: gitDir,
         gitDirs: [gitDir],

@@ -24,6 +24,7 @@ import {
   LfsSpec,
   SourceSpec,
   SubmoduleList,
+  type SubmoduleOrigin,
   WorkspaceTarget,
   type DirectorySourceSpec,
 } from "../../src/shared/agent-api.js";
@@ -88,7 +89,18 @@ describe("schemas", () => {
     expectTypeOf<WorkspaceTarget>().toEqualTypeOf<{ workspaceId: string; owner: string }>();
     expectTypeOf<CreateRequest["source"]>().toEqualTypeOf<SourceSpec>();
     expectTypeOf<DirectorySourceSpec["submodules"]>().toEqualTypeOf<
-      { key: string; name: string; path: string; parent: number; commit: string; url: string; shallow: string[] }[] | undefined
+      | {
+          key: string;
+          name: string;
+          path: string;
+          parent: number;
+          commit: string;
+          url: string;
+          shallow: string[];
+          lfs?: LfsSpec;
+          origin?: SubmoduleOrigin;
+        }[]
+      | undefined
     >();
     expect(failure(WorkspaceTarget, { workspaceId: "", owner: "o" })).toBeNull();
     expect(failure(WorkspaceTarget, { owner: "" })).toBe("agent request field workspaceId must be a string");

@@ -6,6 +6,7 @@
 // create (issue 30 item 8). The rig's host is this machine, so git-lfs must be installed here for
 // any of it.
 import { execFileSync, spawnSync } from "node:child_process";
+import { createServer, type AddressInfo, type Socket } from "node:net";
 import {
   chmodSync,
   mkdirSync,
@@ -29,6 +30,9 @@ import { setHostGit, setHostGitSearchPath } from "../support/test-hooks.js";
 import { requireView } from "../support/host-view.js";
 import { runCli } from "../support/run-cli.js";
 import { rig } from "../rig/rig.js";
+import { cachePath } from "../../src/remote-agent/workspace/git-cache.js";
+import { lfsObjectPath } from "../../src/remote-agent/workspace/lfs-store.js";
+import { projectKey } from "../../src/workspace/create-workspace.js";
 import { needs, unless } from "../support/needs.js";
 
 const which = (name: string) =>
@@ -70,6 +74,33 @@ function lfsRepo(parent: string): LfsRepo {
   gitIn(path, [...LFS_FILTER, "add", "-A"]);
   gitIn(path, ["commit", "-q", "-m", "lfs"]);
   return { path, model, weights };
+}
+
+/**
+ * A superproject (no LFS of its own) whose submodule libs/models has an LFS file, its object in
+ * the superproject's `.git/modules/libs/models/lfs` as a clone with git-lfs leaves it, and whose
+ * .gitmodules URL is `url`.
+ */
+function lfsSubmoduleRepo(parent: string, url: string): { path: string; model: Buffer } {
+  const models = join(parent, "models-work");
+  mkdirSync(models);
+  gitIn(models, ["init", "-q", "-b", "main"]);
+  writeFileSync(join(models, ".gitattributes"), "*.bin filter=lfs diff=lfs merge=lfs -text\n");
+  const model = randomBytes(200_000);
+  writeFileSync(join(models, "model.bin"), model);
+  gitIn(models, [...LFS_FILTER, "add", "-A"]);
+  gitIn(models, ["commit", "-q", "-m", "models"]);
+  const path = join(parent, "lfs-super");
+  mkdirSync(path);
+  gitIn(path, ["init", "-q", "-b", "main"]);
+  writeFileSync(join(path, "top.txt"), "top\n");
+  gitIn(path, ["-c", "protocol.file.allow=always", "submodule", "add", "-q", models, "libs/models"]);
+  execFileSync("cp", ["-a", join(models, ".git", "lfs"), join(path, ".git", "modules", "libs", "models")]);
+  gitIn(path, ["config", "--file", ".gitmodules", "submodule.libs/models.url", url]);
+  gitIn(path, ["add", "-A"]);
+  gitIn(path, ["commit", "-q", "-m", "super"]);
+  execFileSync("chmod", ["-R", "a+rX", parent]);
+  return { path, model };
 }
 
 /** Runs git in a remote checkout as its owner, on `path` (the system config's lfs filter applies). */
@@ -267,6 +298,55 @@ describe(
       expect(remoteGit(checkout, ["status", "--porcelain"])).toBe("");
       expect(lfsMark(r.stderr, "lfs-pointers")).toMatchObject({ files: 1, paths: "model.bin" });
       expect(readdirSync(join(d.root, "tmp")).filter((n) => n.startsWith("incoming-"))).toEqual([]);
+    });
+
+    it("an object of the host's store rewritten with other bytes of the same size is sent again, never checked out", async () => {
+      const d = driver("lfs-rewritten");
+      const first = await d.create(dirInput("lfs-r1", repo.path), progress);
+      expect(first.message).toBe("");
+      const oid = /oid sha256:([0-9a-f]{64})/.exec(gitIn(repo.path, ["cat-file", "-p", "HEAD:model.bin"]))![1]!;
+      const stored = lfsObjectPath(cachePath(d.root, projectKey("fixture-project", repo.path)), oid);
+      expect(readFileSync(stored).equals(repo.model)).toBe(true);
+      // As a workload running as the host's user could: in place, same owner, same size.
+      writeFileSync(stored, randomBytes(repo.model.length));
+      const second = await d.create(dirInput("lfs-r2", repo.path), progress);
+      expect(second.message).toBe("");
+      expect(lfsMark(second.stderr, "lfs-sent")).toMatchObject({ bytes: 300_000, objects: 1 });
+      expect(lfsMark(second.stderr, "lfs-pointers")).toBeUndefined();
+      const checkout = workspaceLayout(d.root, "lfs-r2").checkout;
+      expect(readFileSync(join(checkout, "model.bin")).equals(repo.model)).toBe(true);
+      expect(remoteGit(checkout, ["status", "--porcelain"])).toBe("");
+      expect(readFileSync(stored).equals(repo.model)).toBe(true);
+      // The objects left alone are not sent again.
+      const third = await d.create(dirInput("lfs-r3", repo.path), progress);
+      expect(lfsMark(third.stderr, "lfs-sent")).toMatchObject({ bytes: 0, objects: 0 });
+    });
+
+    it("a submodule's LFS files come from the Paseo side's store; nothing reaches its .gitmodules URL, which accepts and never answers", async () => {
+      const d = driver("lfs-submodule");
+      const accepted: Socket[] = [];
+      const silent = createServer((socket) => void accepted.push(socket));
+      await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+      try {
+        const url = `http://127.0.0.1:${(silent.address() as AddressInfo).port}/team/models.git`;
+        const fx = lfsSubmoduleRepo(mkdtempSync(join(base, "submodule-")), url);
+        const r = await d.create(dirInput("lfs-sub", fx.path), progress);
+        expect(r.message).toBe("");
+        expect(r.ok).toBe(true);
+        const checkout = workspaceLayout(d.root, "lfs-sub").checkout;
+        const sub = join(checkout, "libs", "models");
+        expect(readFileSync(join(sub, "model.bin")).equals(fx.model)).toBe(true);
+        expect(remoteGit(checkout, ["status", "--porcelain", "--ignore-submodules=none"])).toBe("");
+        expect(remoteGit(sub, ["status", "--porcelain"])).toBe("");
+        expect(remoteGit(sub, ["lfs", "ls-files"]).trim()).toMatch(/^[0-9a-f]{10} \* model\.bin$/);
+        expect(remoteGit(sub, ["remote", "get-url", "origin"]).trim()).toBe(url);
+        expect(lfsMark(r.stderr, "lfs-sent")).toMatchObject({ bytes: 200_000, objects: 1 });
+        expect(lfsMark(r.stderr, "lfs-pointers")).toBeUndefined();
+        expect(accepted.length).toBe(0);
+      } finally {
+        for (const s of accepted) s.destroy();
+        silent.close();
+      }
     });
 
     it("a git source with LFS files on a host whose git-lfs cannot reach a server: the create succeeds with pointer files", async () => {

@@ -13,7 +13,7 @@ import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { gitIn, localRepoFingerprint, treeSnapshot } from "../fixtures/repo.js";
 import { cachePath } from "../../src/remote-agent/workspace/git-cache.js";
 import { projectKey } from "../../src/workspace/create-workspace.js";
-import { brokenSubmodule, superproject, type SuperFixture } from "../fixtures/submodules.js";
+import { brokenSubmodule, clonedSuperproject, superproject, type SuperFixture } from "../fixtures/submodules.js";
 import { cliDriver, dirInput, gitAsRemoteUser, progressLines, type Driver, removeRoot } from "../support/workspace.js";
 import { needs, unless } from "../support/needs.js";
 
@@ -46,12 +46,13 @@ describe("submodules over SSH", unless(needs.localHost("looks at the submodules'
     expect(readFileSync(join(checkout, "top.txt"), "utf8")).toBe("top\n");
     expect(readFileSync(join(checkout, "libs/child/c.txt"), "utf8")).toBe("child\n");
     expect(readFileSync(join(checkout, "libs/child/deps/grand/g.txt"), "utf8")).toBe("grand\n");
-    // Each at its recorded commit and initialised (" "), the one the Paseo side lacks not ("-").
+    // Each at its recorded commit and initialised (" "), the one the Paseo side lacks not ("-");
+    // each on the branch its clone made, as in the local repository (issue 30 item 15).
     expect(git("submodule", "status", "--recursive").split("\n").filter(Boolean)).toEqual([
       `-${f.absent} libs/absent`,
-      ` ${f.child} libs/child (${f.child.slice(0, 7)})`,
-      ` ${f.grand} libs/child/deps/grand (${f.grand.slice(0, 7)})`,
-      ` ${f.embedded} libs/embedded (${f.embedded.slice(0, 7)})`,
+      ` ${f.child} libs/child (heads/main)`,
+      ` ${f.grand} libs/child/deps/grand (heads/main)`,
+      ` ${f.embedded} libs/embedded (heads/main)`,
     ]);
     expect(readFileSync(join(checkout, "libs/embedded/e.txt"), "utf8")).toBe("embedded\n");
     expect(git("status", "--porcelain", "--ignore-submodules=none")).toBe("");
@@ -165,6 +166,33 @@ describe("submodules over SSH", unless(needs.localHost("looks at the submodules'
     for (const r of results) expect(r.message).toBe("");
     for (const id of ids) expectComplete(workspaceLayout(d.root, id).checkout, fresh);
     for (const id of ids) expect((await d.op("destroy", id)).ok).toBe(true);
+  });
+
+  it("each submodule's repository is as a clone leaves it: its branch, origin's branches and HEAD, tracking config (compared with a real clone)", async () => {
+    const clone = clonedSuperproject(mkdtempSync(join(base, "cloned-")));
+    const r = await d.create(dirInput("sub-clone", clone.path), { env: PROGRESS });
+    expect(r.message).toBe("");
+    const checkout = workspaceLayout(d.root, "sub-clone").checkout;
+    const local = (cwd: string, ...args: string[]) => gitIn(cwd, args);
+    const status = local(clone.path, "submodule", "status", "--recursive");
+    // The reference: the clone's own view (a branch per submodule, not a bare commit).
+    expect(status).toMatch(/ libs\/child \(heads\/main\)\n.* libs\/child\/deps\/grand \(heads\/main\)\n$/);
+    expect(gitAsRemoteUser(checkout, ["submodule", "status", "--recursive"])).toBe(status);
+    for (const sub of ["libs/child", "libs/child/deps/grand"]) {
+      const there = join(checkout, sub);
+      const here = join(clone.path, sub);
+      expect(gitAsRemoteUser(there, ["branch", "-a"])).toBe(local(here, "branch", "-a"));
+      const refs = ["for-each-ref", "--format=%(objectname) %(refname) %(symref) %(upstream)"];
+      expect(gitAsRemoteUser(there, refs)).toBe(local(here, ...refs));
+      expect(gitAsRemoteUser(there, ["config", "--get-regexp", "^branch\\."])).toBe(local(here, "config", "--get-regexp", "^branch\\."));
+    }
+    // origin/dev is ahead of the recorded commit: its history came along.
+    const child = join(checkout, "libs/child");
+    expect(gitAsRemoteUser(child, ["branch", "-a"])).toContain("remotes/origin/dev");
+    expect(gitAsRemoteUser(child, ["show", "origin/dev:dev.txt"])).toBe("dev\n");
+    expect(gitAsRemoteUser(child, ["status", "--porcelain"])).toBe("");
+    expect(gitAsRemoteUser(checkout, ["status", "--porcelain", "--ignore-submodules=none"])).toBe("");
+    expect((await d.op("destroy", "sub-clone")).ok).toBe(true);
   });
 
   it("destroy drops the workspace's pins in the submodule caches; the caches stay", async () => {

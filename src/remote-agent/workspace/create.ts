@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../../shared/errors.js";
 import type { AgentContext, ReceivedRequest } from "../context.js";
-import { CreateRequest, SourceSpec, WorkspaceTarget, type CreateResult } from "../../shared/agent-api.js";
+import { CreateRequest, SourceSpec, WorkspaceTarget, type CreateResult, type LfsSpec } from "../../shared/agent-api.js";
 import { isRecord } from "../../shared/guards.js";
 import { holdWorkspaceHook, workspaceHooks } from "../test-hooks.js";
 import { normaliseRelativePath } from "../../shared/relative-path.js";
@@ -143,9 +143,18 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
     ctx.sendJson({ type: "progress", phase: "negotiate" });
     const intake: Intake = { ctx, inbox, startedAt };
     const { commit, branch } = await fillCache(intake, cache, source);
-    if (lfsSpec) await fillLfsStore(intake, cache, lfsSpec, hasGitLfs(searchPath));
+    const submodules = source.kind === "directory" ? (source.submodules ?? []) : [];
+    // The submodules' LFS objects go into the project's store too, asked for with the superproject's.
+    const lfsSpecs = [lfsSpec, ...submodules.map((m) => m.lfs ?? null)].filter((s): s is LfsSpec => s !== null);
+    if (lfsSpecs.length > 0)
+      await fillLfsStore(
+        intake,
+        cache,
+        lfsSpecs.flatMap((s) => s.pointers),
+        hasGitLfs(searchPath),
+      );
     // After the LFS objects: the runtime sends one stream at a time.
-    const modules = source.kind === "directory" ? await fillSubmodules(intake, cache, source.submodules ?? [], layout.key) : [];
+    const modules = await fillSubmodules(intake, cache, submodules, layout.key);
     inbox.assertAttended();
     verifyOwned(ctx.root, workspaceId, owner);
     await pinCommit(cache, layout.key, commit);
@@ -159,7 +168,7 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
       checkoutTimeoutMs: hostCheckoutTimeoutMs(ctx.root),
       report: (paths: string[], reason: string) => ctx.sendJson({ type: "lfs-pointers", paths, reason }),
     };
-    const finish = (dir: string) => finishCheckout(dir, source.kind === "directory" ? (source.shallow ?? []) : [], modules);
+    const finish = (dir: string) => finishCheckout(dir, source.kind === "directory" ? (source.shallow ?? []) : [], modules, lfs);
     // A spare is a plain checkout: an LFS commit's content comes from its store each time.
     await materializeCheckout({
       staging,

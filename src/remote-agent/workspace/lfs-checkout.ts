@@ -5,15 +5,16 @@
 // the repository's real endpoint, then `git lfs checkout` writes the content from the store; an
 // object the store lacks is fetched from that endpoint if the host can reach it (with the host's
 // own credential helpers; nothing of ours carries credentials), else its file stays a pointer and
-// the runtime is told which. Without git-lfs the lfs filter is switched off in the checkout's
+// the runtime is told which. Only objects whose sha256 was checked are checked out (lfs-store.ts),
+// and a store object that changes while `git lfs checkout` reads it fails the create. Without git-lfs the lfs filter is switched off in the checkout's
 // config (a system-wide `filter.lfs.required` would otherwise fail every status): pointer files,
 // clean status.
 import { accessSync, constants } from "node:fs";
 import { join } from "node:path";
-import { oneLine } from "../../shared/errors.js";
+import { oneLine, RuntimeError } from "../../shared/errors.js";
 import type { LfsSpec } from "../../shared/agent-api.js";
 import { git, gitResult } from "../../shared/git-exec.js";
-import { hasLfsObject, lfsStoreDir } from "./lfs-store.js";
+import { hasVerifiedLfsObject, lfsObjectIdentity, lfsStoreDir, uniqueObjects } from "./lfs-store.js";
 
 const LFS_TIMEOUT_MS = 600_000;
 /** Bounded: a host that cannot reach the endpoint must not hold the create for long. */
@@ -89,9 +90,15 @@ export async function finishLfsCheckout(checkout: string, plan: LfsCheckout): Pr
     return;
   }
   const opts = { cwd: checkout, env: { PATH: plan.searchPath }, timeoutMs: LFS_TIMEOUT_MS };
-  const absent = () => spec.pointers.filter((p) => !hasLfsObject(plan.cache, p));
+  const objects = uniqueObjects(spec.pointers);
+  const intact = new Set<string>();
+  const verify = async () => {
+    intact.clear();
+    for (const p of objects) if (await hasVerifiedLfsObject(plan.cache, p)) intact.add(p.oid);
+  };
+  await verify();
   let why = "";
-  if (absent().length > 0) {
+  if (intact.size < objects.length) {
     // What the Paseo side did not have: from the repository's endpoint, if this host reaches it.
     const r = await gitResult(["-c", "lfs.transfer.maxretries=1", "lfs", "fetch"], {
       ...opts,
@@ -105,9 +112,18 @@ export async function finishLfsCheckout(checkout: string, plan: LfsCheckout): Pr
           .filter((l) => l.trim() !== "")
           .pop() ?? `exit ${r.code}`,
       ).slice(0, 200);
+    await verify();
   }
+  // git-lfs copies whatever the store holds: nothing in it may change between the check and the copy.
+  const identities = () => objects.map((p) => lfsObjectIdentity(plan.cache, p.oid)).join("\n");
+  const checked = identities();
   await git(["lfs", "checkout"], opts);
-  const left = [...new Set(absent().map((p) => p.path))];
+  if (identities() !== checked)
+    throw new RuntimeError(
+      "remote",
+      `the Git LFS store ${lfsStoreDir(plan.cache)} on the remote host changed during the checkout (something there writes to it); create the workspace again`,
+    );
+  const left = [...new Set(spec.pointers.filter((p) => !intact.has(p.oid)).map((p) => p.path))];
   if (left.length > 0) {
     const reason = `not in the Paseo side's LFS store and not fetched on the remote host${why ? ` (${why})` : ""}`;
     plan.report(left, reason);

@@ -24,13 +24,17 @@ export interface ObjectsWanted {
   shallow: string[];
   /** The submodule (SubmoduleSpec.key) the cache is for; undefined = the superproject. */
   module?: string;
+  /** Other commits the cache must hold (a submodule's remote-tracking branches). */
+  tips?: string[];
 }
 
 export async function fillObjects({ ctx, inbox, startedAt }: Intake, cache: string, wanted: ObjectsWanted): Promise<void> {
-  const { commit, shallow, module } = wanted;
+  const { commit, shallow, module, tips = [] } = wanted;
   const held = await hasCommit(cache, commit);
+  let tipsHeld = true;
+  for (const tip of tips) if (tipsHeld && !(await hasCommit(cache, tip))) tipsHeld = false;
   const cut = held ? await reachedBoundary(cache, commit, rootLayout(ctx.root).tmpBase) : await cacheBoundary(cache);
-  if (!held || cut.some((c) => !shallow.includes(c))) {
+  if (!held || !tipsHeld || cut.some((c) => !shallow.includes(c))) {
     // The free space lets the runtime refuse a transfer that cannot fit before sending anything.
     const haves = await cacheTips(cache);
     ctx.sendJson({
