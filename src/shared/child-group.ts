@@ -4,8 +4,10 @@
 // and whoever waits for it hangs (issue 30: a create stuck 400 s+ behind an orphaned LFS filter,
 // a `yes | cat` hostsCommand spinning a CPU forever). So a kill goes to the whole group, and the
 // wait for the pipes to close is bounded once the child has exited or been killed.
-// Built-ins only: the remote agent bundles it (git-exec.ts).
-import { spawn, type ChildProcessByStdio } from "node:child_process";
+// Built-ins only: the remote agent bundles it (git-exec.ts). node:child_process is loaded on the
+// first spawn, not with the module: the exec and signal operations import git-exec's schemas
+// (through agent-api) but never run git, and loading it is part of every such process's start.
+import type { ChildProcessByStdio } from "node:child_process";
 import type { Readable, Writable } from "node:stream";
 
 /** How long the pipes may stay open after the child exited or was killed. */
@@ -41,6 +43,8 @@ export interface GroupOptions {
 
 export function spawnGroup(file: string, args: string[], opts: GroupOptions): GroupChild {
   // detached: setsid(2), so the child leads a new group and nothing it starts escapes `kill(-pid)`.
+  const { spawn } =
+    process.getBuiltinModule?.("node:child_process") ?? (require("node:child_process") as typeof import("node:child_process"));
   const child = spawn(file, args, {
     cwd: opts.cwd,
     env: opts.env,

@@ -14,6 +14,7 @@ import {
   mkdirSync,
   mkdtempSync,
   readFileSync,
+  readdirSync,
   renameSync,
   rmSync,
   symlinkSync,
@@ -35,6 +36,48 @@ function proofScript(interpreter: "node" | "python", proof: string): string {
     ? `require("fs").writeFileSync(${JSON.stringify(proof)}, String(process.getuid()));\n`
     : `open(${JSON.stringify(proof)}, "w").write("ran")\n`;
 }
+
+/** Pids of processes whose command line names `file`. */
+function processesRunning(file: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0").includes(file)) pids.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return pids;
+}
+
+async function waitForRelay(file: string): Promise<number[]> {
+  for (let i = 0; i < 200; i++) {
+    const pids = processesRunning(file);
+    if (pids.length > 0) return pids;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`no relay started ahead (${file}) within 10 s`);
+}
+
+function killRelaysOf(file: string, pids: number[]): void {
+  for (const pid of pids) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // ended by itself
+    }
+  }
+  expect(processesRunning(file).filter((p) => pids.includes(p) && !isZombie(p))).toEqual([]);
+}
+
+const isZombie = (pid: number) => {
+  try {
+    return /^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, "utf8"));
+  } catch {
+    return true;
+  }
+};
 
 const gate = unless(
   needs.localHost("plants files on the host directly"),
@@ -74,6 +117,11 @@ describe("a root swapped or tampered with after the daemon verified it", gate, (
     expect(exitOf(first)).toEqual({ code: 0, signal: null });
     const pty = { kind: "pty", rows: 24, cols: 80 } as const;
     expect(exitOf(await ws.run({ argv: ["/bin/sh", "-c", "printf pty-ok"], env: {}, stdio: pty }))).toEqual({ code: 0, signal: null });
+    // The relay that exec starts ahead of the next one (100 ms after it came up) is verified when
+    // spawned, but its python reads the file a moment later: a rewrite landing in between would
+    // race it, not test the check. So it is waited for and killed first; the next PTY exec finds it
+    // gone and starts a relay anew, through the check.
+    killRelaysOf(join(agentDir, "terminal-relay.py"), await waitForRelay(join(agentDir, "terminal-relay.py")));
     const me = uidOf(rig().user);
     for (const [name, kind] of [
       ["helper.cjs", "node"],
