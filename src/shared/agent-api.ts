@@ -72,7 +72,7 @@ export const IntegrationTarget = object({
   /** Absolute path of the repository's top level on the Paseo host. */
   localPath: isString,
   baseBranch: isString,
-  /** HMAC by the Paseo host's key (src/workspace/integration-seal.ts): the host cannot forge or move it. */
+  /** HMAC by the Paseo host's key (src/mirror/seal.ts): the host cannot forge or move it. */
   seal: optional(isString),
 });
 export type IntegrationTarget = Infer<typeof IntegrationTarget>;
@@ -240,7 +240,56 @@ export const MergeInfo = object({
 });
 export type MergeInfo = Infer<typeof MergeInfo>;
 
-export const ReconcileResult = object({ removed: arrayOf(object({ workspaceId: isString, dir: isString })) });
+/**
+ * A workspace's work as its checkout holds it (src/remote-agent/workspace/work-state.ts): what
+ * comes back to the Paseo side (src/mirror/). Names and ids are the host's word: the runtime checks
+ * each before it touches anything local.
+ */
+export const WorkState = object({
+  workspaceId: isString,
+  /** The manifest's owner (the runtime instance the seal binds). */
+  owner: isString,
+  /** The commit the workspace was created from. */
+  createdFrom: isString,
+  /** Where the work comes back to (null: a git source, or a workspace created before this existed). */
+  workHome: nullable(object({ gitDir: isString, seal: isString })),
+  /** The commit HEAD is at, and the branch it is on (null: detached). */
+  head: nullable(isString),
+  headRef: nullable(isString),
+  /** Every local branch of the checkout (refs/heads/*, without the prefix). */
+  branches: arrayOf(object({ name: isString, commit: isString })),
+  /** Uncommitted work (modified tracked and untracked files not ignored) as one commit on HEAD; only when asked. */
+  uncommitted: nullable(object({ commit: isString, tree: isString })),
+  /** Names this state (commits, branches, uncommitted tree): destroy deletes without archiving only what was brought back. */
+  token: isString,
+});
+export type WorkState = Infer<typeof WorkState>;
+
+export const WorkStateRequest = object({ ...WORKSPACE_TARGET_FIELDS, snapshot: isBoolean });
+export type WorkStateRequest = Infer<typeof WorkStateRequest>;
+
+/** A workspace that is missing or incomplete has no work state to report. */
+export const WorkStateAnswer = object({ state: nullable(WorkState) });
+export type WorkStateAnswer = Infer<typeof WorkStateAnswer>;
+
+/** Work the host kept because nothing proved it was brought back (docs/workspaces.md). */
+export const ArchivedWork = object({ path: isString, until: isString });
+export type ArchivedWork = Infer<typeof ArchivedWork>;
+
+/**
+ * destroy and release-backing: `mirrored` is the token of the work state the runtime brought back;
+ * a workspace whose work is anything else is archived on the host before it is removed.
+ */
+export const RemoveRequest = object({ ...WORKSPACE_TARGET_FIELDS, mirrored: optional(nullable(isString)) });
+export type RemoveRequest = Infer<typeof RemoveRequest>;
+export const RemoveResult = object({ archived: nullable(ArchivedWork) });
+export type RemoveResult = Infer<typeof RemoveResult>;
+
+export const ReconcileResult = object({
+  removed: arrayOf(object({ workspaceId: isString, dir: isString, archived: optional(nullable(ArchivedWork)) })),
+  /** With `list`: the orphans that would be removed (nothing is). */
+  orphans: optional(arrayOf(isString)),
+});
 export type ReconcileResult = Infer<typeof ReconcileResult>;
 
 /** What `facts` answers (read by `doctor`). */
@@ -312,6 +361,17 @@ export const SealedIntegration = withMessage(
 );
 export type SealedIntegration = Infer<typeof SealedIntegration>;
 
+/**
+ * Where a directory-source workspace's work comes back to: the git directory (the common one, for
+ * a linked worktree) of the Paseo side repository it was created from, sealed like the integration
+ * target (src/mirror/seal.ts), so a host cannot point the runtime at another repository.
+ */
+export const SealedRepo = withMessage(
+  refine(object({ gitDir: requestString("gitDir"), seal: requestString("seal") }), (r) => r.gitDir.startsWith("/") && /^[0-9a-f]{64}$/.test(r.seal)),
+  "malformed work repository in agent request",
+);
+export type SealedRepo = Infer<typeof SealedRepo>;
+
 export const CreateRequest = object({
   ...WORKSPACE_TARGET_FIELDS,
   source: SourceSpec,
@@ -320,6 +380,8 @@ export const CreateRequest = object({
   purpose: nullable(isString),
   /** Recorded for merge-to-base (directory sources whose base is a local branch). */
   integration: nullable(SealedIntegration),
+  /** Where the workspace's commits come back to (directory sources; docs/workspaces.md "Work comes back"). */
+  workHome: optional(nullable(SealedRepo)),
   /** The commit's Git LFS pointers (directory sources whose tree has any; src/workspace/lfs-objects.ts). */
   lfs: optional(nullable(LfsSpec)),
 });
@@ -370,15 +432,29 @@ export const PoolLoadRequest = object({
 });
 export type PoolLoadRequest = Infer<typeof PoolLoadRequest>;
 
-export const ReconcileRequest = object({ ...OWNER, workspaceIds: withMessage(arrayOf(isString), "reconcile requires workspaceIds") });
+export const ReconcileRequest = object({
+  ...OWNER,
+  workspaceIds: withMessage(arrayOf(isString), "reconcile requires workspaceIds"),
+  /** Only name the orphans, remove nothing (the runtime brings their work back first). */
+  list: optional(isBoolean),
+  /** Orphan id → the token of the work state brought back (see RemoveRequest). */
+  mirrored: optional(recordOf(isString)),
+});
 export type ReconcileRequest = Infer<typeof ReconcileRequest>;
 
 /** Re-owns a workspace whose manifest names `from` as its owner. */
 export const AdoptRequest = object({ ...WORKSPACE_TARGET_FIELDS, from: requestString("from") });
 export type AdoptRequest = Infer<typeof AdoptRequest>;
 
-/** The commits the Paseo side has: the pack leaves out what they reach. */
-export const ExportObjectsRequest = object({ ...WORKSPACE_TARGET_FIELDS, haves: arrayOf(isString) });
+/**
+ * The commits the Paseo side has: the pack leaves out what they reach. `wants`: the commits to
+ * send (each must be a commit of the checkout; default its HEAD).
+ */
+export const ExportObjectsRequest = object({
+  ...WORKSPACE_TARGET_FIELDS,
+  haves: arrayOf(isString),
+  wants: optional(withMessage(arrayOf(isCommit), "export-objects wants must be commit ids")),
+});
 export type ExportObjectsRequest = Infer<typeof ExportObjectsRequest>;
 
 const NEEDS_IDS = "signal request needs workspaceId and execId";
@@ -410,8 +486,10 @@ export interface AgentOps {
   "workspace.inspect": { request: WorkspaceTarget; response: InspectResult };
   "workspace.pause": { request: WorkspaceTarget; response: null };
   "workspace.resume": { request: WorkspaceTarget; response: WorkspaceView };
-  "workspace.destroy": { request: WorkspaceTarget; response: null };
-  "workspace.release-backing": { request: WorkspaceTarget; response: null };
+  "workspace.destroy": { request: RemoveRequest; response: RemoveResult };
+  "workspace.release-backing": { request: RemoveRequest; response: RemoveResult };
+  /** The workspace's work (WorkState); `snapshot` records uncommitted work as a commit first. */
+  "workspace.work-state": { request: WorkStateRequest; response: WorkStateAnswer };
   "workspace.reconcile": { request: ReconcileRequest; response: ReconcileResult };
   "workspace.merge-info": { request: WorkspaceTarget; response: MergeInfo };
   "workspace.adopt": { request: AdoptRequest; response: null };
@@ -447,6 +525,22 @@ export type AgentRequest<Op extends AgentOp = AgentOp> = { op: Op; root: string 
  */
 export const ClientGoneHeader = object({ kind: literal("client-gone"), token: isToken, gen: isAttachGen });
 export type ClientGoneHeader = Infer<typeof ClientGoneHeader>;
+
+/**
+ * The stream the broker opens on every daemon channel to hear what the host starts toward the
+ * Paseo side (docs/architecture.md "Host notices"): the daemon writes HostNotice lines on it for
+ * as long as the channel lives; it does not keep either side from going idle.
+ */
+export const NoticesHeader = object({ kind: literal("notices") });
+export type NoticesHeader = Infer<typeof NoticesHeader>;
+
+/** A workspace's branches or HEAD moved (or the notices stream just opened): its work as it is now. */
+export const WorkMovedNotice = object({ type: literal("work-moved"), state: WorkState });
+export type WorkMovedNotice = Infer<typeof WorkMovedNotice>;
+
+/** Every notice the host daemon sends on a notices stream (one JSON object per line). */
+export const HostNotice = variant("type", { "work-moved": WorkMovedNotice });
+export type HostNotice = Infer<typeof HostNotice>;
 
 // ---- messages --------------------------------------------------------------------------------
 
@@ -580,8 +674,9 @@ export const ANSWERS: { [Op in OneShotOp]: Guard<AgentAnswer<Op>> } = {
   "workspace.inspect": InspectResult,
   "workspace.pause": isNull,
   "workspace.resume": WorkspaceView,
-  "workspace.destroy": isNull,
-  "workspace.release-backing": isNull,
+  "workspace.destroy": RemoveResult,
+  "workspace.release-backing": RemoveResult,
+  "workspace.work-state": WorkStateAnswer,
   "workspace.reconcile": ReconcileResult,
   "workspace.merge-info": MergeInfo,
   "workspace.adopt": isNull,

@@ -157,6 +157,15 @@ export class AgentChannel extends EventEmitter<AgentChannelEvents> {
     this.send(encodeJson(value));
   }
 
+  /** Stops reading the agent's bytes (a consumer of data frames is behind); the agent is held back by flow control. */
+  pauseInput(): void {
+    this.io.stdout.pause();
+  }
+
+  resumeInput(): void {
+    this.io.stdout.resume();
+  }
+
   /** Closes our sending side (the agent sees EOF). */
   end(): void {
     this.io.stdin.end();

@@ -9,7 +9,7 @@ import { agentMessage } from "../transport/agent-channel.js";
 import type { Frame } from "../shared/frames.js";
 import type { CreateRequest, CreateResult, SourceSpec } from "../shared/agent-api.js";
 import { normaliseRelativePath } from "../shared/relative-path.js";
-import { sealIntegration } from "./integration-seal.js";
+import { sealIntegration, sealWorkHome } from "../mirror/seal.js";
 import { resolveLocalSource } from "./local-source.js";
 import { localHaves, requireRemoteSpace, sendObjects, startPack } from "./object-transfer.js";
 import { lfsPlan, namePaths, sendLfsObjects, type LfsPlan } from "./lfs-objects.js";
@@ -86,6 +86,7 @@ export async function prepareCreate(input: CreateInput, owner: string): Promise<
   let source: SourceSpec;
   let repo: string | null = null;
   let integration: CreateRequest["integration"] = null;
+  let workHome: CreateRequest["workHome"] = null;
   let modules: LocalSubmodule[] = [];
   let missingModules: string[] = [];
   let lfs: LfsPlan | null = null;
@@ -93,6 +94,7 @@ export async function prepareCreate(input: CreateInput, owner: string): Promise<
     const local = await resolveLocalSource(src.path, input.placement);
     repo = local.topLevel;
     lfs = await lfsPlan(local.topLevel, local.commit);
+    workHome = sealWorkHome(local.gitDir, { owner, workspaceId: input.workspaceId, commit: local.commit });
     if (local.baseBranch) {
       integration = sealIntegration(local.topLevel, local.baseBranch, { owner, workspaceId: input.workspaceId, commit: local.commit });
     }
@@ -121,6 +123,7 @@ export async function prepareCreate(input: CreateInput, owner: string): Promise<
       relativeCwd,
       purpose: input.purpose ?? null,
       integration,
+      workHome,
       ...(lfs ? { lfs: lfs.spec } : {}),
     },
     repo,

@@ -2,6 +2,7 @@
 // per placement kind. Uses read-only git plumbing only: the local repository gains no refs, no
 // config and no files. Uncommitted and untracked content is dropped by design (only commits ship).
 import { realpathSync } from "node:fs";
+import { resolve } from "node:path";
 import { RuntimeError } from "../shared/errors.js";
 import type { PlacementIntent, ResolvedWorktreeSource } from "../contract/schemas.js";
 import { gitResult, SHA_RE } from "../shared/git-exec.js";
@@ -9,6 +10,8 @@ import { gitResult, SHA_RE } from "../shared/git-exec.js";
 export interface LocalResolution {
   /** Canonical path of the repository's top level. */
   topLevel: string;
+  /** The repository's (common) git directory, absolute and canonical. */
+  gitDir: string;
   commit: string;
   /** "" = detached checkout. */
   branch: string;
@@ -112,13 +115,15 @@ export async function resolveLocalSource(path: string, placement: PlacementInten
     throw new RuntimeError("input", `Project directory does not exist: ${path}`);
   }
   // Other failures (e.g. git's dubious-ownership refusal) keep git's own one-line reason.
-  const top = await localGit(repo, ["rev-parse", "--show-toplevel", "--show-prefix"]).catch((err: unknown) => {
+  const top = await localGit(repo, ["rev-parse", "--show-toplevel", "--show-prefix", "--git-common-dir"]).catch((err: unknown) => {
     if (err instanceof Error && /not a git repository/.test(err.message)) {
       throw new RuntimeError("input", `Project directory is not a git repository: ${path}`);
     }
     throw err;
   });
-  const [topLevel = repo, prefix = ""] = top.stdout.split("\n");
+  const [topLevel = repo, prefix = "", commonDir = ".git"] = top.stdout.split("\n");
+  // Where refs live (the common directory of a linked worktree): the work comes back there.
+  const gitDir = realpathSync(resolve(repo, commonDir));
   let commit: string;
   let branch: string;
   let base: string;
@@ -147,5 +152,5 @@ export async function resolveLocalSource(path: string, placement: PlacementInten
       break;
   }
   const baseBranch = (await isLocalBranch(repo, base)) ? base : "";
-  return { topLevel, commit, branch, prefix: prefix.replace(/\/$/, ""), baseBranch };
+  return { topLevel, gitDir, commit, branch, prefix: prefix.replace(/\/$/, ""), baseBranch };
 }

@@ -3,37 +3,15 @@
 // fast-forward the recorded base branch to it. Never a real merge: if the base moved on, refuse and
 // let the user merge or rebase inside the workspace. Uncommitted workspace changes are not taken.
 import { RuntimeError } from "../shared/errors.js";
-import { FrameKind, type Frame } from "../shared/frames.js";
-import { requestFor, type RemoteHost } from "../transport/host.js";
-import { gitResult, gitStream, knownCommits, SHA_RE } from "../shared/git-exec.js";
-import { verifyIntegration } from "./integration-seal.js";
-
-const IMPORT_TIMEOUT_MS = 600_000;
+import { realpathSync } from "node:fs";
+import { resolve } from "node:path";
+import type { RemoteHost } from "../transport/host.js";
+import { gitResult, knownCommits, SHA_RE } from "../shared/git-exec.js";
+import { verifyIntegration } from "../mirror/seal.js";
+import { importPack } from "../mirror/import-pack.js";
 
 async function localGit(repo: string, args: string[], okCodes: number[] = []): Promise<{ code: number; stdout: string }> {
   return gitResult(args, { cwd: repo, errorClass: "input", okCodes, timeoutMs: 60_000 });
-}
-
-/** Receives the pack the agent streams (Stdout frames, then Eof) into the local repository. */
-async function importObjects(host: RemoteHost, owner: string, workspaceId: string, repo: string, haves: string[]): Promise<void> {
-  const channel = await host.openAgent();
-  const index = gitStream(["index-pack", "--stdin", "--fix-thin"], { cwd: repo, timeoutMs: IMPORT_TIMEOUT_MS, errorClass: "input" });
-  index.stdout.resume();
-  const onFrame = (f: Frame) => {
-    if (f.kind === FrameKind.Stdout) index.stdin.write(f.payload);
-    else if (f.kind === FrameKind.Eof) index.stdin.end();
-  };
-  channel.on("frame", onFrame);
-  try {
-    await channel.request(requestFor(host, "workspace.export-objects", { workspaceId, owner, haves }), IMPORT_TIMEOUT_MS);
-    await index.done;
-  } catch (err) {
-    index.kill();
-    throw err;
-  } finally {
-    channel.off("frame", onFrame);
-    channel.end();
-  }
 }
 
 /** Returns the absolute Paseo-host path Paseo should refresh (localIntegrationTarget). */
@@ -51,7 +29,8 @@ export async function mergeToBase(host: RemoteHost, owner: string, workspaceId: 
   if (tip.code !== 0 || !SHA_RE.test(baseTip))
     throw new RuntimeError("input", `merge-to-base: branch ${baseBranch} no longer exists in ${repo}`);
   if ((await knownCommits(repo, [info.head], "input")).length === 0) {
-    await importObjects(host, owner, workspaceId, repo, [info.createdFrom, baseTip]);
+    const common = (await localGit(repo, ["rev-parse", "--git-common-dir"])).stdout.trim();
+    await importPack(host, realpathSync(resolve(repo, common)), { workspaceId, owner, wants: [info.head], haves: [info.createdFrom, baseTip] });
   }
   if (baseTip === info.head) return repo;
   const ff = await localGit(repo, ["merge-base", "--is-ancestor", baseTip, info.head], [1]);

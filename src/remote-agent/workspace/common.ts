@@ -11,6 +11,8 @@ import { loadWorkspace } from "./store.js";
 import { removeWorkspaceDir } from "./claim.js";
 import { unpinCommit } from "./git-cache.js";
 import { killWorkspaceProcesses } from "../proc/process-set.js";
+import { keepUnmirroredWork } from "./work-archive.js";
+import type { ArchivedWork } from "../../shared/agent-api.js";
 
 /** `value` checked against a request schema; a failure is an input error with the schema's line. */
 export function parseRequest<T>(schema: Guard<T>, value: unknown): T {
@@ -47,9 +49,19 @@ export function loadComplete(ctx: AgentContext): { layout: WorkspaceLayout; mani
   return loaded;
 }
 
-/** Kills the workspace's processes, drops its cache pin and removes its directory. */
-export async function removeOwned(root: string, layout: WorkspaceLayout, manifest: WorkspaceManifest): Promise<void> {
+/**
+ * Kills the workspace's processes, keeps its work unless `mirrored` proves it was brought back
+ * (work-archive.ts), drops its cache pin and removes its directory; where the work was kept, if anywhere.
+ */
+export async function removeOwned(
+  root: string,
+  layout: WorkspaceLayout,
+  manifest: WorkspaceManifest,
+  mirrored?: string | null,
+): Promise<ArchivedWork | null> {
   await killWorkspaceProcesses(layout);
+  const archived = await keepUnmirroredWork(root, layout, manifest, mirrored);
   await unpinCommit(root, manifest.projectKey, layout.key);
   await removeWorkspaceDir(root, layout);
+  return archived;
 }

@@ -65,13 +65,15 @@ function parseCreate(req: ReceivedRequest): CreateRequest {
     relativeCwd,
     purpose: typeof req.purpose === "string" ? req.purpose : null,
     integration: directory ? (req.integration ?? null) : null,
+    workHome: directory ? (req.workHome ?? null) : null,
     lfs: directory ? (req.lfs ?? null) : null,
   });
   // Only these fields of the integration target reach the manifest.
   const i = r.integration;
   const integration = i && { localPath: i.localPath, baseBranch: i.baseBranch, seal: i.seal };
+  const workHome = r.workHome ? { gitDir: r.workHome.gitDir, seal: r.workHome.seal } : null;
   const lfs = r.lfs ? { pointers: r.lfs.pointers, endpoint: r.lfs.endpoint } : null;
-  return { workspaceId, owner, source, relativeCwd, purpose: r.purpose, integration, lfs };
+  return { workspaceId, owner, source, relativeCwd, purpose: r.purpose, integration, workHome, lfs };
 }
 
 function sourceKey(source: SourceSpec): string {
@@ -102,7 +104,7 @@ export async function create(ctx: AgentContext): Promise<CreateResult> {
 
 async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
   const startedAt = Date.now();
-  const { workspaceId, owner, source, relativeCwd, purpose, integration, lfs: lfsSpec = null } = parseCreate(ctx.request);
+  const { workspaceId, owner, source, relativeCwd, purpose, integration, workHome = null, lfs: lfsSpec = null } = parseCreate(ctx.request);
   const hooks = workspaceHooks(ctx.root, workspaceId);
   const inbox = new FrameInbox(ctx);
   const projectKey = sourceKey(source);
@@ -191,6 +193,7 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
       workspaceRoot,
       lifecycleEnvironment: lifecycleEnvironment(branch),
       integration,
+      workHome,
       purpose,
     });
     release();

@@ -14,14 +14,29 @@ export async function checkoutHead(checkout: string): Promise<string> {
   return head;
 }
 
-export async function streamPack(ctx: AgentContext, checkout: string, offered: string[]): Promise<{ head: string; bytes: number }> {
+/**
+ * Streams the objects of `wants` (default: HEAD) that `offered` do not reach. Every want must be a
+ * commit of the checkout: the runtime asks only for what the work state named.
+ */
+export async function streamPack(
+  ctx: AgentContext,
+  checkout: string,
+  offered: string[],
+  wants?: string[],
+): Promise<{ head: string; bytes: number }> {
   const head = await checkoutHead(checkout);
+  const tips = wants && wants.length > 0 ? wants : [head];
+  if (wants && wants.length > 0) {
+    const known = await knownCommits(checkout, wants);
+    const unknown = wants.filter((w) => !known.includes(w));
+    if (unknown.length > 0) throw new RuntimeError("remote", `workspace checkout has no commit ${unknown[0]}`);
+  }
   const haves = await knownCommits(checkout, offered);
   const pack = gitStream(["pack-objects", "--revs", "--thin", "--stdout", "--delta-base-offset", "--quiet"], {
     cwd: checkout,
     timeoutMs: EXPORT_TIMEOUT_MS,
   });
-  pack.stdin.end([head, ...haves.map((h) => `^${h}`)].join("\n") + "\n");
+  pack.stdin.end([...tips, ...haves.map((h) => `^${h}`)].join("\n") + "\n");
   let bytes = 0;
   for await (const chunk of pack.stdout as AsyncIterable<Buffer>) {
     bytes += chunk.length;

@@ -3,7 +3,7 @@
 // atomically (temp file + rename) and validated strictly before any read or mutation.
 export const MANIFEST_MARKER = "paseo-ssh-runtime/workspace-v1";
 
-import type { IntegrationTarget } from "../../shared/agent-api.js";
+import type { IntegrationTarget, SealedRepo } from "../../shared/agent-api.js";
 
 export type WorkspacePhase = "materializing" | "ready" | "paused";
 
@@ -26,6 +26,8 @@ export interface WorkspaceManifest {
   purpose?: string | null;
   /** Where merge-to-base integrates (directory sources with a base branch only). */
   integration?: IntegrationTarget | null;
+  /** Where the workspace's work comes back to on the Paseo side (directory sources). */
+  workHome?: SealedRepo | null;
   createdAt: string;
   updatedAt: string;
 }

@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync } from "no
 import { randomBytes } from "node:crypto";
 import { basename, join } from "node:path";
 import type { AgentContext } from "../context.js";
-import { ReconcileRequest, type ReconcileResult } from "../../shared/agent-api.js";
+import { ReconcileRequest, type ArchivedWork, type ReconcileResult } from "../../shared/agent-api.js";
 import { WORKSPACE_PREFIX, rootLayout, workspaceLayout } from "../layout.js";
 import type { WorkspaceManifest } from "./manifest.js";
 import { loadWorkspace, parseManifest } from "./store.js";
@@ -17,6 +17,7 @@ import { STAGING_PREFIX } from "./create.js";
 import { INCOMING_PREFIX } from "./pack-intake.js";
 import { sweepSpares } from "./spare-checkout.js";
 import { requireMarkedRoot } from "../root-marker.js";
+import { archivedProjectKeys, pruneArchives } from "./work-archive.js";
 
 /** A staging checkout this old belongs to an agent that died (a live clone never takes hours). */
 const STAGING_MAX_AGE_MS = 6 * 3600_000;
@@ -48,47 +49,66 @@ function readDirRecord(dir: string): DirRecord {
  * prunes caches no workspace references and stale trash.
  */
 export async function reconcile(ctx: AgentContext): Promise<ReconcileResult> {
-  const { owner, workspaceIds } = parseRequest(ReconcileRequest, ctx.request);
+  const { owner, workspaceIds, list = false, mirrored = {} } = parseRequest(ReconcileRequest, ctx.request);
   const keep = new Set(workspaceIds);
   requireMarkedRoot(ctx.root, "reconcile");
   const l = rootLayout(ctx.root);
   const removed: ReconcileResult["removed"] = [];
-  const usedKeys = new Set<string>();
+  const orphans: string[] = [];
+  const usedKeys = archivedProjectKeys(ctx.root);
   const entries = existsSync(l.workspacesBase) ? readdirSync(l.workspacesBase) : [];
   for (const name of entries.filter((n) => n.startsWith(WORKSPACE_PREFIX))) {
     const { manifest: m, projectKey } = readDirRecord(join(l.workspacesBase, name));
-    if (m && m.owner === owner && !keep.has(m.workspaceId) && (await removeOrphan(ctx.root, owner, m))) {
-      removed.push({ workspaceId: m.workspaceId, dir: workspaceLayout(ctx.root, m.workspaceId).dir });
-      continue;
+    if (m && m.owner === owner && !keep.has(m.workspaceId)) {
+      if (list) {
+        orphans.push(m.workspaceId);
+        continue;
+      }
+      const gone = await removeOrphan(ctx.root, owner, m, Object.hasOwn(mirrored, m.workspaceId) ? mirrored[m.workspaceId] : null);
+      if (gone) {
+        removed.push({ workspaceId: m.workspaceId, dir: workspaceLayout(ctx.root, m.workspaceId).dir, archived: gone.archived });
+        continue;
+      }
     }
     // Every directory that stays, ours or not, keeps the cache its checkout borrows objects from.
     if (projectKey) usedKeys.add(projectKey);
   }
+  if (list) return { removed, orphans };
+  await pruneArchives(ctx.root);
   await pruneCaches(ctx.root, usedKeys);
   await pruneTrash(ctx.root);
   return { removed };
 }
 
-/** Removes one orphan after re-verifying it; false when it must stay (changed, or being created). */
-async function removeOrphan(root: string, owner: string, m: WorkspaceManifest): Promise<boolean> {
+/** Removes one orphan after re-verifying it; null when it must stay (changed, or being created). */
+async function removeOrphan(
+  root: string,
+  owner: string,
+  m: WorkspaceManifest,
+  mirrored: string | null | undefined,
+): Promise<{ archived: ArchivedWork | null } | null> {
   const layout = workspaceLayout(root, m.workspaceId);
   let loaded: ReturnType<typeof loadWorkspace>;
   try {
     loaded = loadWorkspace(root, m.workspaceId, owner);
   } catch {
-    return false; // its ownership changed since we read it: never touch it
+    return null; // its ownership changed since we read it: never touch it
   }
   // A create running right now is not an orphan yet: Paseo persists the record after create.
-  if (loaded.state !== "present" || createInProgress(layout)) return false;
-  await removeOwned(root, layout, loaded.manifest);
-  return true;
+  if (loaded.state !== "present" || createInProgress(layout)) return null;
+  return { archived: await removeOwned(root, layout, loaded.manifest, mirrored) };
 }
 
 /** Project keys the workspace directories name right now (read afresh from every manifest). */
 function referencedKeys(root: string): Set<string> {
   const base = rootLayout(root).workspacesBase;
   const names = existsSync(base) ? readdirSync(base).filter((n) => n.startsWith(WORKSPACE_PREFIX)) : [];
-  return new Set(names.map((n) => readDirRecord(join(base, n)).projectKey).filter((k): k is string => k !== null));
+  const keys = archivedProjectKeys(root);
+  for (const n of names) {
+    const k = readDirRecord(join(base, n)).projectKey;
+    if (k !== null) keys.add(k);
+  }
+  return keys;
 }
 
 /**

@@ -5,13 +5,24 @@
 // changed, and removal only ever touches a directory whose manifest names this owner.
 import { RuntimeError } from "../../shared/errors.js";
 import type { AgentContext, OneShotHandlers } from "../context.js";
-import { AdoptRequest, ExportObjectsRequest, type InspectResult, type MergeInfo, type WorkspaceView } from "../../shared/agent-api.js";
+import {
+  AdoptRequest,
+  ExportObjectsRequest,
+  RemoveRequest,
+  WorkStateRequest,
+  type InspectResult,
+  type MergeInfo,
+  type RemoveResult,
+  type WorkStateAnswer,
+  type WorkspaceView,
+} from "../../shared/agent-api.js";
 import { checkoutHead, streamPack } from "./export.js";
 import { loadWorkspace, replaceManifest } from "./store.js";
 import { freezeWorkspaceProcesses, thawWorkspaceProcesses } from "../proc/process-set.js";
 import { incomplete, isComplete, loadComplete, parseRequest, removeOwned, target, view } from "./common.js";
 import { create } from "./create.js";
 import { reconcile } from "./reconcile.js";
+import { readWorkState } from "./work-state.js";
 
 async function inspect(ctx: AgentContext): Promise<InspectResult> {
   const { workspaceId, owner } = target(ctx);
@@ -42,22 +53,29 @@ async function resume(ctx: AgentContext): Promise<WorkspaceView> {
   return view(after.manifest);
 }
 
-async function destroy(ctx: AgentContext): Promise<null> {
-  const { workspaceId, owner } = target(ctx);
+async function destroy(ctx: AgentContext): Promise<RemoveResult> {
+  const { workspaceId, owner, mirrored } = parseRequest(RemoveRequest, ctx.request);
   const loaded = loadWorkspace(ctx.root, workspaceId, owner);
-  if (loaded.state === "present") await removeOwned(ctx.root, loaded.layout, loaded.manifest);
-  return null;
+  if (loaded.state !== "present") return { archived: null };
+  return { archived: await removeOwned(ctx.root, loaded.layout, loaded.manifest, mirrored) };
 }
 
-async function releaseBacking(ctx: AgentContext): Promise<null> {
-  const { workspaceId, owner } = target(ctx);
+async function releaseBacking(ctx: AgentContext): Promise<RemoveResult> {
+  const { workspaceId, owner, mirrored } = parseRequest(RemoveRequest, ctx.request);
   const loaded = loadWorkspace(ctx.root, workspaceId, owner);
-  if (loaded.state === "missing") return null;
+  if (loaded.state === "missing") return { archived: null };
   if (loaded.manifest.phase === "ready" && isComplete(loaded.manifest)) {
     throw new RuntimeError("input", `SSH workspace is ready; pause it before releasing its backing: ${workspaceId}`);
   }
-  await removeOwned(ctx.root, loaded.layout, loaded.manifest);
-  return null;
+  return { archived: await removeOwned(ctx.root, loaded.layout, loaded.manifest, mirrored) };
+}
+
+/** The workspace's work (null when it is missing or incomplete: there is nothing to bring back). */
+async function workState(ctx: AgentContext): Promise<WorkStateAnswer> {
+  const { workspaceId, owner, snapshot } = parseRequest(WorkStateRequest, ctx.request);
+  const loaded = loadWorkspace(ctx.root, workspaceId, owner);
+  if (loaded.state === "missing" || !isComplete(loaded.manifest)) return { state: null };
+  return { state: await readWorkState(loaded.layout, loaded.manifest, snapshot) };
 }
 
 /** A ready workspace that records where its work integrates, with its current HEAD. */
@@ -81,8 +99,8 @@ async function exportObjects(ctx: AgentContext): Promise<{ head: string; bytes: 
   // Commits it cannot read only make the pack larger: they are left out rather than refused.
   const raw = ctx.request.haves;
   const offered = Array.isArray(raw) ? raw.filter((h): h is string => typeof h === "string") : [];
-  const { haves } = parseRequest(ExportObjectsRequest, { ...ctx.request, haves: offered });
-  return streamPack(ctx, w.layout.checkout, haves);
+  const { haves, wants } = parseRequest(ExportObjectsRequest, { ...ctx.request, haves: offered });
+  return streamPack(ctx, w.layout.checkout, haves, wants);
 }
 
 /**
@@ -115,4 +133,5 @@ export const workspaceOps = {
   "workspace.merge-info": mergeInfo,
   "workspace.adopt": adopt,
   "workspace.export-objects": exportObjects,
+  "workspace.work-state": workState,
 } satisfies Partial<OneShotHandlers>;

@@ -1,5 +1,6 @@
-// merge-to-base writes into a repository on the Paseo host, so where it writes must not be up to
-// the remote host: the integration target (repository path, base branch) is recorded in the remote
+// merge-to-base and the work that comes back (bring-back.ts) write into a repository on the Paseo
+// host, so where they write must not be up to the remote host: the integration target (repository
+// path, base branch) and the work home (the repository's git directory) are recorded in the remote
 // manifest, but sealed at create with an HMAC whose key never leaves this machine, bound to the
 // runtime instance, the workspace id and the commit it was created from. A target the host
 // altered, or copied from another workspace, does not verify and nothing local is touched.
@@ -8,7 +9,7 @@ import { linkSync, lstatSync, mkdirSync, readFileSync, rmSync, writeFileSync } f
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { RuntimeError } from "../shared/errors.js";
-import type { IntegrationTarget, SealedIntegration } from "../shared/agent-api.js";
+import type { IntegrationTarget, SealedIntegration, SealedRepo } from "../shared/agent-api.js";
 
 /** `$XDG_STATE_HOME/paseo-ssh-runtime` (default `~/.local/state/paseo-ssh-runtime`). */
 export function stateDir(): string {
@@ -62,16 +63,29 @@ export interface SealBinding {
   commit: string;
 }
 
-function mac(target: Pick<IntegrationTarget, "localPath" | "baseBranch">, bind: SealBinding): string {
-  const material = JSON.stringify([
-    "paseo-ssh-runtime/integration-v1",
-    bind.owner,
-    bind.workspaceId,
-    bind.commit,
-    target.localPath,
-    target.baseBranch,
-  ]);
+function hmac(kind: string, bind: SealBinding, fields: string[]): string {
+  const material = JSON.stringify([`paseo-ssh-runtime/${kind}`, bind.owner, bind.workspaceId, bind.commit, ...fields]);
   return createHmac("sha256", sealingKey()).update(material, "utf8").digest("hex");
+}
+
+function mac(target: Pick<IntegrationTarget, "localPath" | "baseBranch">, bind: SealBinding): string {
+  return hmac("integration-v1", bind, [target.localPath, target.baseBranch]);
+}
+
+function sameMac(given: string, wanted: string): boolean {
+  const a = Buffer.from(given, "utf8");
+  const b = Buffer.from(wanted, "utf8");
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+export function sealWorkHome(gitDir: string, bind: SealBinding): SealedRepo {
+  return { gitDir, seal: hmac("work-home-v1", bind, [gitDir]) };
+}
+
+/** The git directory if this machine sealed it for exactly this workspace; null otherwise. */
+export function verifyWorkHome(home: { gitDir?: unknown; seal?: unknown } | null, bind: SealBinding): string | null {
+  if (!home || typeof home.gitDir !== "string" || typeof home.seal !== "string") return null;
+  return sameMac(home.seal, hmac("work-home-v1", bind, [home.gitDir])) ? home.gitDir : null;
 }
 
 export function sealIntegration(localPath: string, baseBranch: string, bind: SealBinding): SealedIntegration {
@@ -82,9 +96,7 @@ export function sealIntegration(localPath: string, baseBranch: string, bind: Sea
 export function verifyIntegration(target: IntegrationTarget | null | undefined, bind: SealBinding): IntegrationTarget {
   const t = (typeof target === "object" && target !== null ? target : {}) as Partial<IntegrationTarget>;
   const wellFormed = typeof t.localPath === "string" && typeof t.baseBranch === "string" && typeof t.seal === "string";
-  const given = Buffer.from(wellFormed ? t.seal! : "", "utf8");
-  const wanted = wellFormed ? Buffer.from(mac(t as IntegrationTarget, bind), "utf8") : Buffer.alloc(0);
-  if (!wellFormed || given.length !== wanted.length || !timingSafeEqual(given, wanted)) {
+  if (!wellFormed || !sameMac(t.seal!, mac(t as IntegrationTarget, bind))) {
     throw new RuntimeError(
       "remote",
       `merge-to-base refused: the host's record of where workspace ${bind.workspaceId} merges was not sealed by this machine for it (altered on the host, or created elsewhere or by an older version)`,
