@@ -1,5 +1,5 @@
 // Import boundaries between the layers of docs/architecture.md, checked by `npm run lint`.
-// Layers only point down: cli -> workspace, exec, demo -> broker -> transport -> contract, shared.
+// Layers only point down: cli -> workspace, exec, demo -> mirror, broker -> transport -> contract, shared.
 // The remote agent and the helper are separate bundles that run on the host with Node built-ins
 // only; src/shared is bundled into the agent too. The broker process (src/broker/process/, its own
 // bundle) and the operation side of src/broker meet only in the broker modules both share.
@@ -71,7 +71,15 @@ module.exports = {
       comment: "The broker serves channels; it knows nothing of workspaces, exec, the demo or the CLI.",
       severity: "error",
       from: { path: "^src/broker/" },
-      to: { path: "^src/(workspace|exec|demo|cli)/" },
+      to: { path: "^src/(workspace|exec|demo|cli|mirror)/" },
+    },
+    {
+      name: "mirror-stays-below-operations",
+      comment:
+        "src/mirror brings a workspace's work back (destroy, reconcile, merge-to-base, the live mirror): it uses the transport and shared code, never an operation, the CLI or the broker.",
+      severity: "error",
+      from: { path: "^src/mirror/" },
+      to: { path: "^src/(workspace|exec|demo|cli|broker)/" },
     },
     {
       name: "broker-process-is-its-own-bundle",

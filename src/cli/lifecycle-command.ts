@@ -5,7 +5,7 @@ import { parseRuntimeOptions, type RuntimeOptions } from "../transport/options.j
 import { readLifecycleRequest, type LifecycleInputOptions } from "./lifecycle-input.js";
 import type { LifecycleRequest } from "../contract/schemas.js";
 import { withHost } from "../broker/open-host.js";
-import type { CliOperation } from "./operation.js";
+import type { CliOperation, OperationIO } from "./operation.js";
 import { writeResponse } from "./respond.js";
 import type { OperationResponse } from "../contract/index.js";
 import type { AgentAnswer, OneShotOp, OpRequest } from "../shared/agent-api.js";
@@ -58,30 +58,37 @@ export function callWorkspaceOp<Op extends OneShotOp>(
 }
 
 /** The agent ops a `<operation> --workspace-id <id>` command maps to one to one. */
-type SimpleWorkspaceOp = "workspace.inspect" | "workspace.pause" | "workspace.resume" | "workspace.destroy" | "workspace.release-backing";
+type SimpleWorkspaceOp = "workspace.inspect" | "workspace.pause" | "workspace.resume";
 
 /**
- * A `<operation> --workspace-id <id>` CLI operation that makes one agent call and answers with
- * `respond(workspaceId, result)`: inspect, pause, resume, destroy and release-backing differ only
- * in these two parts.
+ * A `<operation> --workspace-id <id>` CLI operation: reads the request, runs `body` with the
+ * workspace's context, writes what it answers.
  */
-export function workspaceOperation<Op extends SimpleWorkspaceOp>(
-  op: Op,
-  respond: (workspaceId: string, result: AgentAnswer<Op>) => OperationResponse,
+export function workspaceCommand(
+  operation: string,
+  body: (ctx: LifecycleContext, workspaceId: string, io: OperationIO) => Promise<OperationResponse>,
 ): CliOperation {
-  const operation = op.slice("workspace.".length);
   return {
     requiredFlags: ["workspace-id"],
     async run(args, io) {
       const workspaceId = args.flags["workspace-id"]!;
       const ctx = await readWorkspaceRequest(io.stdin, operation, { workspaceId });
-      const result = await callWorkspaceOp(ctx, op, { workspaceId, owner: ctx.owner });
-      if (op === "workspace.destroy" && ctx.hostLabel !== undefined) {
-        (await import("../broker/host-pool/state.js")).removePlacement(ctx.owner, workspaceId);
-      }
-      await writeResponse(io.stdout, respond(workspaceId, result));
+      await writeResponse(io.stdout, await body(ctx, workspaceId, io));
     },
   };
+}
+
+/**
+ * One that makes one agent call and answers with `respond(workspaceId, result)`: inspect, pause
+ * and resume differ only in these two parts (destroy and release-backing: removal-command.ts).
+ */
+export function workspaceOperation<Op extends SimpleWorkspaceOp>(
+  op: Op,
+  respond: (workspaceId: string, result: AgentAnswer<Op>) => OperationResponse,
+): CliOperation {
+  return workspaceCommand(op.slice("workspace.".length), async (ctx, workspaceId) =>
+    respond(workspaceId, await callWorkspaceOp(ctx, op, { workspaceId, owner: ctx.owner })),
+  );
 }
 
 /** The `ok` answer of pause, destroy and release-backing. */

@@ -30,7 +30,10 @@ export interface BringBackResult {
 }
 
 function refuse(state: WorkState, why: string): RuntimeError {
-  return new RuntimeError("remote", `the host's report of workspace ${state.workspaceId}'s work was refused: ${why}; nothing local was changed`);
+  return new RuntimeError(
+    "remote",
+    `the host's report of workspace ${state.workspaceId}'s work was refused: ${why}; nothing local was changed`,
+  );
 }
 
 /** Checks every name and id the host reported before any of it is used. */
@@ -101,7 +104,10 @@ export async function bringBack(host: RemoteHost, state: WorkState, opts: { maxB
   checkState(state);
   const probe = await git(gitDir, ["rev-parse", "--git-dir"]);
   if (probe.code !== 0) {
-    throw new RuntimeError("input", `the repository workspace ${state.workspaceId} was created from (${gitDir}) is gone or is not a git repository`);
+    throw new RuntimeError(
+      "input",
+      `the repository workspace ${state.workspaceId} was created from (${gitDir}) is gone or is not a git repository`,
+    );
   }
   const ns = workNamespace(state.workspaceId);
   const wants = [...new Set([state.head, ...state.branches.map((b) => b.commit), state.uncommitted?.commit ?? null])].filter(
@@ -142,10 +148,14 @@ export async function bringBack(host: RemoteHost, state: WorkState, opts: { maxB
     let outcome: BringBackResult["branches"][number]["local"] = "left";
     if (written === undefined) {
       // A branch the workspace made: it appears locally unless one of that name exists already.
-      if (current === undefined && (await transact(gitDir, [`create ${local} ${b.commit}`, `update ${memo} ${b.commit}`]))) outcome = "created";
+      if (current === undefined && (await transact(gitDir, [`create ${local} ${b.commit}`, `update ${memo} ${b.commit}`])))
+        outcome = "created";
     } else if (current === written) {
       if (current === b.commit) outcome = "unchanged";
-      else if (!busy.has(local) && (await transact(gitDir, [`update ${local} ${b.commit} ${written}`, `update ${memo} ${b.commit} ${written}`])))
+      else if (
+        !busy.has(local) &&
+        (await transact(gitDir, [`update ${local} ${b.commit} ${written}`, `update ${memo} ${b.commit} ${written}`]))
+      )
         outcome = "moved";
     }
     branches.push({ name: b.name, local: outcome });

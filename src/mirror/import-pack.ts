@@ -93,7 +93,10 @@ export async function importPack(host: RemoteHost, gitDir: string, req: PackRequ
       timeoutMs: IMPORT_TIMEOUT_MS,
     });
     if (walk.code !== 0) {
-      throw new RuntimeError("remote", `the host's objects for ${where} are incomplete (${walk.stderr.trim().split("\n")[0] ?? "missing objects"}); nothing was taken`);
+      throw new RuntimeError(
+        "remote",
+        `the host's objects for ${where} are incomplete (${walk.stderr.trim().split("\n")[0] ?? "missing objects"}); nothing was taken`,
+      );
     }
     migrate(quarantine, objects);
     return bytes;

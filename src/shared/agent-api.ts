@@ -367,7 +367,10 @@ export type SealedIntegration = Infer<typeof SealedIntegration>;
  * target (src/mirror/seal.ts), so a host cannot point the runtime at another repository.
  */
 export const SealedRepo = withMessage(
-  refine(object({ gitDir: requestString("gitDir"), seal: requestString("seal") }), (r) => r.gitDir.startsWith("/") && /^[0-9a-f]{64}$/.test(r.seal)),
+  refine(
+    object({ gitDir: requestString("gitDir"), seal: requestString("seal") }),
+    (r) => r.gitDir.startsWith("/") && /^[0-9a-f]{64}$/.test(r.seal),
+  ),
   "malformed work repository in agent request",
 );
 export type SealedRepo = Infer<typeof SealedRepo>;
@@ -525,22 +528,6 @@ export type AgentRequest<Op extends AgentOp = AgentOp> = { op: Op; root: string 
  */
 export const ClientGoneHeader = object({ kind: literal("client-gone"), token: isToken, gen: isAttachGen });
 export type ClientGoneHeader = Infer<typeof ClientGoneHeader>;
-
-/**
- * The stream the broker opens on every daemon channel to hear what the host starts toward the
- * Paseo side (docs/architecture.md "Host notices"): the daemon writes HostNotice lines on it for
- * as long as the channel lives; it does not keep either side from going idle.
- */
-export const NoticesHeader = object({ kind: literal("notices") });
-export type NoticesHeader = Infer<typeof NoticesHeader>;
-
-/** A workspace's branches or HEAD moved (or the notices stream just opened): its work as it is now. */
-export const WorkMovedNotice = object({ type: literal("work-moved"), state: WorkState });
-export type WorkMovedNotice = Infer<typeof WorkMovedNotice>;
-
-/** Every notice the host daemon sends on a notices stream (one JSON object per line). */
-export const HostNotice = variant("type", { "work-moved": WorkMovedNotice });
-export type HostNotice = Infer<typeof HostNotice>;
 
 // ---- messages --------------------------------------------------------------------------------
 

@@ -30,7 +30,12 @@ export async function mergeToBase(host: RemoteHost, owner: string, workspaceId: 
     throw new RuntimeError("input", `merge-to-base: branch ${baseBranch} no longer exists in ${repo}`);
   if ((await knownCommits(repo, [info.head], "input")).length === 0) {
     const common = (await localGit(repo, ["rev-parse", "--git-common-dir"])).stdout.trim();
-    await importPack(host, realpathSync(resolve(repo, common)), { workspaceId, owner, wants: [info.head], haves: [info.createdFrom, baseTip] });
+    await importPack(host, realpathSync(resolve(repo, common)), {
+      workspaceId,
+      owner,
+      wants: [info.head],
+      haves: [info.createdFrom, baseTip],
+    });
   }
   if (baseTip === info.head) return repo;
   const ff = await localGit(repo, ["merge-base", "--is-ancestor", baseTip, info.head], [1]);

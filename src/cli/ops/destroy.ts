@@ -1,4 +1,5 @@
-// `destroy --workspace-id <id>`: kills the process set and removes the owned workspace directory (idempotent).
-import { okResponse, workspaceOperation } from "../lifecycle-command.js";
+// `destroy --workspace-id <id>`: brings the workspace's work back, kills the process set and removes
+// the owned workspace directory (idempotent; work that could not come back is kept on the host).
+import { removalOperation } from "../removal-command.js";
 
-export default workspaceOperation("workspace.destroy", okResponse);
+export default removalOperation("workspace.destroy");

@@ -1,10 +1,11 @@
 // `reconcile`: removes this runtime instance's orphaned workspaces (ids Paseo no longer knows).
-// Requires workspaceIds. With a leading `--verbose` (or PASEO_SSH_VERBOSE=1) each removal is
+// Requires workspaceIds. Each orphan's work comes back first (src/mirror/keep-work.ts). With a leading `--verbose` (or PASEO_SSH_VERBOSE=1) each removal is
 // reported as one stderr line; otherwise stderr stays empty. A pool is reconciled on every host at
 // once (src/broker/host-pool/reconcile.ts).
 import type { CliOperation } from "../operation.js";
 import { writeResponse } from "../respond.js";
-import { callWorkspaceOp } from "../lifecycle-command.js";
+import { withWorkspaceHost } from "../lifecycle-command.js";
+import { reconcileKeepingWork } from "../../mirror/keep-work.js";
 import { readLifecycleRequest } from "../lifecycle-input.js";
 import { parseRuntimeOptions } from "../../transport/options.js";
 import { isPoolOptions } from "../../broker/host-pool/detect.js";
@@ -21,7 +22,8 @@ const operation: CliOperation = {
       await reconcilePool(request.options, owner, workspaceIds, { stderr: io.stderr, verbose });
     } else {
       const ctx = { request, options: parseRuntimeOptions(request.options), owner };
-      const result = await callWorkspaceOp(ctx, "workspace.reconcile", { owner, workspaceIds });
+      const out = { stderr: io.stderr, operation: "reconcile" };
+      const result = await withWorkspaceHost(ctx, (host) => reconcileKeepingWork(host, { owner, workspaceIds }, out));
       if (verbose) {
         for (const r of result.removed)
           io.stderr.write(`reconcile: removed orphaned workspace ${JSON.stringify(r.workspaceId)} (${r.dir})\n`);

@@ -1,4 +1,5 @@
 // `release-backing --workspace-id <id>` (extra, docs/contract.md#extras): removes a paused workspace's backing; refuses a ready one.
-import { okResponse, workspaceOperation } from "../lifecycle-command.js";
+// Its work comes back first, as with destroy (src/cli/removal-command.ts).
+import { removalOperation } from "../removal-command.js";
 
-export default workspaceOperation("workspace.release-backing", okResponse);
+export default removalOperation("workspace.release-backing");

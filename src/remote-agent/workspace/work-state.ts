@@ -3,9 +3,9 @@
 // `git stash create` does but with untracked files that are not ignored. The runtime brings this
 // back (src/mirror/); the token names the state so that destroy can tell whether what it is about
 // to delete is exactly what was brought back (otherwise it archives first: work-archive.ts).
-import { copyFileSync, readFileSync, rmSync } from "node:fs";
+import { copyFileSync, existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { createHash, randomBytes } from "node:crypto";
+import { createHash } from "node:crypto";
 import { git, gitResult, SHA_RE } from "../../shared/git-exec.js";
 import type { WorkState } from "../../shared/agent-api.js";
 import type { WorkspaceLayout } from "../layout.js";
@@ -48,26 +48,26 @@ function readHead(checkout: string): { ref: string | null; commit: string | null
 /** The uncommitted work as a commit on `head` (null when the tree equals HEAD's). */
 async function snapshot(layout: WorkspaceLayout, head: string, workspaceId: string): Promise<{ commit: string; tree: string } | null> {
   const checkout = layout.checkout;
-  // A copy of the real index, so unchanged files are not hashed again and the real one is untouched.
-  const index = join(layout.dir, `.snapshot-index-${randomBytes(4).toString("hex")}`);
-  try {
+  // An index of its own, kept beside the checkout (removed with it): started as a copy of the real
+  // one, so unchanged files are not hashed again, and reused by the next snapshot (a destroy makes
+  // two: the one it brings back and the host's check before deleting). The real index is untouched.
+  const index = join(layout.dir, ".work-index");
+  if (!existsSync(index)) {
     try {
       copyFileSync(join(checkout, ".git", "index"), index);
     } catch {
       // no index yet: git builds one from scratch
     }
-    const env = { GIT_INDEX_FILE: index, ...IDENTITY };
-    await git([...RAW_CONTENT, "add", "--all", "--", "."], { cwd: checkout, env, timeoutMs: SNAPSHOT_TIMEOUT_MS, background: true });
-    const tree = (await git(["write-tree"], { cwd: checkout, env })).trim();
-    const headTree = (await git(["rev-parse", `${head}^{tree}`], { cwd: checkout })).trim();
-    if (tree === headTree) return null;
-    const message = `paseo-ssh-runtime: uncommitted work of workspace ${workspaceId}\n\nModified and untracked files (not ignored) as they were when the workspace was removed.\n`;
-    const commit = (await git(["commit-tree", tree, "-p", head], { cwd: checkout, env, input: message })).trim();
-    await git(["update-ref", UNCOMMITTED_REF, commit], { cwd: checkout });
-    return { commit, tree };
-  } finally {
-    rmSync(index, { force: true });
   }
+  const env = { GIT_INDEX_FILE: index, ...IDENTITY };
+  await git([...RAW_CONTENT, "add", "--all", "--", "."], { cwd: checkout, env, timeoutMs: SNAPSHOT_TIMEOUT_MS, background: true });
+  const tree = (await git(["write-tree"], { cwd: checkout, env })).trim();
+  const headTree = (await git(["rev-parse", `${head}^{tree}`], { cwd: checkout })).trim();
+  if (tree === headTree) return null;
+  const message = `paseo-ssh-runtime: uncommitted work of workspace ${workspaceId}\n\nModified and untracked files (not ignored) as they were when the workspace was removed.\n`;
+  const commit = (await git(["commit-tree", tree, "-p", head], { cwd: checkout, env, input: message })).trim();
+  await git(["update-ref", UNCOMMITTED_REF, commit], { cwd: checkout });
+  return { commit, tree };
 }
 
 export function workToken(s: Pick<WorkState, "head" | "headRef" | "branches" | "uncommitted">): string {
@@ -100,7 +100,11 @@ export async function holdsWork(checkout: string, state: WorkState): Promise<boo
   const tips = [state.head, ...state.branches.map((b) => b.commit)].filter((c): c is string => c !== null && SHA_RE.test(c));
   if (tips.length === 0) return false;
   const base = SHA_RE.test(state.createdFrom) ? [`^${state.createdFrom}`] : [];
-  const r = await gitResult(["rev-list", "-n", "1", "--stdin"], { cwd: checkout, input: [...tips, ...base].join("\n") + "\n", okCodes: [128] });
+  const r = await gitResult(["rev-list", "-n", "1", "--stdin"], {
+    cwd: checkout,
+    input: [...tips, ...base].join("\n") + "\n",
+    okCodes: [128],
+  });
   // A checkout git cannot walk may hold anything: keep it.
   return r.code !== 0 || r.stdout.trim() !== "";
 }

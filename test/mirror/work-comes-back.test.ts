@@ -1,0 +1,209 @@
+// Issue 27 over the real sshd: an agent's commits and uncommitted work on the host come back into
+// the Paseo side repository before the workspace is removed (destroy, release-backing, reconcile),
+// landing as local branches the runtime created or under refs/paseo-ssh/<workspace>/, with the
+// local HEAD, index, working tree, config and every other branch untouched. Where the work cannot
+// come back (a deleted local repository, a git source) the host keeps it and the operation says
+// where on stderr.
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { workspaceLayout } from "../../src/remote-agent/layout.js";
+import { gitIn, gitSourceRepo, seedRepo, treeSnapshot, type FixtureRepo } from "../fixtures/repo.js";
+import { cliDriver, dirInput, gitAsRemoteUser, removeRoot, type Driver } from "../support/workspace.js";
+import { onHost } from "../support/host-view.js";
+import { rig } from "../rig/rig.js";
+
+/** The bytes of what the user works with: HEAD, index, config, the working tree's files, and every ref. */
+function localState(repo: string): Record<string, string> {
+  const git = join(repo, ".git");
+  return {
+    head: readFileSync(join(git, "HEAD"), "utf8"),
+    index: readFileSync(join(git, "index")).toString("base64"),
+    config: readFileSync(join(git, "config"), "utf8"),
+    tree: treeSnapshot(repo)
+      .split("\n")
+      .filter((l) => !l.startsWith(git))
+      .join("\n"),
+    status: gitIn(repo, ["status", "--porcelain", "--untracked-files=all"]),
+  };
+}
+
+const refsOf = (repo: string, prefix = "") =>
+  gitIn(repo, ["for-each-ref", "--format=%(refname) %(objectname)", ...(prefix ? [prefix] : [])])
+    .trim()
+    .split("\n")
+    .filter(Boolean);
+
+/** The agent's work in the host's checkout: commits on two branches, an edit, a new file, an ignored one. */
+function agentWorks(checkout: string): { feature: string; other: string } {
+  writeFileSync(onHost(join(checkout, "committed.txt")), "agent edit 1\n");
+  gitAsRemoteUser(checkout, ["commit", "-q", "-am", "agent: first"]);
+  writeFileSync(onHost(join(checkout, "new-file.txt")), "agent new file\n");
+  gitAsRemoteUser(checkout, ["add", "new-file.txt"]);
+  gitAsRemoteUser(checkout, ["commit", "-q", "-m", "agent: second"]);
+  const feature = gitAsRemoteUser(checkout, ["rev-parse", "HEAD"]).trim();
+  gitAsRemoteUser(checkout, ["switch", "-q", "-c", "agent/other"]);
+  writeFileSync(onHost(join(checkout, "other.txt")), "other branch\n");
+  gitAsRemoteUser(checkout, ["add", "other.txt"]);
+  gitAsRemoteUser(checkout, ["commit", "-q", "-m", "agent: other branch"]);
+  const other = gitAsRemoteUser(checkout, ["rev-parse", "HEAD"]).trim();
+  gitAsRemoteUser(checkout, ["switch", "-q", "agent/feature"]);
+  // Uncommitted: a tracked edit, an untracked file, and an ignored one that must not come back.
+  writeFileSync(onHost(join(checkout, "committed.txt")), "uncommitted edit\n");
+  writeFileSync(onHost(join(checkout, "untracked.txt")), "untracked work\n");
+  writeFileSync(onHost(join(checkout, ".gitignore")), "ignored.log\n");
+  writeFileSync(onHost(join(checkout, "ignored.log")), "ignored\n");
+  return { feature, other };
+}
+
+describe("work comes back before a workspace is removed", () => {
+  let base: string;
+  let fixture: FixtureRepo;
+  let d: Driver;
+
+  beforeAll(() => {
+    base = mkdtempSync(join(tmpdir(), "paseo-work-back-"));
+    fixture = seedRepo(base);
+    // A branch of the user's own, and a stash-free, dirty working tree: none of it may change.
+    gitIn(fixture.path, ["branch", "user-branch"]);
+    writeFileSync(join(fixture.path, "committed.txt"), "the user's own uncommitted edit\n");
+    d = cliDriver("work-back");
+  });
+  afterAll(() => {
+    rmSync(base, { recursive: true, force: true });
+    removeRoot(d.root);
+  });
+
+  it("destroy keeps two branches of commits and the uncommitted work, and touches nothing else locally", async () => {
+    const id = "wb-destroy";
+    const created = await d.create(dirInput(id, fixture.path, { kind: "branch", branchName: "agent/feature", baseRef: "main" }));
+    expect(created.ok, created.message).toBe(true);
+    const checkout = workspaceLayout(d.root, id).checkout;
+    const { feature, other } = agentWorks(checkout);
+    const before = localState(fixture.path);
+    const userRefs = refsOf(fixture.path, "refs/heads/");
+
+    const r = await d.op("destroy", id);
+    expect(r.ok, r.message).toBe(true);
+    expect(r.stderr).toBe("");
+    expect(existsSync(onHost(workspaceLayout(d.root, id).dir))).toBe(false);
+
+    // The branches the workspace made appear as local branches, at the host's commits.
+    expect(gitIn(fixture.path, ["rev-parse", "refs/heads/agent/feature"]).trim()).toBe(feature);
+    expect(gitIn(fixture.path, ["rev-parse", "refs/heads/agent/other"]).trim()).toBe(other);
+    expect(gitIn(fixture.path, ["show", `${other}:other.txt`])).toBe("other branch\n");
+    // And everything under the workspace's namespace, the uncommitted work on top of HEAD.
+    const ns = `refs/paseo-ssh/${id}`;
+    expect(gitIn(fixture.path, ["rev-parse", `${ns}/head`]).trim()).toBe(feature);
+    expect(gitIn(fixture.path, ["rev-parse", `${ns}/heads/agent/feature`]).trim()).toBe(feature);
+    expect(gitIn(fixture.path, ["rev-parse", `${ns}/uncommitted^`]).trim()).toBe(feature);
+    expect(gitIn(fixture.path, ["show", `${ns}/uncommitted:committed.txt`])).toBe("uncommitted edit\n");
+    expect(gitIn(fixture.path, ["show", `${ns}/uncommitted:untracked.txt`])).toBe("untracked work\n");
+    expect(gitIn(fixture.path, ["ls-tree", "--name-only", `${ns}/uncommitted`])).not.toContain("ignored.log");
+    gitIn(fixture.path, ["fsck", "--connectivity-only", "--no-dangling"]);
+
+    // Nothing the user works with moved: HEAD, index, config, files, and their own branches.
+    expect(localState(fixture.path)).toEqual(before);
+    const now = refsOf(fixture.path, "refs/heads/");
+    for (const ref of userRefs) expect(now).toContain(ref);
+    // Nothing was kept on the host: all of it came back.
+    expect(existsSync(onHost(join(d.root, "archive"))) ? readdirSync(onHost(join(d.root, "archive"))) : []).toEqual([]);
+    expect((await d.op("destroy", id)).ok).toBe(true);
+  });
+
+  it("a branch of the same name the user already has locally is left alone; the work is under the namespace", async () => {
+    const id = "wb-clash";
+    gitIn(fixture.path, ["branch", "agent/clash", "main"]);
+    const mine = gitIn(fixture.path, ["rev-parse", "agent/clash"]).trim();
+    expect((await d.create(dirInput(id, fixture.path, { kind: "branch", branchName: "agent/clash", baseRef: "main" }))).ok).toBe(true);
+    const checkout = workspaceLayout(d.root, id).checkout;
+    writeFileSync(onHost(join(checkout, "clash.txt")), "workspace\n");
+    gitAsRemoteUser(checkout, ["add", "clash.txt"]);
+    gitAsRemoteUser(checkout, ["commit", "-q", "-m", "workspace commit"]);
+    const theirs = gitAsRemoteUser(checkout, ["rev-parse", "HEAD"]).trim();
+
+    const r = await d.op("release-backing", id);
+    expect(r.ok).toBe(false); // a ready workspace is refused, and nothing is lost by asking
+    expect((await d.op("pause", id)).ok).toBe(true);
+    const released = await d.op("release-backing", id);
+    expect(released.ok, released.message).toBe(true);
+    expect(gitIn(fixture.path, ["rev-parse", "agent/clash"]).trim()).toBe(mine);
+    expect(gitIn(fixture.path, ["rev-parse", `refs/paseo-ssh/${id}/heads/agent/clash`]).trim()).toBe(theirs);
+  });
+
+  it("reconcile brings an orphan's work back before removing it", async () => {
+    const id = "wb-orphan";
+    expect((await d.create(dirInput(id, fixture.path, { kind: "branch", branchName: "agent/orphan", baseRef: "main" }))).ok).toBe(true);
+    const checkout = workspaceLayout(d.root, id).checkout;
+    writeFileSync(onHost(join(checkout, "orphan.txt")), "orphan's work\n");
+    gitAsRemoteUser(checkout, ["add", "orphan.txt"]);
+    gitAsRemoteUser(checkout, ["commit", "-q", "-m", "orphan commit"]);
+    const head = gitAsRemoteUser(checkout, ["rev-parse", "HEAD"]).trim();
+    const r = await d.reconcile([], { verbose: true });
+    expect(r.ok, r.message).toBe(true);
+    expect(r.stderr).toContain(`removed orphaned workspace "${id}"`);
+    expect(existsSync(onHost(workspaceLayout(d.root, id).dir))).toBe(false);
+    expect(gitIn(fixture.path, ["rev-parse", "refs/heads/agent/orphan"]).trim()).toBe(head);
+  });
+
+  it("with the local repository gone, the work is kept on the host and destroy says where", async () => {
+    const id = "wb-gone";
+    const copy = join(base, "gone");
+    gitIn(base, ["clone", "-q", fixture.path, copy]);
+    expect((await d.create(dirInput(id, copy, { kind: "branch", branchName: "agent/gone", baseRef: "main" }))).ok).toBe(true);
+    const checkout = workspaceLayout(d.root, id).checkout;
+    writeFileSync(onHost(join(checkout, "gone.txt")), "nowhere to go\n");
+    gitAsRemoteUser(checkout, ["add", "gone.txt"]);
+    gitAsRemoteUser(checkout, ["commit", "-q", "-m", "kept on the host"]);
+    const head = gitAsRemoteUser(checkout, ["rev-parse", "HEAD"]).trim();
+    rmSync(copy, { recursive: true, force: true });
+
+    const r = await d.op("destroy", id);
+    expect(r.ok, r.message).toBe(true);
+    const kept = /destroy: the work of workspace "wb-gone" is kept on the host at (\S+) until (\S+) /.exec(r.stderr);
+    expect(kept, r.stderr).not.toBeNull();
+    expect(r.stderr).toContain("is gone or is not a git repository");
+    const archive = kept![1]!;
+    expect(archive.startsWith(join(d.root, "archive") + "/")).toBe(true);
+    expect(Date.parse(kept![2]!) - Date.now()).toBeGreaterThan(13 * 24 * 3600_000);
+    expect(gitIn(onHost(archive), ["--git-dir", onHost(archive), "rev-parse", "refs/heads/agent/gone"]).trim()).toBe(head);
+    expect(gitIn(onHost(archive), ["--git-dir", onHost(archive), "cat-file", "-p", `${head}:gone.txt`])).toBe("nowhere to go\n");
+  });
+});
+
+describe("a git-source workspace keeps its work on the host", () => {
+  let base: string;
+  let d: Driver;
+  beforeAll(() => {
+    base = mkdtempSync(join(tmpdir(), "paseo-work-git-"));
+    d = cliDriver("work-git");
+  });
+  afterAll(() => {
+    rmSync(base, { recursive: true, force: true });
+    removeRoot(d.root);
+  });
+
+  it("destroy archives its commits and says where; a clean one leaves nothing behind", async () => {
+    const src = gitSourceRepo(base, rig().user);
+    const input = (id: string) => ({
+      workspaceId: id,
+      project: { projectId: "git-project", source: { kind: "git" as const, url: src.url, revision: "" } },
+      placement: { kind: "branch" as const, branchName: "feat", baseRef: src.pinned },
+    });
+    expect((await d.create(input("wg-clean"))).ok).toBe(true);
+    const clean = await d.op("destroy", "wg-clean");
+    expect(clean.ok).toBe(true);
+    expect(clean.stderr).toBe("");
+
+    expect((await d.create(input("wg-work"))).ok).toBe(true);
+    const checkout = workspaceLayout(d.root, "wg-work").checkout;
+    const rel = readdirSync(onHost(checkout)).includes("packages") ? "packages/app/marker.txt" : "marker.txt";
+    writeFileSync(onHost(join(checkout, rel)), "agent\n");
+    const r = await d.op("destroy", "wg-work");
+    expect(r.ok, r.message).toBe(true);
+    const kept = /is kept on the host at (\S+) until/.exec(r.stderr);
+    expect(kept, r.stderr).not.toBeNull();
+    expect(gitIn(base, ["--git-dir", onHost(kept![1]!), "show", `refs/paseo-ssh/uncommitted:${rel}`])).toBe("agent\n");
+  });
+});
