@@ -121,6 +121,14 @@ const HELP: Record<OperationName, OperationHelp> = {
     ]),
     usage: "--workspace-id <id> (--from-paseo-home <path> | --from-runtime-instance-id <hex>)",
   },
+  work: lifecycle("Bring a workspace's commits back into the local repository now and print where they are (one JSON line).", "work"),
+  "work-notice": {
+    summary: "Internal: the broker runs it when the host reports that a workspace's refs moved (the live mirror).",
+    usage: "",
+    flags: [],
+    notes: ["Reads {options, state} on stdin from the broker; not for use by hand."],
+    example: "(run by the broker)",
+  },
 };
 
 export function operationHelp(name: OperationName): string {

@@ -72,7 +72,7 @@ function parseRequestJson(text: string): unknown {
 }
 
 /** Reads a stream to EOF, refusing more than `maxBytes` and giving up after `timeoutMs`. */
-function readAll(stream: Readable, maxBytes: number, timeoutMs: number): Promise<string> {
+export function readAll(stream: Readable, maxBytes: number, timeoutMs: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;

@@ -93,8 +93,13 @@ async function transact(gitDir: string, lines: string[]): Promise<boolean> {
   return r.code === 0;
 }
 
+/** The repository the work goes to, if this machine sealed the host's record of it for this workspace. */
+export function sealedHome(state: WorkState): string | null {
+  return verifyWorkHome(state.workHome, { owner: state.owner, workspaceId: state.workspaceId, commit: state.createdFrom });
+}
+
 export async function bringBack(host: RemoteHost, state: WorkState, opts: { maxBytes?: number } = {}): Promise<BringBackResult> {
-  const gitDir = verifyWorkHome(state.workHome, { owner: state.owner, workspaceId: state.workspaceId, commit: state.createdFrom });
+  const gitDir = sealedHome(state);
   if (!gitDir) {
     throw new RuntimeError(
       "remote",

@@ -112,6 +112,42 @@ describe("work comes back before a workspace is removed", () => {
     expect((await d.op("destroy", id)).ok).toBe(true);
   });
 
+  it("`work` brings the commits back now and says where; a second run sends nothing", async () => {
+    const id = "wb-work";
+    expect((await d.create(dirInput(id, fixture.path, { kind: "branch", branchName: "agent/now", baseRef: "main" }))).ok).toBe(true);
+    const checkout = workspaceLayout(d.root, id).checkout;
+    writeFileSync(onHost(join(checkout, "now.txt")), "now\n");
+    gitAsRemoteUser(checkout, ["add", "now.txt"]);
+    gitAsRemoteUser(checkout, ["commit", "-q", "-m", "now"]);
+    const head = gitAsRemoteUser(checkout, ["rev-parse", "HEAD"]).trim();
+    const first = await d.op("work", id);
+    expect(first.ok, first.message).toBe(true);
+    const answer = JSON.parse(first.stdout) as { repository: string; namespace: string; branches: unknown[]; bytes: number };
+    expect(answer.repository).toBe(join(fixture.path, ".git"));
+    expect(answer.namespace).toBe(`refs/paseo-ssh/${id}`);
+    expect(answer.branches).toEqual([{ name: "agent/now", local: "created" }]);
+    expect(answer.bytes).toBeGreaterThan(0);
+    expect(gitIn(fixture.path, ["rev-parse", "agent/now"]).trim()).toBe(head);
+    // The workspace's next commit moves the branch the runtime created (it is still where it was left).
+    writeFileSync(onHost(join(checkout, "now.txt")), "later\n");
+    gitAsRemoteUser(checkout, ["commit", "-q", "-am", "later"]);
+    const later = gitAsRemoteUser(checkout, ["rev-parse", "HEAD"]).trim();
+    const second = JSON.parse((await d.op("work", id)).stdout) as { branches: unknown[]; bytes: number };
+    expect(second.branches).toEqual([{ name: "agent/now", local: "moved" }]);
+    expect(gitIn(fixture.path, ["rev-parse", "agent/now"]).trim()).toBe(later);
+    const third = JSON.parse((await d.op("work", id)).stdout) as { branches: unknown[]; bytes: number };
+    expect(third).toMatchObject({ branches: [{ name: "agent/now", local: "unchanged" }], bytes: 0 });
+    // A branch the user moved is theirs from then on: the next commit stays in the namespace only.
+    gitIn(fixture.path, ["branch", "-f", "agent/now", "main"]);
+    gitAsRemoteUser(checkout, ["commit", "-q", "--allow-empty", "-m", "after the user moved it"]);
+    const last = gitAsRemoteUser(checkout, ["rev-parse", "HEAD"]).trim();
+    const fourth = JSON.parse((await d.op("work", id)).stdout) as { branches: unknown[] };
+    expect(fourth.branches).toEqual([{ name: "agent/now", local: "left" }]);
+    expect(gitIn(fixture.path, ["rev-parse", "agent/now"]).trim()).toBe(fixture.commit);
+    expect(gitIn(fixture.path, ["rev-parse", `refs/paseo-ssh/${id}/heads/agent/now`]).trim()).toBe(last);
+    expect((await d.op("destroy", id)).ok).toBe(true);
+  });
+
   it("a branch of the same name the user already has locally is left alone; the work is under the namespace", async () => {
     const id = "wb-clash";
     gitIn(fixture.path, ["branch", "agent/clash", "main"]);

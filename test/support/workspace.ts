@@ -31,7 +31,7 @@ export interface CallOptions {
   verbose?: boolean;
 }
 
-export type SimpleOp = "pause" | "resume" | "destroy" | "release-backing" | "merge-to-base";
+export type SimpleOp = "pause" | "resume" | "destroy" | "release-backing" | "merge-to-base" | "work";
 
 export interface Driver {
   /** Remote root as an absolute path the test process can inspect directly. */

@@ -23,6 +23,8 @@ export const OPERATIONS = {
   demo: () => import("./demo.js"),
   processes: () => import("./processes.js"),
   adopt: () => import("./adopt.js"),
+  work: () => import("./work.js"),
+  "work-notice": () => import("./work-notice.js"),
 } satisfies Record<string, Loader>;
 
 export type OperationName = keyof typeof OPERATIONS;

@@ -1,0 +1,134 @@
+// The host half of the live mirror (docs/workspaces.md "Work comes back"): while someone on the
+// Paseo side listens, every workspace whose work has somewhere to go (a sealed work home) is looked
+// at once a second, and when its refs moved the listener is told the workspace's work as it is now
+// (work-state.ts, no snapshot: uncommitted work travels only at removal). A look is a few stats
+// (HEAD, packed-refs, the loose branch files), so fifty idle workspaces cost well under a
+// millisecond a second; git runs only when something moved. A first look reports every workspace,
+// so a listener that (re)connects after an outage catches up on what it missed.
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { basename, join } from "node:path";
+import type { WorkState } from "../../shared/agent-api.js";
+import { WORKSPACE_PREFIX, rootLayout, workspaceLayoutOfKey, type WorkspaceLayout } from "../layout.js";
+import type { WorkspaceManifest } from "./manifest.js";
+import { parseManifest } from "./store.js";
+import { readWorkState } from "./work-state.js";
+
+export const WORK_LOOK_INTERVAL_MS = 1_000;
+/** Loose branch files walked per workspace at most (past that, packed-refs and HEAD still count). */
+const MAX_LOOSE_REFS = 10_000;
+
+/** What changes whenever a ref of the checkout moves: stat identities, no file contents. */
+export function refsFingerprint(checkout: string): string {
+  const git = join(checkout, ".git");
+  const parts: string[] = [];
+  const stamp = (path: string, name: string) => {
+    try {
+      const st = statSync(path, { bigint: true });
+      parts.push(`${name}:${st.ino}:${st.size}:${st.mtimeNs}`);
+    } catch {
+      parts.push(`${name}:-`);
+    }
+  };
+  stamp(join(git, "HEAD"), "HEAD");
+  stamp(join(git, "packed-refs"), "packed-refs");
+  let budget = MAX_LOOSE_REFS;
+  const walk = (dir: string, prefix: string) => {
+    let names: string[];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      return;
+    }
+    for (const n of names.sort()) {
+      if (budget-- <= 0) return;
+      const path = join(dir, n);
+      let isDir = false;
+      try {
+        isDir = statSync(path).isDirectory();
+      } catch {
+        continue;
+      }
+      if (isDir) walk(path, `${prefix}${n}/`);
+      else stamp(path, `${prefix}${n}`);
+    }
+  };
+  walk(join(git, "refs", "heads"), "refs/heads/");
+  return parts.join("\n");
+}
+
+interface Watched {
+  manifestStamp: string;
+  manifest: WorkspaceManifest | null;
+  fingerprint: string | null;
+}
+
+/** Reads a workspace directory's manifest if it is one of ours that is ready and has a work home. */
+function readMirrored(dir: string): WorkspaceManifest | null {
+  try {
+    const text = readFileSync(join(dir, "manifest.json"), "utf8");
+    const raw = JSON.parse(text) as { workspaceId?: unknown };
+    if (typeof raw.workspaceId !== "string") return null;
+    const m = parseManifest(text, raw.workspaceId, basename(dir));
+    return m && m.phase !== "materializing" && m.workHome ? m : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Looks at every mirrored workspace of `root` each `WORK_LOOK_INTERVAL_MS` and calls `moved` with
+ * the work of each whose refs changed since the last look (all of them on the first). `stop()` ends it.
+ */
+export function watchWork(root: string, moved: (state: WorkState) => void, intervalMs = WORK_LOOK_INTERVAL_MS): { stop(): void } {
+  const seen = new Map<string, Watched>();
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  const look = async () => {
+    const base = rootLayout(root).workspacesBase;
+    const names = existsSync(base) ? readdirSync(base).filter((n) => n.startsWith(WORKSPACE_PREFIX)) : [];
+    for (const key of [...seen.keys()]) if (!names.includes(WORKSPACE_PREFIX + key)) seen.delete(key);
+    for (const name of names) {
+      if (stopped) return;
+      const key = name.slice(WORKSPACE_PREFIX.length);
+      const layout: WorkspaceLayout = workspaceLayoutOfKey(root, key);
+      let w = seen.get(key);
+      let manifestStamp = "";
+      try {
+        const st = statSync(layout.manifest, { bigint: true });
+        manifestStamp = `${st.ino}:${st.mtimeNs}:${st.size}`;
+      } catch {
+        seen.delete(key);
+        continue;
+      }
+      if (!w || w.manifestStamp !== manifestStamp) {
+        w = { manifestStamp, manifest: readMirrored(layout.dir), fingerprint: null };
+        seen.set(key, w);
+      }
+      if (!w.manifest) continue;
+      const fingerprint = refsFingerprint(layout.checkout);
+      if (fingerprint === w.fingerprint) continue;
+      try {
+        const state = await readWorkState(layout, w.manifest, false);
+        w.fingerprint = fingerprint;
+        if (!stopped) moved(state);
+      } catch {
+        // Mid-removal, or a checkout git cannot read right now: looked at again next time.
+      }
+    }
+  };
+  const tick = () => {
+    timer = undefined;
+    void look()
+      .catch(() => undefined)
+      .finally(() => {
+        if (!stopped) timer = setTimeout(tick, intervalMs).unref();
+      });
+  };
+  tick();
+  return {
+    stop() {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+    },
+  };
+}
