@@ -127,7 +127,7 @@ const HELP: Record<OperationName, OperationHelp> = {
     usage: "",
     flags: [],
     notes: ["Reads {options, state} on stdin from the broker; not for use by hand."],
-    example: "(run by the broker)",
+    example: `echo '{"options":{…},"state":{…}}' | paseo-ssh-runtime work-notice`,
   },
 };
 
