@@ -2,9 +2,10 @@
 //   broker -> client  hello line   {"v":<version>,"pid":<n>}            (sent on accept)
 //   client -> broker  header line  {"kind":"agent"[,"token":<token>[,"reattach":true,"gen":<n>]][,"failFast":true]} | {"kind":"pty","args":[…],"pty":{rows,cols,term}}
 //                                  | {"kind":"ping"} | {"kind":"shutdown"[,"retireDaemon":true]}
+//                                  | {"kind":"notices","of":<kind>[,"key":<key>]}
 //                                  (a client may send it before the hello has arrived: a broker
 //                                  reads it after the hello either way)
-//   broker -> client  result line  {"ok":true} | {"ok":false,"errorClass":…,"message":…}
+//   broker -> client  result line  {"ok":true[,"stats":…][,"notices":[…]]} | {"ok":false,"errorClass":…,"message":…}
 // then raw bytes. Agent conversations (each one stream of the host daemon's mux channel): client
 // -> broker are agent frames verbatim; broker -> client is a ready marker followed by the agent's
 // frames (and, if the stream is lost with its channel, one last `error` frame naming why). PTY channels: broker -> client is terminal
@@ -17,7 +18,9 @@ import {
   intIn,
   isBoolean,
   isInteger,
+  isNonEmptyString,
   isPositiveInt,
+  isRecord,
   isString,
   literal,
   matching,
@@ -52,6 +55,8 @@ export const BrokerRequestSchema = variant("kind", {
     pty: object({ rows: isPositiveInt, cols: isPositiveInt, term: optional(isString) }),
   }),
   ping: object({ kind: literal("ping") }),
+  /** What the host daemon's notices of kind `of` (of `key` only, when given) say now, with what the broker made of them. */
+  notices: object({ kind: literal("notices"), of: isNonEmptyString, key: optional(isString) }),
   /** `retireDaemon`: the host daemon is asked to exit as soon as nothing runs on it (the demo leaves nothing behind). */
   shutdown: object({ kind: literal("shutdown"), retireDaemon: optional(isBoolean) }),
 });
@@ -77,11 +82,15 @@ export const BrokerStatsSchema = object({
   sessionChannels: isInteger,
   /** How the daemon is reached: "stream-local", "relay", or null before the first operation. */
   daemonTransport: nullable(isString),
+  /** Keys the host daemon's notices hold state for (they keep the broker up). */
+  notices: optional(isInteger),
+  /** Whether the notices stream is open and its snapshot read. */
+  noticesUp: optional(isBoolean),
 });
 export type BrokerStats = Infer<typeof BrokerStatsSchema>;
 
 export const BrokerResultSchema = oneOf(
-  object({ ok: literal(true), stats: optional(BrokerStatsSchema) }),
+  object({ ok: literal(true), stats: optional(BrokerStatsSchema), notices: optional(arrayOf(isRecord)) }),
   object({ ok: literal(false), ...WIRE_ERROR_FIELDS }),
 );
 export type BrokerResult = Infer<typeof BrokerResultSchema>;

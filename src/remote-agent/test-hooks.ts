@@ -14,6 +14,9 @@
 // `checkoutTimeoutMs` shortens the time a workspace's `git checkout` may take.
 //   {"host": {"daemon": {"dropClientGone": n}}}: the host daemon refuses the first n client-gone
 // notices it receives without applying them, as a daemon that lost them would.
+//   {"host": {"daemon": {"notices": {"<key>": {…payload}}}}}: the host daemon publishes these as
+// notices of kind "test" (checked every second; a key no longer listed is published gone), so a
+// suite can watch the notices stream carry something from the daemon to the broker.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { isRecord, parseJson } from "../shared/guards.js";
@@ -86,4 +89,13 @@ export function hostCheckoutTimeoutMs(root: string): number | undefined {
 export function droppedClientGoneNotices(root: string): number {
   const n = hooksFor(root, "host", "daemon").dropClientGone;
   return typeof n === "number" && Number.isInteger(n) && n > 0 ? Math.min(n, 100) : 0;
+}
+
+/** Notices of kind "test" the daemon should hold (key → payload); null without the hook. */
+export function testNotices(root: string): Record<string, Record<string, unknown>> | null {
+  const n = hooksFor(root, "host", "daemon").notices;
+  if (!isRecord(n)) return null;
+  const out: Record<string, Record<string, unknown>> = {};
+  for (const [key, payload] of Object.entries(n)) if (isRecord(payload)) out[key] = payload;
+  return out;
 }

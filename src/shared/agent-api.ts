@@ -529,6 +529,46 @@ export type AgentRequest<Op extends AgentOp = AgentOp> = { op: Op; root: string 
 export const ClientGoneHeader = object({ kind: literal("client-gone"), token: isToken, gen: isAttachGen });
 export type ClientGoneHeader = Infer<typeof ClientGoneHeader>;
 
+/** An agent conversation (one op, or one exec's conversation). */
+export const AgentHeader = object({ kind: literal("agent") });
+/** Asks the daemon to exit once no exec is live and no stream open. */
+export const RetireHeader = object({ kind: literal("retire") });
+/**
+ * The one stream on which the host tells the Paseo side what it should know (NoticeMessage): the
+ * broker opens it on every new channel; the daemon answers with a snapshot of every notice it
+ * holds, then each change. It is not work: it keeps neither the daemon nor the channel from idling.
+ */
+export const NoticesHeader = object({ kind: literal("notices") });
+
+/** Every stream the Paseo side may open on the daemon's channel, told apart by `kind`. */
+export const StreamHeader = variant("kind", {
+  agent: AgentHeader,
+  retire: RetireHeader,
+  "client-gone": ClientGoneHeader,
+  notices: NoticesHeader,
+});
+export type StreamHeader = Infer<typeof StreamHeader>;
+
+// ---- notices (host daemon → Paseo side, on the notices stream) --------------------------------
+
+/**
+ * What the host says about one `key` of one `kind` (kind "ports": key = a workspace id): the
+ * fields beside kind and key are the kind's payload, the key's whole current state (a notice
+ * replaces the one before it); `gone`: the key has no state any more.
+ */
+export const Notice = object({ kind: isNonEmptyString, key: isString, gone: optional(literal(true)) });
+export type Notice = Infer<typeof Notice> & Record<string, unknown>;
+
+/**
+ * The notices stream's Json frames: first (and again whenever the stream fell behind) a snapshot
+ * of every notice the daemon holds, which replaces everything the receiver held; then changes.
+ */
+export const NoticeMessage = variant("type", {
+  snapshot: object({ type: literal("snapshot"), notices: arrayOf(Notice) }),
+  notice: object({ type: literal("notice"), notice: Notice }),
+});
+export type NoticeMessage = Infer<typeof NoticeMessage>;
+
 // ---- messages --------------------------------------------------------------------------------
 
 /** The single answer of a one-shot op; `value` is checked against the op's answer schema. */

@@ -7,6 +7,7 @@
 import { Duplex } from "node:stream";
 import { RuntimeError, oneLine } from "../shared/errors.js";
 import { Mux, type MuxCloseCode, type MuxStream, type StreamClose } from "../shared/mux.js";
+import type { StreamHeader } from "../shared/agent-api.js";
 import { AGENT_READY_TIMEOUT_MS, AgentChannel } from "./agent-channel.js";
 
 export interface DaemonInfo {
@@ -142,7 +143,7 @@ export class DaemonLink {
   }
 
   /** Opens one conversation stream, connecting (and starting the daemon) first when needed. */
-  async stream(header: Record<string, unknown> = { kind: "agent" }): Promise<MuxStream> {
+  async stream(header: StreamHeader = { kind: "agent" }): Promise<MuxStream> {
     const mux = await this.ensure();
     const stream = mux.open(header);
     stream.once("close", () => this.closeIfDrained(mux));

@@ -19,7 +19,11 @@ export async function targetOf(options: RuntimeOptions): Promise<BrokerTarget> {
   return t;
 }
 
-async function ask(options: RuntimeOptions, kind: "ping" | "shutdown", extra: Record<string, unknown> = {}): Promise<BrokerResult | null> {
+async function ask(
+  options: RuntimeOptions,
+  kind: "ping" | "shutdown" | "notices",
+  extra: Record<string, unknown> = {},
+): Promise<BrokerResult | null> {
   const t = await targetOf(options);
   const r = await dial(t.paths.socket, t.version);
   if (r.state !== "ok") return null;
@@ -35,6 +39,12 @@ async function ask(options: RuntimeOptions, kind: "ping" | "shutdown", extra: Re
 export async function brokerStats(options: RuntimeOptions): Promise<BrokerStats | null> {
   const res = await ask(options, "ping");
   return res && res.ok && res.stats ? res.stats : null;
+}
+
+/** What the live broker holds of the host's notices of `kind` (`key` only, when given); null when no broker answers. */
+export async function brokerNotices(options: RuntimeOptions, kind: string, key?: string): Promise<Array<Record<string, unknown>> | null> {
+  const res = await ask(options, "notices", { of: kind, ...(key !== undefined ? { key } : {}) });
+  return res && res.ok ? (res.notices ?? []) : null;
 }
 
 /** `retireDaemon`: the host daemon is asked to exit as soon as nothing runs on it. */

@@ -74,3 +74,8 @@ export function setHostGitSearchPath(root: string, searchPath: string): void {
 export function setDaemonDropsClientGone(root: string, n: number): void {
   write(root, "host", "daemon", { dropClientGone: n });
 }
+
+/** The host daemon publishes these notices of kind "test" (key → payload; {} withdraws them all). */
+export function setDaemonTestNotices(root: string, notices: Record<string, Record<string, unknown>>): void {
+  write(root, "host", "daemon", { notices });
+}

@@ -195,8 +195,14 @@ export class BrokerServer {
               muxChannels: this.pool.muxChannels,
               sessionChannels: this.pool.sessionChannels,
               daemonTransport: this.pool.daemonTransport,
+              notices: this.pool.notices.live,
+              noticesUp: this.pool.notices.up,
             },
           });
+          sock.end();
+          return;
+        case "notices":
+          this.answer(sock, { ok: true, notices: this.pool.notices.describe(req.of, req.key) });
           sock.end();
           return;
         case "shutdown":

@@ -19,6 +19,7 @@ import { SshHost } from "../../transport/ssh-host.js";
 import { ACQUIRE_WAIT_MS } from "../wire.js";
 import { CountedConnection } from "./counted-connection.js";
 import { reconnect } from "./reconnect.js";
+import { NoticeRegistry } from "./notices.js";
 
 /** More connections than this per broker and PTY channels queue instead. */
 export const MAX_CONNECTIONS = 16;
@@ -28,6 +29,8 @@ const EXTRA_IDLE_MS = 10_000;
 const RETIRE_WAIT_MS = 2000;
 /** Bound for the host daemon to confirm a client-gone notice. */
 const NOTICE_WAIT_MS = 10_000;
+/** A daemon channel lost while notices are held is reopened after this pause (a daemon that keeps dying is not hammered). */
+const NOTICES_RELINK_MS = 1000;
 /** Conversations whose client-gone is still undelivered, remembered at most (each is forgotten after the grace anyway). */
 const MAX_UNDELIVERED = 4096;
 
@@ -78,6 +81,8 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
   private flushing = false;
   /** Notices were added while a flush ran: it makes one more pass. */
   private flushAgain = false;
+  /** What the host daemon tells the broker unasked (its notices stream on every new channel). */
+  readonly notices = new NoticeRegistry();
   /** The latest generation each named conversation was opened at through this broker (bounded likewise). */
   private readonly latestGen = new Map<string, number>();
 
@@ -93,6 +98,7 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     this.limit = options.maxSessions;
     this.extraTimer = setInterval(() => this.closeIdleExtras(), 1000);
     this.extraTimer.unref();
+    this.notices.on("log", (l) => this.log(l));
   }
 
   /** Client conversations and PTY channels in use. */
@@ -133,9 +139,13 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     const ssh = new CountedConnection(base, () => this.emit("change"));
     const host = new SshHost(ssh, this.options, this.bundle, {
       log: (l) => this.log(l),
-      onConnected: () => void this.flushClientGone(),
+      onConnected: () => {
+        void this.flushClientGone();
+        void this.openNotices(host);
+      },
       onLost: (why, code) => {
         this.emit("change");
+        this.relinkForNotices(host, ssh);
         // Keepalive death of the channel means the link is silent: do not wait for SSH's own
         // keepalive to notice, drop the connection and reconnect now.
         if (code === "keepalive-timeout" && !ssh.closed) {
@@ -150,7 +160,11 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     this.everConnected = true;
     this.lastReconnectFailure = "";
     this.log(`connected to ${ssh.target} (${this.conns.length} connection(s))`);
-    if (this.conns.length === 1) void this.flushClientGone();
+    if (this.conns.length === 1) {
+      void this.flushClientGone();
+      // Notices held from before the drop: the host's current state is fetched at once.
+      if (this.notices.live > 0) this.relinkForNotices(host, ssh, 0);
+    }
     return conn;
   }
 
@@ -165,6 +179,8 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     if (!this.closed && this.conns.length === 0) {
       this.connect().catch((err: Error) => {
         this.log(oneLine(err.message));
+        // What the host told us is stale now: handlers end what they hold (forwards close).
+        this.notices.reset();
         this.emit("unreachable");
       });
     }
@@ -444,6 +460,32 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     );
   }
 
+  /** Opens the notices stream on `host`'s new channel (it replaces the previous channel's). */
+  private async openNotices(host: SshHost): Promise<void> {
+    if (this.closed || this.conns[0]?.host !== host) return;
+    try {
+      this.notices.attach(await host.link.stream({ kind: "notices" }));
+    } catch (err) {
+      this.log(`opening the notices stream failed: ${oneLine((err as Error).message)}`);
+    }
+  }
+
+  /**
+   * The daemon channel went while notices are held (forwards, watchers): it is reopened, so they
+   * come back without waiting for an operation; a daemon that is gone is started again, and its
+   * empty snapshot ends them.
+   */
+  private relinkForNotices(host: SshHost, ssh: CountedConnection, ms = NOTICES_RELINK_MS): void {
+    if (this.notices.live === 0) return;
+    setTimeout(() => {
+      if (this.closed || ssh.closed || this.notices.live === 0 || host.link.connected || this.conns[0]?.host !== host) return;
+      host.link.connect().catch((err: Error) => {
+        this.log(`reaching the host daemon for its notices failed: ${oneLine(err.message)}`);
+        this.relinkForNotices(host, ssh, 5 * NOTICES_RELINK_MS);
+      });
+    }, ms).unref();
+  }
+
   /** Connects and reaches the daemon ahead of the first operation (once the broker won its socket). */
   warmUp(): void {
     this.primary()
@@ -460,13 +502,17 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     }
   }
 
-  /** Conversations or PTYs in use, or client-gone notices to deliver (the daemon channel and a relay belong to nobody). */
+  /**
+   * Conversations or PTYs in use, client-gone notices to deliver, or notices held (a forward the
+   * broker serves); the daemon channel, its notices stream and a relay belong to nobody.
+   */
   get busy(): boolean {
-    return this.liveChannels > 0 || this.clientGonePending > 0;
+    return this.liveChannels > 0 || this.clientGonePending > 0 || this.notices.live > 0;
   }
 
   close(): void {
     this.closed = true;
+    this.notices.reset();
     clearInterval(this.extraTimer);
     for (const c of this.conns) {
       c.host.link.close();

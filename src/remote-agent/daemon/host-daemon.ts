@@ -7,7 +7,7 @@
 // streams: a lost stream is handled by the exec loss rule (exec/sessions.ts), never by exiting.
 // A client-gone the lost channel could not carry arrives later as a stream of its own (ClientGoneHeader).
 //
-// Lifetime: exits once no exec is live and no stream is open, after `--idle-ms` (default 5 min);
+// Lifetime: exits once no exec is live and no stream is open (notices streams are not work), after `--idle-ms` (default 5 min);
 // at once when retired (a daemon of another build asked it to step aside) or when its socket path
 // no longer leads to it (root removed, or replaced after it was judged dead).
 import {
@@ -30,13 +30,14 @@ import type { ConversationPort } from "../serve-conversation.js";
 import { serveConversation } from "../serve-conversation.js";
 import { execSessions } from "../exec/sessions.js";
 import { clientGone, setSessionLog } from "../exec/exec-session.js";
-import { ClientGoneHeader } from "../../shared/agent-api.js";
+import { ClientGoneHeader, NoticesHeader } from "../../shared/agent-api.js";
 import { readProcStat } from "../../shared/proc-stat.js";
 import { expandRoot } from "../root.js";
 import { DAEMON_SOCKET, daemonPaths, idleArg, type DaemonPaths } from "./paths.js";
 import { probeDaemon } from "./probe.js";
 import { sweepOrphanedExecs } from "./sweep.js";
-import { droppedClientGoneNotices } from "../test-hooks.js";
+import { droppedClientGoneNotices, testNotices } from "../test-hooks.js";
+import { noticeBoard } from "../notice-board.js";
 import { terminalSupport } from "../exec/pty.js";
 import { enableSpareCheckouts, spareBuildsRunning, stopSpareBuilds } from "../workspace/spare-checkout.js";
 
@@ -86,6 +87,8 @@ class Daemon {
   private arrivals = 0;
   /** Client-gone notices refused by the dropClientGone test hook so far. */
   private noticesDropped = 0;
+  /** Keys of the "test" notices published from the test hooks file. */
+  private testKeys = new Set<string>();
   private lastBusy = Date.now();
   private ino = 0;
   private swept: Promise<unknown> = Promise.resolve();
@@ -134,9 +137,15 @@ class Daemon {
   }
 
   private onStream(stream: MuxStream): void {
+    const header = stream.header as { kind?: unknown };
+    if (header.kind === "notices") {
+      // Not work: the broker keeps one open on every channel, idle or not.
+      if (!NoticesHeader(header)) return stream.reset("refused", "malformed notices header");
+      noticeBoard.subscribe(stream);
+      return;
+    }
     this.lastBusy = Date.now();
     this.arrivals++;
-    const header = stream.header as { kind?: unknown };
     if (header.kind === "retire") {
       this.retire();
       stream.end();
@@ -207,10 +216,20 @@ class Daemon {
     }
   }
 
+  /** Streams that are work: every open stream but the notices streams. */
   private openStreams(): number {
     let n = 0;
     for (const m of this.muxes) n += m.streamCount;
-    return n;
+    return n - noticeBoard.subscribers;
+  }
+
+  /** The "test" notices a suite asked for through the test hooks file (none without it). */
+  private publishTestNotices(): void {
+    const wanted = testNotices(this.paths.root);
+    if (wanted === null && this.testKeys.size === 0) return;
+    for (const key of this.testKeys) if (!wanted || !Object.hasOwn(wanted, key)) noticeBoard.publish("test", key, null);
+    this.testKeys = new Set(Object.keys(wanted ?? {}));
+    for (const [key, payload] of Object.entries(wanted ?? {})) noticeBoard.publish("test", key, payload);
   }
 
   private ownsPath(): boolean {
@@ -232,6 +251,7 @@ class Daemon {
     } catch {
       // stderr is not a file (started by hand)
     }
+    this.publishTestNotices();
     if (this.draining) return;
     // A spare checkout being written counts as work: leaving would strand it half-made.
     if (execSessions.size > 0 || this.openStreams() > 0 || spareBuildsRunning() > 0) {

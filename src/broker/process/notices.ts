@@ -1,0 +1,106 @@
+// The broker's end of the notices stream (agent-api.ts NoticesHeader): the one way the host daemon
+// tells the Paseo side something it did not ask for. Each kind of notice has one handler
+// (`onNotice`); the registry knows nothing of what a kind or a key means (the broker knows nothing
+// of workspaces): it keeps what it was told (src/shared/notices.ts), so a snapshot after a
+// reconnect comes to each handler as just the changes, keys that vanished meanwhile as `gone`.
+import { EventEmitter } from "node:events";
+import { NoticeMessage, type Notice } from "../../shared/agent-api.js";
+import { BinaryFrameDecoder, FrameKind } from "../../shared/frames.js";
+import { parseJson } from "../../shared/guards.js";
+import type { MuxStream } from "../../shared/mux.js";
+import { NoticeTable } from "../../shared/notices.js";
+
+export type NoticeHandler = (notice: Notice) => void;
+
+/** What a handler may add to the answer of a client's `notices` request about one notice. */
+export type NoticeView = (notice: Notice) => Record<string, unknown>;
+
+export class NoticeRegistry extends EventEmitter<{ log: [string]; link: [boolean] }> {
+  private readonly handlers = new Map<string, { handle: NoticeHandler; view?: NoticeView }>();
+  private readonly table = new NoticeTable();
+  /** The stream notices arrive on now (the newest channel's); null while there is none. */
+  private current: MuxStream | null = null;
+  /** The current stream's snapshot arrived: what the table holds is the host's state now. */
+  private synced = false;
+
+  /** One handler per kind: every change of a key of that kind, a snapshot's as well. */
+  onNotice(kind: string, handle: NoticeHandler, view?: NoticeView): void {
+    if (this.handlers.has(kind)) throw new Error(`notices of kind ${kind} already have a handler`);
+    this.handlers.set(kind, { handle, ...(view ? { view } : {}) });
+  }
+
+  /** Keys with state, of every kind: while there are any, the broker stays up and reconnects. */
+  get live(): number {
+    return this.table.size;
+  }
+
+  /** Whether the host's notices are arriving now (a stream is open and its snapshot was read). */
+  get up(): boolean {
+    return this.current !== null && this.synced;
+  }
+
+  /** What is held of `kind` (of `key` only, when given), with what its handler adds. */
+  describe(kind: string, key?: string): Array<Record<string, unknown>> {
+    const view = this.handlers.get(kind)?.view;
+    return this.table
+      .ofKind(kind)
+      .filter((n) => key === undefined || n.key === key)
+      .map((n) => ({ ...n, ...(view ? view(n) : {}) }));
+  }
+
+  /** Reads notices from `stream` (a newer channel's stream replaces the one before). */
+  attach(stream: MuxStream): void {
+    const before = this.current;
+    this.current = stream;
+    this.synced = false;
+    before?.end();
+    const decoder = new BinaryFrameDecoder();
+    stream.on("data", (d) => {
+      try {
+        for (const f of decoder.push(d)) if (f.kind === FrameKind.Json) this.take(stream, parseJson(f.payload));
+      } catch (err) {
+        this.emit("log", `notices stream: ${(err as Error).message}`);
+        stream.reset("error", "malformed notices");
+      }
+    });
+    stream.on("end", () => stream.end());
+    stream.once("close", (info) => {
+      if (this.current !== stream) return;
+      this.current = null;
+      this.synced = false;
+      if (info.reason !== null) this.emit("log", `notices stream closed: ${info.message ?? info.reason}`);
+      this.emit("link", false);
+    });
+  }
+
+  private take(stream: MuxStream, message: unknown): void {
+    if (stream !== this.current) return;
+    if (!NoticeMessage(message)) throw new Error("a message that is not a notice");
+    if (message.type === "snapshot") {
+      this.dispatch(this.table.replace(message.notices as Notice[]));
+      this.synced = true;
+      this.emit("link", true);
+      return;
+    }
+    const change = this.table.apply(message.notice as Notice);
+    if (change) this.dispatch([change]);
+  }
+
+  private dispatch(changes: Notice[]): void {
+    for (const n of changes) {
+      try {
+        this.handlers.get(n.kind)?.handle(n);
+      } catch (err) {
+        this.emit("log", `handling a notice of kind ${n.kind} failed: ${(err as Error).message}`);
+      }
+    }
+  }
+
+  /** The host is out of reach for good (or the broker stops): every key is gone. */
+  reset(): void {
+    this.current?.end();
+    this.current = null;
+    this.synced = false;
+    this.dispatch(this.table.clear());
+  }
+}

@@ -1,0 +1,108 @@
+// The notices stream against the real sshd rig: what the host daemon publishes (here through the
+// test hooks file, as kind "test") reaches the broker with no operation asking for it, changes and
+// removals too; after a link reset the broker reconnects by itself and the daemon's snapshot
+// brings it up to date (a key removed during the outage is gone, one added is there); the stream
+// keeps the broker up while it holds notices, and keeps neither it nor the daemon up otherwise.
+import { afterEach, describe, expect, it } from "vitest";
+import { openHost } from "../../src/broker/open-host.js";
+import type { RuntimeOptions } from "../../src/transport/options.js";
+import { suiteRoot } from "../support/workspace.js";
+import { brokerNotices, brokerOptions, brokerStats, stopBroker } from "../support/broker.js";
+import { throughProxy } from "../support/host-daemon.js";
+import { setDaemonTestNotices } from "../support/test-hooks.js";
+import { needs, unless } from "../support/needs.js";
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+/** Polls `probe` until `ok` holds of its value (bounded); the last value is returned either way for the assertion. */
+async function until<T>(probe: () => Promise<T>, ok: (v: T) => boolean, ms: number): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await probe();
+    if (ok(v) || Date.now() > deadline) return v;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function ping(options: RuntimeOptions): Promise<void> {
+  const host = await openHost(options);
+  try {
+    await host.call("ping", {}, 20_000);
+  } finally {
+    host.close();
+  }
+}
+
+const same = (want: unknown) => (v: unknown) => JSON.stringify(v) === JSON.stringify(want);
+
+describe("notices from the host daemon", unless(needs.localHost("writes the daemon's test hooks file on the host")), () => {
+  it("a published notice reaches the broker unasked (change, removal), and after a link reset the snapshot brings it up to date", async () => {
+    const { proxy, options: through } = await throughProxy(cleanups, { keepaliveIntervalMs: 1000 });
+    const options = brokerOptions({ ...through, root: suiteRoot("notices"), brokerIdleMs: 2000 });
+    cleanups.push(() => stopBroker(options, { retireDaemon: true }));
+    const root = options.root;
+    await ping(options);
+
+    setDaemonTestNotices(root, { a: { n: 1 } });
+    expect(await until(() => brokerNotices(options, "test"), same([{ n: 1, kind: "test", key: "a" }]), 10_000)).toEqual([
+      { n: 1, kind: "test", key: "a" },
+    ]);
+    setDaemonTestNotices(root, { a: { n: 2 }, b: { n: 3 } });
+    const both = [
+      { n: 2, kind: "test", key: "a" },
+      { n: 3, kind: "test", key: "b" },
+    ];
+    expect(await until(() => brokerNotices(options, "test"), same(both), 10_000)).toEqual(both);
+    expect(await brokerNotices(options, "test", "b")).toEqual([{ n: 3, kind: "test", key: "b" }]);
+    const before = await brokerStats(options);
+    expect(before?.noticesUp).toBe(true);
+    expect(before?.notices).toBe(2);
+
+    // Held notices keep an idle broker up (brokerIdleMs 2000).
+    await new Promise((r) => setTimeout(r, 4000));
+    expect((await brokerStats(options))?.pid).toBe(before?.pid);
+
+    // The link is reset; meanwhile a is withdrawn and c appears. No operation follows.
+    proxy.cutAll({ reset: true });
+    setDaemonTestNotices(root, { b: { n: 3 }, c: { n: 4 } });
+    const after = [
+      { n: 3, kind: "test", key: "b" },
+      { n: 4, kind: "test", key: "c" },
+    ];
+    expect(await until(() => brokerNotices(options, "test"), same(after), 20_000)).toEqual(after);
+    const stats = await brokerStats(options);
+    expect(stats?.handshakes).toBeGreaterThanOrEqual(2);
+    expect(stats?.pid).toBe(before?.pid);
+
+    // Nothing held: the broker idles out although its notices stream is open.
+    setDaemonTestNotices(root, {});
+    expect(await until(() => brokerNotices(options, "test"), same([]), 10_000)).toEqual([]);
+    // (Not polled meanwhile: every question to the broker is activity.)
+    await new Promise((r) => setTimeout(r, 6000));
+    expect(await brokerStats(options)).toBeNull();
+  });
+
+  it("the notices stream is not work: the host daemon idles out while the broker holds it open", async () => {
+    const options = brokerOptions({ root: suiteRoot("notices-idle"), daemonIdleMs: 1000, brokerIdleMs: 60_000 });
+    cleanups.push(() => stopBroker(options, { retireDaemon: true }));
+    await ping(options);
+    expect(
+      await until(
+        () => brokerStats(options),
+        (s) => s?.noticesUp === true,
+        10_000,
+      ),
+    ).toMatchObject({ noticesUp: true });
+    // The daemon leaves after ~1 s idle and a 2 s drain; the broker's channel (and stream) go with it.
+    const s = await until(
+      () => brokerStats(options),
+      (v) => v?.noticesUp === false,
+      15_000,
+    );
+    expect(s?.noticesUp).toBe(false);
+    expect(s?.muxChannels).toBe(0);
+  });
+});

@@ -1,0 +1,126 @@
+// The pure parts of the notices seam: the table both ends keep (a change once, a repeat never, a
+// snapshot as the changes it makes), and the daemon's board feeding the broker's registry over an
+// in-memory mux, where a second channel's snapshot tells handlers what vanished meanwhile.
+import { Duplex } from "node:stream";
+import { describe, expect, it } from "vitest";
+import type { Notice } from "../../src/shared/agent-api.js";
+import { Mux } from "../../src/shared/mux.js";
+import { NoticeTable } from "../../src/shared/notices.js";
+import { noticeBoard } from "../../src/remote-agent/notice-board.js";
+import { NoticeRegistry } from "../../src/broker/process/notices.js";
+
+describe("NoticeTable", () => {
+  it("returns a notice once when it changes what is held, never a repeat", () => {
+    const t = new NoticeTable();
+    expect(t.apply({ kind: "ports", key: "w1", ports: [1] })).toEqual({ kind: "ports", key: "w1", ports: [1] });
+    expect(t.apply({ kind: "ports", key: "w1", ports: [1] })).toBeNull();
+    expect(t.apply({ kind: "ports", key: "w1", ports: [1, 2] })).toEqual({ kind: "ports", key: "w1", ports: [1, 2] });
+    expect(t.apply({ kind: "work", key: "w1", head: "x" })).not.toBeNull();
+    expect(t.size).toBe(2);
+    expect(t.apply({ kind: "ports", key: "w1", gone: true })).toEqual({ kind: "ports", key: "w1", gone: true });
+    expect(t.apply({ kind: "ports", key: "w1", gone: true })).toBeNull();
+    expect(t.ofKind("ports")).toEqual([]);
+    expect(t.get("work", "w1")).toEqual({ kind: "work", key: "w1", head: "x" });
+  });
+
+  it("a snapshot is the changes it makes: vanished keys as gone, unchanged ones not repeated", () => {
+    const t = new NoticeTable();
+    t.apply({ kind: "ports", key: "a", ports: [1] });
+    t.apply({ kind: "ports", key: "b", ports: [2] });
+    t.apply({ kind: "ports", key: "c", ports: [3] });
+    const changes = t.replace([
+      { kind: "ports", key: "b", ports: [2] },
+      { kind: "ports", key: "c", ports: [4] },
+      { kind: "ports", key: "d", ports: [5] },
+    ]);
+    expect(changes).toEqual([
+      { kind: "ports", key: "a", gone: true },
+      { kind: "ports", key: "c", ports: [4] },
+      { kind: "ports", key: "d", ports: [5] },
+    ]);
+    expect(t.clear().map((n) => [n.key, n.gone])).toEqual([
+      ["b", true],
+      ["c", true],
+      ["d", true],
+    ]);
+    expect(t.size).toBe(0);
+  });
+});
+
+/** Two connected in-memory duplexes. */
+function duplexPair(): [Duplex, Duplex] {
+  const ends: Duplex[] = [];
+  const make = (i: number) =>
+    new Duplex({
+      read() {},
+      write(chunk: Buffer, _enc, cb) {
+        const p = ends[1 - i]!;
+        if (!p.destroyed) p.push(chunk);
+        cb();
+      },
+      destroy(err, cb) {
+        const p = ends[1 - i]!;
+        if (!p.destroyed) setImmediate(() => p.destroy());
+        cb(err);
+      },
+    });
+  ends.push(make(0), make(1));
+  return [ends[0]!, ends[1]!];
+}
+
+/** A channel from a broker-side mux to a daemon-side one whose notices streams the board serves. */
+function channel(): Mux {
+  const [a, b] = duplexPair();
+  const server = new Mux(b, { role: "server", build: "t" });
+  server.on("stream", (s) => noticeBoard.subscribe(s));
+  return new Mux(a, { role: "client", build: "t" });
+}
+
+const settle = () => new Promise((r) => setTimeout(r, 20));
+
+describe("notice board to registry", () => {
+  it("a snapshot on open, then changes; a newer channel's snapshot reports what vanished meanwhile", async () => {
+    noticeBoard.publish("ports", "w1", { ports: [3000] });
+    const reg = new NoticeRegistry();
+    const seen: Notice[] = [];
+    reg.onNotice(
+      "ports",
+      (n) => seen.push(n),
+      (n) => ({ seenBy: `view of ${n.key}` }),
+    );
+    expect(() => reg.onNotice("ports", () => undefined)).toThrow(/already/);
+    const first = channel();
+    reg.attach(first.open({ kind: "notices" }));
+    await settle();
+    expect(reg.up).toBe(true);
+    expect(seen).toEqual([{ ports: [3000], kind: "ports", key: "w1" }]);
+    noticeBoard.publish("ports", "w2", { ports: [5173] });
+    noticeBoard.publish("ports", "w2", { ports: [5173] });
+    noticeBoard.publish("other", "x", { a: 1 });
+    await settle();
+    expect(seen.map((n) => n.key)).toEqual(["w1", "w2"]);
+    expect(reg.live).toBe(3);
+    expect(reg.describe("ports", "w2")).toEqual([{ ports: [5173], kind: "ports", key: "w2", seenBy: "view of w2" }]);
+
+    // The channel is lost; meanwhile w1 goes and w2 changes. A new channel's snapshot catches up.
+    first.close("link reset");
+    await settle();
+    expect(reg.up).toBe(false);
+    expect(reg.live).toBe(3);
+    noticeBoard.publish("ports", "w1", null);
+    noticeBoard.publish("ports", "w2", { ports: [5173, 6006] });
+    const second = channel();
+    reg.attach(second.open({ kind: "notices" }));
+    await settle();
+    expect(seen.slice(2)).toEqual([
+      { kind: "ports", key: "w1", gone: true },
+      { ports: [5173, 6006], kind: "ports", key: "w2" },
+    ]);
+    expect(noticeBoard.subscribers).toBe(1);
+
+    reg.reset();
+    expect(seen.at(-1)).toEqual({ kind: "ports", key: "w2", gone: true });
+    expect(reg.live).toBe(0);
+    second.close("done");
+  });
+});
