@@ -126,8 +126,8 @@ const HELP: Record<OperationName, OperationHelp> = {
     summary: "Internal: the broker runs it when the host reports that a workspace's refs moved (the live mirror).",
     usage: "",
     flags: [],
-    notes: ["Reads {options, state} on stdin from the broker; not for use by hand."],
-    example: `echo '{"options":{…},"state":{…}}' | paseo-ssh-runtime work-notice`,
+    notes: ["Reads {options, target, notice} on stdin from the broker; not for use by hand."],
+    example: `echo '{"options":{…},"target":{…},"notice":{…}}' | paseo-ssh-runtime work-notice`,
   },
 };
 

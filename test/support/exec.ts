@@ -73,6 +73,8 @@ export class ExecWorkspace {
    */
   terminalSearchPath: string | undefined;
   private base = "";
+  /** The Paseo side repository the workspace was created from (set by create()). */
+  localRepo = "";
 
   /** `extra` overrides runtime options (e.g. another login `user`). */
   constructor(label = "exec", extra: Record<string, unknown> = {}) {
@@ -83,6 +85,7 @@ export class ExecWorkspace {
   async create(): Promise<void> {
     this.base = mkdtempSync(join(tmpdir(), "paseo-exec-fixture-"));
     const repo = seedRepo(this.base);
+    this.localRepo = repo.path;
     const r = await this.lifecycle("create", { input: dirInput(this.workspaceId, repo.path) });
     if (r.code !== 0) throw new Error(`create failed: ${r.stderr}`);
     const state = JSON.parse(r.stdout.toString("utf8")) as { placement: { cwd: string } };

@@ -16,22 +16,40 @@ export type NoticeHandler = (notice: Notice) => void;
 export type NoticeView = (notice: Notice) => Record<string, unknown>;
 
 export class NoticeRegistry extends EventEmitter<{ log: [string]; link: [boolean] }> {
-  private readonly handlers = new Map<string, { handle: NoticeHandler; view?: NoticeView }>();
+  private readonly handlers = new Map<string, { handle: NoticeHandler; view?: NoticeView; keepsAlive: boolean }>();
+  /** Holds taken by handlers with work in progress (hold()). */
+  private holds = 0;
   private readonly table = new NoticeTable();
   /** The stream notices arrive on now (the newest channel's); null while there is none. */
   private current: MuxStream | null = null;
   /** The current stream's snapshot arrived: what the table holds is the host's state now. */
   private synced = false;
 
-  /** One handler per kind: every change of a key of that kind, a snapshot's as well. */
-  onNotice(kind: string, handle: NoticeHandler, view?: NoticeView): void {
+  /**
+   * One handler per kind: every change of a key of that kind, a snapshot's as well. `keepsAlive`
+   * (default true): while a key of the kind holds state, the broker stays up and reconnects (a
+   * forwarded port must keep answering); a kind whose state only matters while the host's daemon
+   * runs anyway (work that moved: only its execs move it) says false.
+   */
+  onNotice(kind: string, handle: NoticeHandler, view?: NoticeView, opts: { keepsAlive?: boolean } = {}): void {
     if (this.handlers.has(kind)) throw new Error(`notices of kind ${kind} already have a handler`);
-    this.handlers.set(kind, { handle, ...(view ? { view } : {}) });
+    this.handlers.set(kind, { handle, ...(view ? { view } : {}), keepsAlive: opts.keepsAlive ?? true });
   }
 
-  /** Keys with state, of every kind: while there are any, the broker stays up and reconnects. */
+  /** Keys that keep the broker up, and handlers' work in progress: while there are any, the broker stays up and reconnects. */
   get live(): number {
-    return this.table.size;
+    return this.table.all().filter((n) => this.handlers.get(n.kind)?.keepsAlive !== false).length + this.holds;
+  }
+
+  /** Keeps the broker up until the returned release is called (a handler's work in progress). */
+  hold(): () => void {
+    this.holds++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.holds--;
+    };
   }
 
   /** Whether the host's notices are arriving now (a stream is open and its snapshot was read). */

@@ -10,6 +10,7 @@ import type { ConnectionPlan } from "../../transport/ssh-config/resolve.js";
 import type { BrokerLaunch } from "../launch.js";
 import { brokerVersion } from "../paths.js";
 import { BrokerServer } from "./broker-server.js";
+import { HandOff, cliBeside } from "./hand-off.js";
 
 const STDIN_TIMEOUT_MS = 5000;
 
@@ -106,6 +107,14 @@ async function main(): Promise<void> {
     process.exit(0);
   }
   server.pool.warmUp();
+  // The live mirror: a workspace whose refs moved is brought back by the runtime's `work-notice`
+  // operation, connecting back through this broker (hand-off.ts).
+  const script = process.argv[1]!;
+  new HandOff(server.pool.notices, "work", "work-notice", {
+    cli: cliBeside(script),
+    input: { options: launch.options, target: { paths: launch.paths, version, script, ...(launch.plan ? { plan: launch.plan } : {}) } },
+    log,
+  });
   process.on("SIGTERM", () => void server.stop("SIGTERM"));
   process.on("SIGINT", () => void server.stop("SIGINT"));
 }

@@ -1,17 +1,18 @@
 // `work-notice` (internal): what the broker runs when the host reports that a workspace's refs
-// moved (the live mirror; docs/architecture.md "Host notices"). Reads `{options, state}` on stdin:
-// the broker's runtime options and the host's WorkState, brings that work back through the same
-// broker, and exits. A workspace this machine did not seal (another Paseo's, on a shared host
-// account) is none of its business: exit 0 without a word. Anything else that fails is one
-// stderr line (the broker's log) and exit code of its class; the next move, or the next
-// reconnect's first look, tries again.
+// moved (the live mirror; src/broker/process/hand-off.ts). Reads `{options, target, notice}` on
+// stdin: the broker's runtime options, its own socket (so this process connects back through that
+// very broker), and the notice with the host's WorkState; brings that work back and exits. A
+// workspace this machine did not seal (another Paseo's, on a shared host account) is none of its
+// business: exit 0 without a word. Anything else that fails is one stderr line (the broker's log)
+// and the exit code of its class; the broker tries again later.
 import type { CliOperation } from "../operation.js";
 import { readAll } from "../lifecycle-input.js";
 import { RuntimeError } from "../../shared/errors.js";
-import { parseJson } from "../../shared/guards.js";
+import { isRecord, parseJson } from "../../shared/guards.js";
 import { WorkState } from "../../shared/agent-api.js";
-import { parseRuntimeOptions } from "../../transport/options.js";
-import { withHost } from "../../broker/open-host.js";
+import type { RuntimeOptions } from "../../transport/options.js";
+import { BrokerHost } from "../../broker/broker-host.js";
+import type { BrokerTarget } from "../../broker/client.js";
 import { bringBack, sealedHome } from "../../mirror/bring-back.js";
 
 const MAX_NOTICE_BYTES = 64 * 1024 * 1024;
@@ -20,17 +21,25 @@ const STDIN_TIMEOUT_MS = 30_000;
 const operation: CliOperation = {
   requiredFlags: [],
   async run(_args, io) {
-    const raw = parseJson(await readAll(io.stdin, MAX_NOTICE_BYTES, STDIN_TIMEOUT_MS)) as { options?: unknown; state?: unknown } | null;
-    if (!raw || typeof raw !== "object" || !WorkState(raw.state)) throw new RuntimeError("input", "work-notice: malformed notice on stdin");
-    const state = raw.state;
+    // From the broker that started this process, over a private pipe: its own options and paths.
+    const input = parseJson(await readAll(io.stdin, MAX_NOTICE_BYTES, STDIN_TIMEOUT_MS));
+    const notice = isRecord(input) ? input.notice : undefined;
+    const state = isRecord(notice) ? notice.state : undefined;
+    if (!isRecord(input) || !isRecord(input.options) || !isRecord(input.target) || !WorkState(state)) {
+      throw new RuntimeError("input", "work-notice: malformed notice on stdin");
+    }
     if (sealedHome(state) === null) return 0;
-    const options = parseRuntimeOptions(raw.options);
-    const r = await withHost(options, (host) => bringBack(host, state));
-    const moved = r.branches.filter((b) => b.local !== "unchanged" && b.local !== "left");
-    if (r.bytes > 0 || moved.length > 0) {
-      io.stderr.write(
-        `work: workspace ${JSON.stringify(state.workspaceId)}: ${r.bytes} bytes into ${r.gitDir}${moved.map((b) => `, ${b.name} ${b.local}`).join("")}\n`,
-      );
+    const host = await new BrokerHost(input.options as unknown as RuntimeOptions, input.target as unknown as BrokerTarget).connect();
+    try {
+      const r = await bringBack(host, state);
+      const moved = r.branches.filter((b) => b.local === "created" || b.local === "moved");
+      if (r.bytes > 0 || moved.length > 0) {
+        io.stderr.write(
+          `workspace ${JSON.stringify(state.workspaceId)}: ${r.bytes} bytes into ${r.gitDir}${moved.map((b) => `; ${b.name} ${b.local}`).join("")}\n`,
+        );
+      }
+    } finally {
+      host.close();
     }
     return 0;
   },

@@ -38,6 +38,7 @@ import { probeDaemon } from "./probe.js";
 import { sweepOrphanedExecs } from "./sweep.js";
 import { droppedClientGoneNotices, testNotices } from "../test-hooks.js";
 import { noticeBoard } from "../notice-board.js";
+import { watchWork } from "../workspace/work-watch.js";
 import { terminalSupport } from "../exec/pty.js";
 import { enableSpareCheckouts, spareBuildsRunning, stopSpareBuilds } from "../workspace/spare-checkout.js";
 
@@ -114,6 +115,12 @@ class Daemon {
     this.swept = sweepOrphanedExecs(paths.root, log).catch((err: Error) => log(`start-up sweep failed: ${oneLine(err.message)}`));
     this.server.on("connection", (sock) => this.onConnection(sock));
     void this.retireOthers();
+    // The live mirror: whose refs moved, told on the notices stream while a broker listens.
+    watchWork(paths.root, {
+      moved: (state) => noticeBoard.publish("work", state.workspaceId, { state }),
+      gone: (id) => noticeBoard.publish("work", id, null),
+      active: () => noticeBoard.subscribers > 0,
+    });
     // Known before the first PTY exec asks (probed once per host and agent build, then cached).
     void terminalSupport(this.agentDir).then(
       (s) => log(`terminals: ${s.method === "none" ? `sshd's pty (${s.reason})` : s.method}`),

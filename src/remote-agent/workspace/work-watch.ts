@@ -75,42 +75,57 @@ function readMirrored(dir: string): WorkspaceManifest | null {
   }
 }
 
-/**
- * Looks at every mirrored workspace of `root` each `WORK_LOOK_INTERVAL_MS` and calls `moved` with
- * the work of each whose refs changed since the last look (all of them on the first). `stop()` ends it.
- */
-export function watchWork(root: string, moved: (state: WorkState) => void, intervalMs = WORK_LOOK_INTERVAL_MS): { stop(): void } {
+export interface WorkWatcher {
+  /** The work of a workspace whose refs changed since the last look (all of them on the first). */
+  moved(state: WorkState): void;
+  /** A workspace reported before is gone (removed, or no longer mirrored). */
+  gone(workspaceId: string): void;
+  /** Whether anyone listens now: no look is taken while nobody does. */
+  active(): boolean;
+}
+
+/** Looks at every mirrored workspace of `root` each `intervalMs` while `w.active()`; `stop()` ends it. */
+export function watchWork(root: string, w: WorkWatcher, intervalMs = WORK_LOOK_INTERVAL_MS): { stop(): void } {
   const seen = new Map<string, Watched>();
+  const forget = (key: string) => {
+    const id = seen.get(key)?.manifest?.workspaceId;
+    seen.delete(key);
+    if (id !== undefined) w.gone(id);
+  };
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   const look = async () => {
+    if (!w.active()) return;
     const base = rootLayout(root).workspacesBase;
     const names = existsSync(base) ? readdirSync(base).filter((n) => n.startsWith(WORKSPACE_PREFIX)) : [];
-    for (const key of [...seen.keys()]) if (!names.includes(WORKSPACE_PREFIX + key)) seen.delete(key);
+    const present = new Set(names);
+    for (const key of [...seen.keys()]) if (!present.has(WORKSPACE_PREFIX + key)) forget(key);
     for (const name of names) {
       if (stopped) return;
       const key = name.slice(WORKSPACE_PREFIX.length);
       const layout: WorkspaceLayout = workspaceLayoutOfKey(root, key);
-      let w = seen.get(key);
+      let entry = seen.get(key);
       let manifestStamp = "";
       try {
         const st = statSync(layout.manifest, { bigint: true });
         manifestStamp = `${st.ino}:${st.mtimeNs}:${st.size}`;
       } catch {
-        seen.delete(key);
+        forget(key);
         continue;
       }
-      if (!w || w.manifestStamp !== manifestStamp) {
-        w = { manifestStamp, manifest: readMirrored(layout.dir), fingerprint: null };
-        seen.set(key, w);
+      if (!entry || entry.manifestStamp !== manifestStamp) {
+        const manifest = readMirrored(layout.dir);
+        if (entry?.manifest && entry.manifest.workspaceId !== manifest?.workspaceId) forget(key);
+        entry = { manifestStamp, manifest, fingerprint: null };
+        seen.set(key, entry);
       }
-      if (!w.manifest) continue;
+      if (!entry.manifest) continue;
       const fingerprint = refsFingerprint(layout.checkout);
-      if (fingerprint === w.fingerprint) continue;
+      if (fingerprint === entry.fingerprint) continue;
       try {
-        const state = await readWorkState(layout, w.manifest, false);
-        w.fingerprint = fingerprint;
-        if (!stopped) moved(state);
+        const state = await readWorkState(layout, entry.manifest, false);
+        entry.fingerprint = fingerprint;
+        if (!stopped) w.moved(state);
       } catch {
         // Mid-removal, or a checkout git cannot read right now: looked at again next time.
       }

@@ -1,0 +1,183 @@
+// Notices the broker does not act on itself but hands to the runtime's executable: for a kind
+// registered here, each change of a key runs `node dist/cli.js <operation>` with
+// `{options, target, notice}` on stdin (the broker's options, its own socket to connect back
+// through, and the notice). The live mirror is the first such kind ("work": a workspace's refs
+// moved; the `work-notice` operation brings the commits back, src/mirror/). The broker thus stays
+// ignorant of what a key means, and the code that writes into the user's repository runs in a
+// process of its own, with the runtime's code and bounds, not in the long-lived broker.
+//
+// Per key at most one run at a time; a change that arrives meanwhile is run after it (only the
+// newest). At most MAX_RUNNING runs at once. A run that fails is tried again after a backoff while
+// its key holds the same notice; one that succeeded is not run again for the same notice, so a
+// reconnect's snapshot costs nothing when nothing moved. While runs are going or queued the
+// broker does not idle out (hold()).
+import { spawn } from "node:child_process";
+import { dirname, join } from "node:path";
+import type { Notice } from "../../shared/agent-api.js";
+import { oneLine } from "../../shared/errors.js";
+import type { NoticeRegistry } from "./notices.js";
+
+const MAX_RUNNING = 2;
+/** One run's bound: the operation has its own, this only reaps a stuck process. */
+const RUN_TIMEOUT_MS = 15 * 60_000;
+const RETRY_FIRST_MS = 5_000;
+const RETRY_MAX_MS = 5 * 60_000;
+const STDERR_KEEP = 2000;
+
+export interface HandOffContext {
+  /** The runtime executable's entry (dist/cli.js beside dist/broker.js). */
+  cli: string;
+  /** What the operation reads on stdin besides the notice. */
+  input: Record<string, unknown>;
+  log(line: string): void;
+  /** Environment of the runs (the broker's own). */
+  env?: NodeJS.ProcessEnv;
+}
+
+/** dist/cli.js, next to the dist/broker.js this broker was started as. */
+export function cliBeside(brokerScript: string): string {
+  return join(dirname(brokerScript), "cli.js");
+}
+
+interface KeyState {
+  /** The newest notice not yet run (null: nothing to do). */
+  next: Notice | null;
+  running: boolean;
+  /** The key went away (its workspace was removed): forgotten once its run ends. */
+  gone: boolean;
+  /** The text of the notice last run successfully. */
+  done: string | null;
+  retryMs: number;
+  timer?: NodeJS.Timeout;
+}
+
+export class HandOff {
+  private readonly keys = new Map<string, KeyState>();
+  private running = 0;
+  private readonly waiting: string[] = [];
+  private release: (() => void) | null = null;
+  private stopped = false;
+
+  constructor(
+    private readonly registry: NoticeRegistry,
+    readonly kind: string,
+    private readonly operation: string,
+    private readonly ctx: HandOffContext,
+  ) {
+    registry.onNotice(kind, (n) => this.take(n), undefined, { keepsAlive: false });
+  }
+
+  /** Runs going or queued (tests, stats). */
+  get pending(): number {
+    return this.running + this.waiting.length;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    for (const k of this.keys.values()) clearTimeout(k.timer);
+    this.keys.clear();
+    this.waiting.length = 0;
+    this.updateHold();
+  }
+
+  private take(n: Notice): void {
+    if (this.stopped) return;
+    if (n.gone) {
+      const k = this.keys.get(n.key);
+      if (k) {
+        clearTimeout(k.timer);
+        k.next = null;
+        k.gone = true;
+        if (!k.running) this.keys.delete(n.key);
+      }
+      return;
+    }
+    const known = this.keys.get(n.key);
+    const k = known && !known.gone ? known : { next: null, running: false, gone: false, done: null, retryMs: RETRY_FIRST_MS };
+    this.keys.set(n.key, k);
+    if (JSON.stringify(n) === k.done) return;
+    clearTimeout(k.timer);
+    k.retryMs = RETRY_FIRST_MS;
+    k.next = n;
+    this.enqueue(n.key);
+  }
+
+  private enqueue(key: string): void {
+    const k = this.keys.get(key);
+    if (!k || k.gone || k.running || !k.next || this.waiting.includes(key)) return;
+    this.waiting.push(key);
+    this.pump();
+  }
+
+  private pump(): void {
+    while (!this.stopped && this.running < MAX_RUNNING && this.waiting.length > 0) {
+      const key = this.waiting.shift()!;
+      const k = this.keys.get(key);
+      if (!k?.next || k.running) continue;
+      const notice = k.next;
+      k.next = null;
+      k.running = true;
+      this.running++;
+      void this.run(notice).then((ok) => {
+        this.running--;
+        k.running = false;
+        const text = JSON.stringify(notice);
+        if (k.gone) {
+          if (this.keys.get(key) === k) this.keys.delete(key);
+        } else if (ok) {
+          k.done = text;
+          k.retryMs = RETRY_FIRST_MS;
+        } else if (k.next === null) {
+          // Tried again later while the key still holds this notice.
+          k.timer = setTimeout(() => {
+            if (k.next === null && k.done !== text) {
+              k.next = notice;
+              this.enqueue(key);
+            }
+          }, k.retryMs).unref();
+          k.retryMs = Math.min(k.retryMs * 2, RETRY_MAX_MS);
+        }
+        this.enqueue(key);
+        this.pump();
+        this.updateHold();
+      });
+    }
+    this.updateHold();
+  }
+
+  /** While anything runs or waits, the broker stays up (it is also what the runs connect through). */
+  private updateHold(): void {
+    const busy = this.pending > 0;
+    if (busy && !this.release) this.release = this.registry.hold();
+    else if (!busy && this.release) {
+      this.release();
+      this.release = null;
+    }
+  }
+
+  private run(notice: Notice): Promise<boolean> {
+    return new Promise((resolve) => {
+      let stderr = "";
+      const child = spawn(process.execPath, [this.ctx.cli, this.operation], {
+        stdio: ["pipe", "ignore", "pipe"],
+        env: this.ctx.env ?? process.env,
+      });
+      const timer = setTimeout(() => child.kill("SIGKILL"), RUN_TIMEOUT_MS);
+      child.stderr.on("data", (d: Buffer) => (stderr = (stderr + d.toString("utf8")).slice(-STDERR_KEEP)));
+      child.stdin.on("error", () => undefined);
+      child.stdin.end(JSON.stringify({ ...this.ctx.input, notice }));
+      child.on("error", (err) => {
+        clearTimeout(timer);
+        this.ctx.log(`${this.operation} ${JSON.stringify(notice.key)} could not start: ${oneLine(err.message)}`);
+        resolve(false);
+      });
+      child.on("close", (code, signal) => {
+        clearTimeout(timer);
+        const said = oneLine(stderr.trim());
+        if (said) this.ctx.log(`${this.operation} ${JSON.stringify(notice.key)}: ${said}`);
+        if (code !== 0) this.ctx.log(`${this.operation} ${JSON.stringify(notice.key)} failed (${signal ?? code}); tried again later`);
+        resolve(code === 0);
+      });
+    });
+  }
+}
