@@ -6,6 +6,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { execFileSync } from "node:child_process";
 import { ExecWorkspace, exitOf } from "../support/exec.js";
+import { throughProxy } from "../support/host-daemon.js";
+import type { DelayProxy } from "../../bench/delay-proxy.mjs";
 
 const ENV = { PATH: "/usr/local/bin:/usr/bin:/bin" };
 const GIT = "git -c user.name=Agent -c user.email=agent@example.com";
@@ -64,6 +66,54 @@ describe("the live mirror", () => {
     h.stdin.end("end\n");
     expect(exitOf(await h.done)).toEqual({ code: 0, signal: null });
   }, 60_000);
+});
+
+describe("the live mirror across a link outage", () => {
+  const cleanups: Array<() => Promise<void> | void> = [];
+  let proxy: DelayProxy;
+  let ws: ExecWorkspace;
+  beforeAll(async () => {
+    const through = await throughProxy(cleanups, { keepaliveIntervalMs: 1000, brokerIdleMs: 300_000 });
+    proxy = through.proxy;
+    ws = new ExecWorkspace("live-mirror-outage", through.options);
+    await ws.create();
+  });
+  afterAll(async () => {
+    await ws.cleanup();
+    for (const c of cleanups.splice(0).reverse()) await c();
+  });
+
+  it("a commit made while the link is down arrives once it is back, with no operation called", async () => {
+    const script = [
+      `${GIT} switch -q -c agent/outage`,
+      "read line",
+      "sleep 2",
+      "echo during > outage.txt",
+      "git add outage.txt",
+      `${GIT} commit -q -m during`,
+      "git rev-parse HEAD",
+      "read line",
+    ].join(" && ");
+    const h = ws.start({ argv: ["/bin/sh", "-c", script], env: ENV }, { keepStdinOpen: true });
+    await h.waitEvent("started");
+    const base = refIn(ws.localRepo, "refs/heads/main")!;
+    await waitForRef(ws.localRepo, "refs/heads/agent/outage", base);
+    // The agent is told to commit in 2 s; then the host's sshd goes away (connections reset, the
+    // port refuses), and the commit happens on the host during the outage.
+    h.stdin.write("go\n");
+    await new Promise((r) => setTimeout(r, 300));
+    const restore = proxy.refuse();
+    await new Promise((r) => setTimeout(r, 4000));
+    expect(refIn(ws.localRepo, `refs/paseo-ssh/${ws.workspaceId}/head`)).toBe(base);
+    restore();
+    await h.waitOutput("\n", 30_000);
+    const during = h.output().toString("utf8").trim();
+    expect(during).toMatch(/^[0-9a-f]{40}$/);
+    const ms = await waitForRef(ws.localRepo, "refs/heads/agent/outage", during, 30_000);
+    console.log(`live mirror: caught up ${ms} ms after the commit id reached the wrapper`);
+    h.stdin.end("end\n");
+    expect(exitOf(await h.done)).toEqual({ code: 0, signal: null });
+  }, 90_000);
 });
 
 async function waitForSecondLine(h: { output(): Buffer }): Promise<string> {
