@@ -4,6 +4,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { NOTES, OP_NOTES, OP_PHASES, PHASES } from "./exec-profile.mjs";
 import { bigFileMarkdown } from "./big-file.mjs";
+import { mirrorMarkdown } from "./mirror.mjs";
 
 const r0 = (x) => (Number.isFinite(x) ? Math.round(x) : "–");
 const verdict = (met) => (met === null ? "n/a" : met ? "met" : "**missed**");
@@ -230,6 +231,7 @@ export function markdown(results) {
     }
   }
   out.push(...bigFileMarkdown(results.bigFile, table));
+  out.push(...mirrorMarkdown(results.mirror, table));
   if (timelines.length) {
     out.push("", "### Where a create's time goes (processes sampled from /proc every 25 ms; shorter ones may be missing)", ...timelines);
   }
@@ -246,6 +248,7 @@ export function summary(results) {
       lines.push(`    ${v} ${t.id.padEnd(3)} ${t.what}: ${t.cell.text}`);
     }
   }
+  for (const m of results.mirror ?? []) lines.push(`  work comes back (${m.name}): ${m.target.met ? "met   " : "MISSED"} ${m.target.text}`);
   if (results.bigFile?.target)
     lines.push(`  large object: ${results.bigFile.target.met ? "met   " : "MISSED"} ${results.bigFile.target.text}`);
   return lines.join("\n");

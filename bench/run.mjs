@@ -5,7 +5,7 @@
 // block of bench/RESULTS.md. Everything it starts (sshd, proxies, brokers, host processes, remote
 // roots, temp files) is removed at the end, on Ctrl-C and on its own time limit.
 //
-//   node bench/run.mjs [--quick] [--only=create,exec,signal,rss,profile,big,pool] [--write]
+//   node bench/run.mjs [--quick] [--only=create,exec,signal,rss,profile,big,pool,mirror] [--write]
 //
 // --quick (or BENCH_QUICK=1): fewer samples, creates and the 100 live execs at 50 ms RTT only, a
 // 512 MiB large object instead of 1.5 GiB (BENCH_BIG_MB sets its size in any run).
@@ -25,9 +25,10 @@ import { benchNetwork } from "./network.mjs";
 import { evaluate } from "./targets.mjs";
 import { markdown, summary, writeResults } from "./report.mjs";
 import { benchBigFile } from "./big-file.mjs";
+import { benchMirror } from "./mirror.mjs";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
-const GROUPS = ["create", "exec", "signal", "rss", "profile", "big", "pool"];
+const GROUPS = ["create", "exec", "signal", "rss", "profile", "big", "pool", "mirror"];
 /** Whole-bench guard: nothing here may hang a terminal or a CI job. */
 const BENCH_LIMIT_MS = 30 * 60_000;
 const DELAY_MS = 25;
@@ -194,6 +195,7 @@ async function main() {
       res.rows.rtt = rtt;
       res.targets = evaluate(res);
       results.networks[net.key] = res;
+      if (plan.groups.has("mirror")) (results.mirror ??= []).push(await benchMirror(ctx, { ...net, rttMs: rtt.p50 }));
     }
 
     if (plan.groups.has("big")) {

@@ -1,9 +1,9 @@
 // The host half of the live mirror (docs/workspaces.md "Work comes back"): while someone on the
 // Paseo side listens, every workspace whose work has somewhere to go (a sealed work home) is looked
-// at once a second, and when its refs moved the listener is told the workspace's work as it is now
-// (work-state.ts, no snapshot: uncommitted work travels only at removal). A look is a few stats
-// (HEAD, packed-refs, the loose branch files), so fifty idle workspaces cost well under a
-// millisecond a second; git runs only when something moved. A first look reports every workspace,
+// at four times a second, and when its refs moved the listener is told the workspace's work as it
+// is now (work-state.ts, no snapshot: uncommitted work travels only at removal). A look is a few
+// stats (HEAD, packed-refs, the loose branch files), so fifty idle workspaces cost about a
+// millisecond a second (bench); git runs only when something moved. A first look reports every workspace,
 // so a listener that (re)connects after an outage catches up on what it missed.
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { basename, join } from "node:path";
@@ -13,7 +13,7 @@ import type { WorkspaceManifest } from "./manifest.js";
 import { parseManifest } from "./store.js";
 import { readWorkState } from "./work-state.js";
 
-export const WORK_LOOK_INTERVAL_MS = 1_000;
+export const WORK_LOOK_INTERVAL_MS = 250;
 /** Loose branch files walked per workspace at most (past that, packed-refs and HEAD still count). */
 const MAX_LOOSE_REFS = 10_000;
 
