@@ -66,12 +66,10 @@ async function git(gitDir: string, args: string[], input?: string): Promise<{ co
   });
 }
 
-/** Current values of the refs below each prefix. */
-async function readRefs(gitDir: string, prefixes: string[]): Promise<Map<string, string>> {
-  const r = await git(gitDir, ["for-each-ref", "--format=%(objectname) %(refname)", ...prefixes]);
+/** for-each-ref's `%(objectname) %(refname)` lines as a map. */
+function parseRefs(stdout: string): Map<string, string> {
   const refs = new Map<string, string>();
-  if (r.code !== 0) return refs;
-  for (const line of r.stdout.split("\n")) {
+  for (const line of stdout.split("\n")) {
     const at = line.indexOf(" ");
     if (at > 0) refs.set(line.slice(at + 1), line.slice(0, at));
   }
@@ -98,6 +96,32 @@ export function sealedHome(state: WorkState): string | null {
   return verifyWorkHome(state.workHome, { owner: state.owner, workspaceId: state.workspaceId, commit: state.createdFrom });
 }
 
+type Landing = BringBackResult["branches"][number]["local"];
+
+/**
+ * The local counterpart of one of the workspace's branches: created when the workspace made it
+ * and no branch of that name exists, moved by compare-and-swap from the value written last, left
+ * alone once the user moved or deleted it. Null when a compare failed (someone wrote it meanwhile).
+ */
+async function landBranch(
+  gitDir: string,
+  local: string,
+  memo: string,
+  commit: string,
+  current: string | undefined,
+  written: string | undefined,
+  busy: () => Promise<Set<string>>,
+): Promise<Landing | null> {
+  if (written === undefined) {
+    if (current !== undefined) return "left";
+    return (await transact(gitDir, [`create ${local} ${commit}`, `create ${memo} ${commit}`])) ? "created" : null;
+  }
+  if (current !== written) return "left";
+  if (current === commit) return "unchanged";
+  if ((await busy()).has(local)) return "left";
+  return (await transact(gitDir, [`update ${local} ${commit} ${written}`, `update ${memo} ${commit} ${written}`])) ? "moved" : null;
+}
+
 export async function bringBack(host: RemoteHost, state: WorkState, opts: { maxBytes?: number } = {}): Promise<BringBackResult> {
   const gitDir = sealedHome(state);
   if (!gitDir) {
@@ -107,29 +131,42 @@ export async function bringBack(host: RemoteHost, state: WorkState, opts: { maxB
     );
   }
   checkState(state);
-  const probe = await git(gitDir, ["rev-parse", "--git-dir"]);
-  if (probe.code !== 0) {
+  const ns = workNamespace(state.workspaceId);
+  // One read of every ref involved; it doubles as the check that the repository is still there.
+  const listed = await git(gitDir, ["for-each-ref", "--format=%(objectname) %(refname)", `${ns}/`, "refs/heads/"]);
+  if (listed.code !== 0) {
     throw new RuntimeError(
       "input",
       `the repository workspace ${state.workspaceId} was created from (${gitDir}) is gone or is not a git repository`,
     );
   }
-  const ns = workNamespace(state.workspaceId);
+  const refs = parseRefs(listed.stdout);
   const wants = [...new Set([state.head, ...state.branches.map((b) => b.commit), state.uncommitted?.commit ?? null])].filter(
     (c): c is string => c !== null,
   );
-  const present = new Set(await knownCommits(gitDir, wants, "input"));
+  const present = new Set(await knownCommits(gitDir, [...wants, state.createdFrom], "input"));
+  // A workspace with nothing of its own yet (every tip is the commit it was created from, which is
+  // here, and every branch exists locally) leaves no trace: no namespace until there is work.
+  const untouched =
+    present.has(state.createdFrom) &&
+    wants.every((w) => w === state.createdFrom) &&
+    state.branches.every((b) => refs.has(`refs/heads/${b.name}`)) &&
+    ![...refs.keys()].some((r) => r.startsWith(`${ns}/`));
+  if (untouched)
+    return { gitDir, namespace: ns, bytes: 0, branches: state.branches.map((b) => ({ name: b.name, local: "left" as const })) };
   const missing = wants.filter((w) => !present.has(w));
   let bytes = 0;
   if (missing.length > 0) {
-    const mine = await readRefs(gitDir, [`${ns}/`]);
-    const haves = await knownCommits(gitDir, [state.createdFrom, ...mine.values()], "input");
+    // What the repository has of this workspace's history: the pack leaves out what they reach.
+    const haves = [
+      ...new Set([
+        ...(present.has(state.createdFrom) ? [state.createdFrom] : []),
+        ...[...refs].filter(([r]) => r.startsWith(`${ns}/`)).map(([, v]) => v),
+      ]),
+    ];
+    // importPack's connectivity walk refuses a pack that does not complete every wanted commit.
     bytes = await importPack(host, gitDir, { workspaceId: state.workspaceId, owner: state.owner, wants: missing, haves }, opts.maxBytes);
-    const now = new Set(await knownCommits(gitDir, missing, "input"));
-    const unsent = missing.find((m) => !now.has(m));
-    if (unsent) throw refuse(state, `commit ${unsent} was named but not sent`);
   }
-  const refs = await readRefs(gitDir, [`${ns}/`, "refs/heads/"]);
   // The namespace mirrors the workspace exactly: its HEAD, each branch, the uncommitted work.
   const lines: string[] = [];
   const set = (ref: string, value: string) => {
@@ -143,25 +180,25 @@ export async function bringBack(host: RemoteHost, state: WorkState, opts: { maxB
     if (ref.startsWith(`${ns}/heads/`) && !names.has(ref.slice(`${ns}/heads/`.length))) lines.push(`delete ${ref}`);
   }
   if (!(await transact(gitDir, lines))) throw refuse(state, "its refs could not be written in the repository");
-  const busy = await checkedOut(gitDir);
+  // Read only when a branch is to be moved (a git process saved on most runs).
+  let busy: Set<string> | null = null;
   const branches: BringBackResult["branches"] = [];
   for (const b of state.branches) {
     const local = `refs/heads/${b.name}`;
     const memo = `${ns}/local-branch/${b.name}`;
-    const current = refs.get(local);
-    const written = refs.get(memo);
-    let outcome: BringBackResult["branches"][number]["local"] = "left";
-    if (written === undefined) {
-      // A branch the workspace made: it appears locally unless one of that name exists already.
-      if (current === undefined && (await transact(gitDir, [`create ${local} ${b.commit}`, `update ${memo} ${b.commit}`])))
-        outcome = "created";
-    } else if (current === written) {
-      if (current === b.commit) outcome = "unchanged";
-      else if (
-        !busy.has(local) &&
-        (await transact(gitDir, [`update ${local} ${b.commit} ${written}`, `update ${memo} ${b.commit} ${written}`]))
-      )
-        outcome = "moved";
+    let outcome = await landBranch(
+      gitDir,
+      local,
+      memo,
+      b.commit,
+      refs.get(local),
+      refs.get(memo),
+      async () => (busy ??= await checkedOut(gitDir)),
+    );
+    if (outcome === null) {
+      // Another run (the live mirror, a destroy) wrote it in between: judged again as it is now.
+      const again = parseRefs((await git(gitDir, ["for-each-ref", "--format=%(objectname) %(refname)", local, memo])).stdout);
+      outcome = again.get(local) === b.commit && again.get(memo) === b.commit ? "unchanged" : "left";
     }
     branches.push({ name: b.name, local: outcome });
   }

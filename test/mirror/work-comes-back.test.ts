@@ -82,7 +82,8 @@ describe("work comes back before a workspace is removed", () => {
     const checkout = workspaceLayout(d.root, id).checkout;
     const { feature, other } = agentWorks(checkout);
     const before = localState(fixture.path);
-    const userRefs = refsOf(fixture.path, "refs/heads/");
+    // The user's own branches (the live mirror may have made agent/* meanwhile: those are the runtime's).
+    const userRefs = refsOf(fixture.path, "refs/heads/").filter((r) => !r.startsWith("refs/heads/agent/"));
 
     const r = await d.op("destroy", id);
     expect(r.ok, r.message).toBe(true);
@@ -113,6 +114,10 @@ describe("work comes back before a workspace is removed", () => {
   });
 
   it("`work` brings the commits back now and says where; a second run sends nothing", async () => {
+    // In-process connections: no broker, so no live mirror racing the runs this test counts.
+    const direct = cliDriver("work-direct");
+    (direct.options as Record<string, unknown>).broker = false;
+    const d = direct;
     const id = "wb-work";
     expect((await d.create(dirInput(id, fixture.path, { kind: "branch", branchName: "agent/now", baseRef: "main" }))).ok).toBe(true);
     const checkout = workspaceLayout(d.root, id).checkout;
@@ -146,6 +151,7 @@ describe("work comes back before a workspace is removed", () => {
     expect(gitIn(fixture.path, ["rev-parse", "agent/now"]).trim()).toBe(fixture.commit);
     expect(gitIn(fixture.path, ["rev-parse", `refs/paseo-ssh/${id}/heads/agent/now`]).trim()).toBe(last);
     expect((await d.op("destroy", id)).ok).toBe(true);
+    removeRoot(direct.root);
   });
 
   it("a branch of the same name the user already has locally is left alone; the work is under the namespace", async () => {
