@@ -11,7 +11,7 @@ import { gitResult, gitStream } from "../shared/git-exec.js";
 import { requestFor, type RemoteHost } from "../transport/host.js";
 
 const IMPORT_TIMEOUT_MS = 600_000;
-/** Default bound of one pack from the host (runtime option `bringBackMaxBytes`). */
+/** Bound of one pack from the host: a commit bigger than this stays on the host (archived at removal). */
 export const DEFAULT_MAX_PACK_BYTES = 1024 * 1024 * 1024;
 
 export interface PackRequest {
@@ -77,7 +77,7 @@ export async function importPack(host: RemoteHost, gitDir: string, req: PackRequ
       if (tooBig) {
         throw new RuntimeError(
           "remote",
-          `the host sent more than ${Math.round(maxBytes / 1048576)} MiB of objects for ${where} (option bringBackMaxBytes); nothing was taken`,
+          `the host sent more than ${Math.round(maxBytes / 1048576)} MiB of objects for ${where} (more than one pack may carry); nothing was taken`,
         );
       }
       throw err;

@@ -10,9 +10,13 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { gitIn, gitSourceRepo, seedRepo, treeSnapshot, type FixtureRepo } from "../fixtures/repo.js";
-import { cliDriver, dirInput, gitAsRemoteUser, removeRoot, type Driver } from "../support/workspace.js";
+import { cliDriver, dirInput, gitAsRemoteUser, OWNER, removeRoot, type Driver } from "../support/workspace.js";
 import { onHost } from "../support/host-view.js";
 import { rig } from "../rig/rig.js";
+import { randomBytes } from "node:crypto";
+import { bringBack } from "../../src/mirror/bring-back.js";
+import { withHost } from "../../src/broker/open-host.js";
+import { parseRuntimeOptions } from "../../src/transport/options.js";
 
 /** The bytes of what the user works with: HEAD, index, config, the working tree's files, and every ref. */
 function localState(repo: string): Record<string, string> {
@@ -151,6 +155,29 @@ describe("work comes back before a workspace is removed", () => {
     expect(gitIn(fixture.path, ["rev-parse", "agent/now"]).trim()).toBe(fixture.commit);
     expect(gitIn(fixture.path, ["rev-parse", `refs/paseo-ssh/${id}/heads/agent/now`]).trim()).toBe(last);
     expect((await d.op("destroy", id)).ok).toBe(true);
+    removeRoot(direct.root);
+  });
+
+  it("a pack over the bound is refused: nothing local changes and the quarantine is gone", async () => {
+    const direct = cliDriver("work-bound");
+    (direct.options as Record<string, unknown>).broker = false;
+    const id = "wb-bound";
+    expect((await direct.create(dirInput(id, fixture.path, { kind: "branch", branchName: "agent/big", baseRef: "main" }))).ok).toBe(true);
+    const checkout = workspaceLayout(direct.root, id).checkout;
+    writeFileSync(onHost(join(checkout, "big.bin")), randomBytes(200_000));
+    gitAsRemoteUser(checkout, ["add", "big.bin"]);
+    gitAsRemoteUser(checkout, ["commit", "-q", "-m", "big"]);
+    const before = refsOf(fixture.path);
+    const options = parseRuntimeOptions(direct.options);
+    await withHost(options, async (host) => {
+      const { state } = await host.call("workspace.work-state", { workspaceId: id, owner: OWNER, snapshot: false });
+      await expect(bringBack(host, state!, { maxBytes: 50_000 })).rejects.toThrow(
+        `the host sent more than 0 MiB of objects for workspace ${id} (more than one pack may carry); nothing was taken`,
+      );
+    });
+    expect(refsOf(fixture.path)).toEqual(before);
+    expect(readdirSync(join(fixture.path, ".git", "objects")).filter((n) => n.startsWith("incoming-"))).toEqual([]);
+    expect((await direct.op("destroy", id)).ok).toBe(true);
     removeRoot(direct.root);
   });
 
