@@ -45,6 +45,8 @@ export interface PoolEndpoint {
   stop(): Promise<void>;
   /** The most connections carried at once since the last call (then reset). */
   takePeak(): number;
+  /** Connections carried now. */
+  carried(): number;
 }
 
 function listen(server: Server, port: number): Promise<number> {
@@ -142,6 +144,7 @@ export async function startPoolEndpoint(label: string): Promise<PoolEndpoint> {
       peak = pairs.size;
       return seen;
     },
+    carried: () => pairs.size,
     async stop() {
       await closeServer();
       await sshd.stop();

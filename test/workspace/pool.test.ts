@@ -19,6 +19,7 @@ import { extraSshdSkipReason } from "../support/extra-sshd.js";
 import { poolOp, startPoolEndpoint, type PoolEndpoint, type PoolOutcome } from "../support/pool-endpoints.js";
 import { ExecWorkspace } from "../support/exec.js";
 import { unless } from "../support/needs.js";
+import { usePrivateBrokerDir } from "../support/private-broker-dir.js";
 import type { Options } from "../../src/contract/index.js";
 
 const skip = extraSshdSkipReason();
@@ -38,6 +39,7 @@ function cmdline(pid: string): string {
 const newId = (label: string) => `pool-${label}-${randomBytes(4).toString("hex")}`;
 
 describe("a pool of three hosts", unless(skip), () => {
+  usePrivateBrokerDir("pool");
   let eps: PoolEndpoint[];
   let fixture: FixtureRepo;
   let base: string;
