@@ -2,8 +2,8 @@
 // user (0700, ours, or it is not used), one socket per configuration key, and a version that
 // changes with every build so an old broker is never trusted by a new client.
 import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { homedir, tmpdir } from "node:os";
+import { dirname, isAbsolute, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { RuntimeOptions } from "../transport/options.js";
 import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
@@ -126,6 +126,26 @@ export function brokerDir(): string | null {
     }
   }
   return null;
+}
+
+/**
+ * The user's private state directory ($XDG_STATE_HOME/paseo-ssh, else ~/.local/state/paseo-ssh),
+ * for what must not silently go missing when every brokerDir name was squatted in a shared TMPDIR
+ * (a pool's placement records): nobody else can create names under the user's home. Null when it
+ * cannot be made ours and private.
+ */
+export function privateStateDir(env: NodeJS.ProcessEnv = process.env): string | null {
+  const xdg = env.XDG_STATE_HOME;
+  const home = env.HOME || homedir();
+  const base = xdg && isAbsolute(xdg) ? xdg : home ? join(home, ".local", "state") : null;
+  if (base === null) return null;
+  const dir = join(base, "paseo-ssh");
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    return trustworthy(dir) ? dir : null;
+  } catch {
+    return null;
+  }
 }
 
 export interface BrokerPaths {

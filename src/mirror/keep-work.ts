@@ -6,7 +6,7 @@
 // fails the checks, files changed in between) is archived on the host, and the operation says
 // where on stderr. So no path through here deletes work that is not somewhere else.
 import type { Writable } from "node:stream";
-import { oneLine } from "../shared/errors.js";
+import { RuntimeError, oneLine } from "../shared/errors.js";
 import type { ArchivedWork, ReconcileRequest, ReconcileResult, WorkState } from "../shared/agent-api.js";
 import type { RemoteHost } from "../transport/host.js";
 import { bringBack } from "./bring-back.js";
@@ -33,7 +33,7 @@ export function noteArchived(out: KeepWorkOptions, workspaceId: string, archived
 /**
  * Brings the workspace's work back; the token to pass to the host's removal, or null (the host
  * then keeps the work if there is any). Never throws for the work itself: a failure is one stderr
- * line and the host's archive takes over.
+ * line and the host's archive takes over. A host out of reach (network) fails the operation.
  */
 export async function bringBackBeforeRemoval(
   host: RemoteHost,
@@ -45,6 +45,8 @@ export async function bringBackBeforeRemoval(
   try {
     ({ state } = await host.call("workspace.work-state", { workspaceId, owner, snapshot: true }, WORK_STATE_TIMEOUT_MS));
   } catch (err) {
+    // A host out of reach cannot remove anything either: the operation fails as it would have.
+    if (err instanceof RuntimeError && err.errorClass === "network") throw err;
     out.stderr.write(
       `${out.operation}: could not read the work of workspace ${JSON.stringify(workspaceId)}: ${oneLine((err as Error).message)}\n`,
     );

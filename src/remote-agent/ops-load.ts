@@ -4,7 +4,8 @@
 import { existsSync, readdirSync, readFileSync, statfsSync } from "node:fs";
 import { availableParallelism, freemem, loadavg } from "node:os";
 import type { OneShotHandlers } from "./context.js";
-import { rootLayout, WORKSPACE_PREFIX } from "./layout.js";
+import { rootLayout, workspaceLayout, WORKSPACE_PREFIX } from "./layout.js";
+import { loadWorkspace } from "./workspace/store.js";
 import { cachePath } from "./workspace/git-cache.js";
 import { execSessions } from "./exec/sessions.js";
 import { PoolLoadRequest } from "../shared/agent-api.js";
@@ -30,9 +31,18 @@ function disk(root: string): { freeBytes: number | null; blockSize: number } {
   }
 }
 
+/** Whether this owner's workspace is here (anything unreadable or foreign: not ours to go back to). */
+function holds(root: string, workspaceId: string, owner: string): boolean {
+  try {
+    return loadWorkspace(root, workspaceId, owner).state === "present";
+  } catch {
+    return false;
+  }
+}
+
 export const loadOps: Pick<OneShotHandlers, "pool.load"> = {
   "pool.load": async (ctx) => {
-    const { projectKey } = parseRequest(PoolLoadRequest, ctx.request);
+    const { projectKey, holds: wanted, inflight } = parseRequest(PoolLoadRequest, ctx.request);
     const base = rootLayout(ctx.root).workspacesBase;
     const workspaces = existsSync(base) ? readdirSync(base).filter((n) => n.startsWith(WORKSPACE_PREFIX)).length : 0;
     const cpus = availableParallelism();
@@ -44,6 +54,8 @@ export const loadOps: Pick<OneShotHandlers, "pool.load"> = {
       liveExecs: execSessions.size,
       workspaces,
       warmCache: projectKey !== null && existsSync(cachePath(ctx.root, projectKey)),
+      ...(wanted ? { holds: holds(ctx.root, wanted.workspaceId, wanted.owner) } : {}),
+      ...(inflight ? { claimed: inflight.filter((id) => existsSync(workspaceLayout(ctx.root, id).dir)) } : {}),
     };
   },
 };

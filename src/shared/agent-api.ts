@@ -62,6 +62,9 @@ function requestString(name: string, nonEmpty = true): Guard<string> {
 
 const OWNER = { owner: requestString("owner") };
 
+/** A pool runtime entry's identity in manifests (32 hex digits). */
+const SCOPE = withMessage(matching(/^[a-f0-9]{32}$/), "agent request field scope must be 32 hex characters");
+
 /** Which workspace, on behalf of which runtime instance (the manifest's owner). */
 const WORKSPACE_TARGET_FIELDS = { workspaceId: requestString("workspaceId", false), ...OWNER };
 export const WorkspaceTarget = object(WORKSPACE_TARGET_FIELDS);
@@ -326,6 +329,10 @@ export const HostLoad = object({
   workspaces: isInteger,
   /** The project's object cache exists here (its objects need not travel again). */
   warmCache: isBoolean,
+  /** Asked with `holds`: this owner's workspace of that id is here (a create retried after its record was lost). */
+  holds: optional(isBoolean),
+  /** Asked with `inflight`: those of the ids whose workspace directory exists here (already counted in `workspaces`). */
+  claimed: optional(arrayOf(isString)),
 });
 export type HostLoad = Infer<typeof HostLoad>;
 
@@ -387,6 +394,8 @@ export const CreateRequest = object({
   workHome: optional(nullable(SealedRepo)),
   /** The commit's Git LFS pointers (directory sources whose tree has any; src/workspace/lfs-objects.ts). */
   lfs: optional(nullable(LfsSpec)),
+  /** The pool runtime entry that places it (src/broker/host-pool/options.ts poolScope); reconcile of another entry leaves it alone. */
+  scope: optional(nullable(SCOPE)),
 });
 export type CreateRequest = Infer<typeof CreateRequest>;
 
@@ -432,6 +441,12 @@ export type NoFields = Record<never, never>;
 
 export const PoolLoadRequest = object({
   projectKey: withMessage(nullable(matching(/^[a-f0-9]{32}$/)), "pool.load projectKey must be null or 32 hex characters"),
+  /** A workspace to look for (a create whose placement record is missing). */
+  holds: optional(
+    withMessage(object({ workspaceId: isNonEmptyString, owner: isNonEmptyString }), "pool.load holds must name a workspace and owner"),
+  ),
+  /** Workspace ids of creates under way towards this host (reservations), to tell which already claimed their directory. */
+  inflight: optional(withMessage(arrayOf(isNonEmptyString), "pool.load inflight must be an array of workspace ids")),
 });
 export type PoolLoadRequest = Infer<typeof PoolLoadRequest>;
 
@@ -442,6 +457,8 @@ export const ReconcileRequest = object({
   list: optional(isBoolean),
   /** Orphan id → the token of the work state brought back (see RemoveRequest). */
   mirrored: optional(recordOf(isString)),
+  /** Only workspaces created with this scope (absent: those created without one, by a single host) are orphans. */
+  scope: optional(nullable(SCOPE)),
 });
 export type ReconcileRequest = Infer<typeof ReconcileRequest>;
 

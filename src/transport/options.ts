@@ -129,6 +129,11 @@ export class OptionError extends RuntimeError {
     super("input", `${problem} runtime option "${key}"${detail}`);
   }
 
+  /** The option is not in the schema (as opposed to missing or invalid). */
+  get unknown(): boolean {
+    return this.problem === "Unknown";
+  }
+
   /** The same refusal of the option named `key`. */
   renamed(key: string): OptionError {
     return new OptionError(key, this.problem, this.detail);

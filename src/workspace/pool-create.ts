@@ -7,7 +7,7 @@ import { withHost } from "../broker/open-host.js";
 import { loadPool, placeWorkspace, recordPlacement } from "../broker/host-pool/pool.js";
 import { readPlacement } from "../broker/host-pool/state.js";
 import { onPoolHost } from "../broker/host-pool/detect.js";
-import { parseRuntimeOptions } from "../transport/options.js";
+import { recordedHost } from "../broker/host-pool/locate.js";
 import { checkoutFootprint } from "../shared/disk-space.js";
 import type { CreateResult } from "../shared/agent-api.js";
 import { prepareCreate, runCreate } from "./create-workspace.js";
@@ -18,12 +18,12 @@ export async function createInPool(request: LifecycleRequest, raw: Record<string
   const input = request.input!;
   const pool = await loadPool(raw);
   const prepared = await prepareCreate(input, owner);
+  prepared.request.scope = pool.scope;
   const earlier = readPlacement(owner, input.workspaceId);
   if (earlier) {
-    progress.mark("placed", { host: earlier.label });
-    return onPoolHost(earlier.label, () =>
-      withHost(parseRuntimeOptions(earlier.raw), (host) => runCreate(host, prepared, progress), { failFast: true }),
-    );
+    const host = recordedHost(raw, earlier);
+    progress.mark("placed", { host: host.label });
+    return onPoolHost(host.label, () => withHost(host.options, (h) => runCreate(h, prepared, progress), { failFast: true }));
   }
   const source = prepared.request.source;
   const projectKey = source.kind === "directory" ? source.projectKey : null;
@@ -41,13 +41,18 @@ export async function createInPool(request: LifecycleRequest, raw: Record<string
   // Started while the hosts are asked, for the block size nearly every filesystem reports, so the
   // estimate is not a step of its own after their facts arrive.
   needBytes(4096).catch(() => undefined);
-  const placement = await placeWorkspace(pool, projectKey, (load) => needBytes(load.blockSize));
+  // No record here: the hosts are asked in the same round trip whether one already holds it.
+  const lookFor = { workspaceId: input.workspaceId, owner };
+  const placement = await placeWorkspace(pool, projectKey, (load) => needBytes(load.blockSize), lookFor);
   try {
-    progress.mark("placed", { host: placement.entry.label, score: Math.round(placement.score * 100) / 100 });
+    // Found there (no score: nothing was placed), as when the record leads back to it.
+    const fields: Record<string, string | number> = { host: placement.entry.label };
+    if (!placement.existing) fields.score = Math.round(placement.score * 100) / 100;
+    progress.mark("placed", fields);
     const result = await onPoolHost(placement.entry.label, () =>
       withHost(placement.entry.options, (host) => runCreate(host, prepared, progress), { failFast: true }),
     );
-    recordPlacement(owner, placement.entry, input.workspaceId);
+    recordPlacement(owner, placement.entry, input.workspaceId, pool.scope);
     return result;
   } finally {
     placement.release();

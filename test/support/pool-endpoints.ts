@@ -10,6 +10,28 @@ import { join } from "node:path";
 import { rig } from "../rig/rig.js";
 import { startExtraSshd, type ExtraSshd } from "./extra-sshd.js";
 import { removeRoot, suiteRoot } from "./workspace.js";
+import { lifecycleRequest, runCli } from "./run-cli.js";
+import type { Options } from "../../src/contract/index.js";
+
+export interface PoolOutcome {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  /** The last stderr line (the error message of a failure). */
+  message: string;
+}
+
+/** One CLI operation on a pool's options (progress lines on, unless `env` says otherwise). */
+export async function poolOp(
+  options: Options,
+  args: string[],
+  extra: Record<string, unknown> = {},
+  env: NodeJS.ProcessEnv = { ...process.env, PASEO_SSH_PROGRESS: "1" },
+): Promise<PoolOutcome> {
+  const r = await runCli(args, { stdin: lifecycleRequest(options, extra), env, timeoutMs: 180_000 });
+  const lines = r.stderr.trim().split("\n");
+  return { code: r.code, stdout: r.stdout.toString("utf8"), stderr: r.stderr, message: lines[lines.length - 1] ?? "" };
+}
 
 export interface PoolEndpoint {
   port: number;
@@ -21,6 +43,10 @@ export interface PoolEndpoint {
   stall(): void;
   restore(): Promise<void>;
   stop(): Promise<void>;
+  /** The most connections carried at once since the last call (then reset). */
+  takePeak(): number;
+  /** Connections carried now. */
+  carried(): number;
 }
 
 function listen(server: Server, port: number): Promise<number> {
@@ -40,6 +66,7 @@ export async function startPoolEndpoint(label: string): Promise<PoolEndpoint> {
   const pairs = new Set<[Socket, Socket]>();
   /** Connections accepted during a blackhole: never answered, closed when it ends. */
   let unanswered: Set<Socket> | null = null;
+  let peak = 0;
   const makeServer = () =>
     createServer((client) => {
       if (unanswered) {
@@ -58,6 +85,7 @@ export async function startPoolEndpoint(label: string): Promise<PoolEndpoint> {
       }
       const pair: [Socket, Socket] = [client, upstream];
       pairs.add(pair);
+      peak = Math.max(peak, pairs.size);
       client.on("close", () => pairs.delete(pair));
       client.pipe(upstream).pipe(client);
     });
@@ -111,6 +139,12 @@ export async function startPoolEndpoint(label: string): Promise<PoolEndpoint> {
       server = makeServer();
       await listen(server, port);
     },
+    takePeak() {
+      const seen = peak;
+      peak = pairs.size;
+      return seen;
+    },
+    carried: () => pairs.size,
     async stop() {
       await closeServer();
       await sshd.stop();

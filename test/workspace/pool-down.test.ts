@@ -13,6 +13,7 @@ import { extraSshdSkipReason } from "../support/extra-sshd.js";
 import { startPoolEndpoint, type PoolEndpoint } from "../support/pool-endpoints.js";
 import { ExecWorkspace, sleep } from "../support/exec.js";
 import { unless } from "../support/needs.js";
+import { usePrivateBrokerDir } from "../support/private-broker-dir.js";
 import type { Options } from "../../src/contract/index.js";
 
 const skip = extraSshdSkipReason();
@@ -32,6 +33,7 @@ async function op(options: Options, args: string[], extra: Record<string, unknow
 }
 
 describe("a pool host that goes down", unless(skip), () => {
+  usePrivateBrokerDir("pool-down");
   let eps: PoolEndpoint[];
   /** One workspace per endpoint, created there (the other hosts cordoned). */
   const ws: ExecWorkspace[] = [];

@@ -13,33 +13,19 @@ import { readPlacement, recentlyDown, removePlacement } from "../../src/broker/h
 import { parseEntries } from "../../src/broker/host-pool/options.js";
 import { brokerDir } from "../../src/broker/paths.js";
 import { seedRepo, type FixtureRepo } from "../fixtures/repo.js";
-import { lifecycleRequest, runCli, TEST_RUNTIME_INSTANCE_ID } from "../support/run-cli.js";
+import { runCli, TEST_RUNTIME_INSTANCE_ID } from "../support/run-cli.js";
 import { dirInput, progressLines } from "../support/workspace.js";
 import { extraSshdSkipReason } from "../support/extra-sshd.js";
-import { startPoolEndpoint, type PoolEndpoint } from "../support/pool-endpoints.js";
+import { poolOp, startPoolEndpoint, type PoolEndpoint, type PoolOutcome } from "../support/pool-endpoints.js";
 import { ExecWorkspace } from "../support/exec.js";
 import { unless } from "../support/needs.js";
+import { usePrivateBrokerDir } from "../support/private-broker-dir.js";
 import type { Options } from "../../src/contract/index.js";
 
 const skip = extraSshdSkipReason();
 
-interface Outcome {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  /** The last stderr line (the error message of a failure). */
-  message: string;
-}
-
-async function op(options: Options, args: string[], extra: Record<string, unknown> = {}): Promise<Outcome> {
-  const r = await runCli(args, {
-    stdin: lifecycleRequest(options, extra),
-    env: { ...process.env, PASEO_SSH_PROGRESS: "1" },
-    timeoutMs: 120_000,
-  });
-  const lines = r.stderr.trim().split("\n");
-  return { code: r.code, stdout: r.stdout.toString("utf8"), stderr: r.stderr, message: lines[lines.length - 1] ?? "" };
-}
+type Outcome = PoolOutcome;
+const op = poolOp;
 
 /** A process's command line, spaces between its arguments ("" once it is gone or a zombie). */
 function cmdline(pid: string): string {
@@ -53,6 +39,7 @@ function cmdline(pid: string): string {
 const newId = (label: string) => `pool-${label}-${randomBytes(4).toString("hex")}`;
 
 describe("a pool of three hosts", unless(skip), () => {
+  usePrivateBrokerDir("pool");
   let eps: PoolEndpoint[];
   let fixture: FixtureRepo;
   let base: string;

@@ -14,8 +14,11 @@ export interface PoolEntry {
   /** Stable identity (host, port, user, root): keys placement records, down marks and reservations. */
   id: string;
   options: RuntimeOptions;
-  /** The merged options object this entry was parsed from (kept in placement records). */
-  raw: Record<string, unknown>;
+  /**
+   * The entry's own connection keys as written (without the defaults, maxWorkspaces, cordoned):
+   * what a placement record keeps, so a host that left the list is reached under the defaults of now.
+   */
+  own: Record<string, unknown>;
   maxWorkspaces: number | null;
   cordoned: boolean;
 }
@@ -103,7 +106,7 @@ export function parseEntries(defaults: Record<string, unknown>, hosts: unknown[]
   return entries;
 }
 
-function parseEntry(defaults: Record<string, unknown>, entry: unknown, index: number, what: string): PoolEntry {
+export function parseEntry(defaults: Record<string, unknown>, entry: unknown, index: number, what: string): PoolEntry {
   const at = `${what}[${index}]`;
   if (!isRecord(entry)) throw new RuntimeError("input", `Invalid runtime option "${at}": expected an object with at least "host"`);
   const { maxWorkspaces: ownMax, cordoned, ...own } = entry;
@@ -125,5 +128,24 @@ function parseEntry(defaults: Record<string, unknown>, entry: unknown, index: nu
   }
   const id = sha256Hex(JSON.stringify([options.host, options.port, options.user, options.root])).slice(0, 16);
   const where = `${options.user}@${options.host.includes(":") ? `[${options.host}]` : options.host}:${options.port}`;
-  return { index, label: `${at} ${where}`, id, options, raw, maxWorkspaces, cordoned: cordoned === true };
+  return { index, label: `${at} ${where}`, id, options, own, maxWorkspaces, cordoned: cordoned === true };
+}
+
+/**
+ * A host entry a placement record keeps (its own keys) under the pool's defaults as they are now.
+ * A key of the record the schema no longer knows is dropped (the record is ours, written by an
+ * earlier version); one in the defaults is the user's to fix and refused as usual.
+ */
+export function recordedEntry(defaults: Record<string, unknown>, recorded: Record<string, unknown>, label: string): PoolEntry {
+  const own = { ...recorded };
+  for (;;) {
+    try {
+      const [entry] = parseEntries(defaults, [own], "recorded host");
+      return { ...entry!, label };
+    } catch (err) {
+      const stale = err instanceof OptionError && err.unknown ? err.key.replace(/^recorded host\[0\]\./, "") : null;
+      if (stale === null || !(stale in own)) throw err;
+      delete own[stale];
+    }
+  }
 }

@@ -1,12 +1,14 @@
-// `reconcile` on a pool: every host at once, including hosts that left the list but still hold a
+// `reconcile` on a pool: every host (FANOUT at a time), including hosts that left the list but still hold a
 // recorded workspace. A host that cannot be reached deletes nothing (nothing is asked of it) and is
 // named on stderr; the others are reconciled all the same. Then the operation fails with a network
 // error (exit code of the class) so Paseo logs "Workspace reconciliation failed" and the next daemon
 // start reconciles again; Paseo goes on inspecting its records either way.
 import type { Writable } from "node:stream";
 import { RuntimeError, oneLine } from "../../shared/errors.js";
-import { acrossHosts, callOn, loadPool } from "./pool.js";
-import { parseEntries, type PoolEntry } from "./options.js";
+import { acrossHosts, loadPool, onEntry } from "./pool.js";
+import type { ReconcileRequest, ReconcileResult } from "../../shared/agent-api.js";
+import type { RemoteHost } from "../../transport/host.js";
+import { recordedEntry, type PoolEntry } from "./options.js";
 import { listPlacements, removePlacement } from "./state.js";
 
 /** Reconcile may sweep a large root: beyond the connect, its own bound. */
@@ -17,17 +19,21 @@ export async function reconcilePool(
   owner: string,
   workspaceIds: string[],
   out: { stderr: Writable; verbose: boolean },
+  /** Reconciles one host (the runtime brings each orphan's work back first: src/mirror/keep-work.ts). */
+  reconcileOn: (host: RemoteHost, fields: ReconcileRequest, timeoutMs: number) => Promise<ReconcileResult>,
 ): Promise<void> {
   const pool = await loadPool(raw);
   const entries: PoolEntry[] = [...pool.entries];
-  for (const record of listPlacements(owner)) {
+  // Only this entry's records: another entry's hosts, and what it placed there, are its own business.
+  const records = () => listPlacements(owner).filter((r) => r.scope === pool.scope);
+  for (const record of records()) {
     if (entries.some((e) => e.id === record.hostId)) continue;
-    const [gone] = parseEntries({}, [record.raw], "recorded host");
-    if (gone && !entries.some((e) => e.id === gone.id)) entries.push({ ...gone, label: record.label });
+    const gone = recordedEntry(pool.defaults, record.entry, record.label);
+    if (!entries.some((e) => e.id === gone.id)) entries.push(gone);
   }
   const answers = await acrossHosts(
     entries,
-    (e) => callOn(e, "workspace.reconcile", { owner, workspaceIds }, RECONCILE_BOUND_MS),
+    (e, start) => onEntry(e, (host) => reconcileOn(host, { owner, workspaceIds, scope: pool.scope }, RECONCILE_BOUND_MS), start),
     (e) => e.options.connectTimeoutMs + RECONCILE_BOUND_MS,
   );
   const failed: string[] = [];
@@ -46,7 +52,7 @@ export async function reconcilePool(
   // Records of workspaces Paseo no longer knows and no host holds any more.
   const known = new Set(workspaceIds);
   const reached = new Set(answers.filter((a) => a.ok).map((a) => a.entry.id));
-  for (const record of listPlacements(owner)) {
+  for (const record of records()) {
     if (!known.has(record.workspaceId) && reached.has(record.hostId)) removePlacement(owner, record.workspaceId);
   }
   if (failed.length > 0) {

@@ -19,7 +19,10 @@ const operation: CliOperation = {
     const workspaceIds = request.workspaceIds ?? [];
     if (isPoolOptions(request.options)) {
       const { reconcilePool } = await import("../../broker/host-pool/reconcile.js");
-      await reconcilePool(request.options, owner, workspaceIds, { stderr: io.stderr, verbose });
+      const out = { stderr: io.stderr, operation: "reconcile" };
+      await reconcilePool(request.options, owner, workspaceIds, { stderr: io.stderr, verbose }, (host, fields, timeoutMs) =>
+        reconcileKeepingWork(host, fields, out, timeoutMs),
+      );
     } else {
       const ctx = { request, options: parseRuntimeOptions(request.options), owner };
       const out = { stderr: io.stderr, operation: "reconcile" };

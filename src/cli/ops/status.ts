@@ -1,6 +1,6 @@
 // `status --options '<json>'` (or `--options-file`), `--json true` for JSON lines: one row per host of
 // the pool (a single `host` is a pool of one), like `kubectl get nodes`: reachable, load per CPU,
-// free disk, memory available, workspaces, live execs, cordoned. Every host is asked at once
+// free disk, memory available, workspaces, live execs, cordoned. Every host is asked, FANOUT at a time
 // (pool.load, one round trip each, bounded by connectTimeoutMs); exit 0 only if every host answered.
 import { RuntimeError, oneLine } from "../../shared/errors.js";
 import type { CliOperation } from "../operation.js";
@@ -50,7 +50,7 @@ const operation: CliOperation = {
     const entries = isPoolOptions(raw)
       ? (await loadPool(raw)).entries
       : parseEntries({}, [raw], "host").map((e) => ({ ...e, label: e.label.replace(/^host\[0\] /, "") }));
-    const answers = await acrossHosts(entries, (e) => callOn(e, "pool.load", { projectKey: null }));
+    const answers = await acrossHosts(entries, (e, start) => callOn(e, "pool.load", { projectKey: null }, undefined, start));
     const rows: Row[] = answers.map((a) => ({
       host: a.entry.label,
       reachable: a.ok,

@@ -16,9 +16,10 @@ export function ensureRootDirs(root: string): void {
   for (const d of [l.root, l.workspacesBase, l.cacheBase, l.tmpBase]) mkdirSync(d, { recursive: true, mode: 0o700 });
 }
 
-export function newManifest(workspaceId: string, owner: string, projectKey: string | null): WorkspaceManifest {
+export function newManifest(workspaceId: string, owner: string, projectKey: string | null, scope: string | null = null): WorkspaceManifest {
   const now = new Date().toISOString();
   return {
+    ...(scope === null ? {} : { scope }),
     marker: MANIFEST_MARKER,
     workspaceId,
     owner,

@@ -73,7 +73,7 @@ function parseCreate(req: ReceivedRequest): CreateRequest {
   const integration = i && { localPath: i.localPath, baseBranch: i.baseBranch, seal: i.seal };
   const workHome = r.workHome ? { gitDir: r.workHome.gitDir, seal: r.workHome.seal } : null;
   const lfs = r.lfs ? { pointers: r.lfs.pointers, endpoint: r.lfs.endpoint } : null;
-  return { workspaceId, owner, source, relativeCwd, purpose: r.purpose, integration, workHome, lfs };
+  return { workspaceId, owner, source, relativeCwd, purpose: r.purpose, integration, workHome, lfs, scope: r.scope ?? null };
 }
 
 function sourceKey(source: SourceSpec): string {
@@ -104,7 +104,17 @@ export async function create(ctx: AgentContext): Promise<CreateResult> {
 
 async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
   const startedAt = Date.now();
-  const { workspaceId, owner, source, relativeCwd, purpose, integration, workHome = null, lfs: lfsSpec = null } = parseCreate(ctx.request);
+  const {
+    workspaceId,
+    owner,
+    source,
+    relativeCwd,
+    purpose,
+    integration,
+    workHome = null,
+    lfs: lfsSpec = null,
+    scope = null,
+  } = parseCreate(ctx.request);
   const hooks = workspaceHooks(ctx.root, workspaceId);
   const inbox = new FrameInbox(ctx);
   const projectKey = sourceKey(source);
@@ -120,7 +130,7 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
       release = acquireCreateLock(layout, workspaceId);
     } else {
       await holdWorkspaceHook(ctx.root, workspaceId, "beforeClaimMs", hooks.beforeClaimMs);
-      claimWorkspace(ctx.root, layout, newManifest(workspaceId, owner, projectKey));
+      claimWorkspace(ctx.root, layout, newManifest(workspaceId, owner, projectKey, scope));
       try {
         release = acquireCreateLock(layout, workspaceId);
       } catch (err) {
@@ -136,7 +146,7 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
     if (loaded.state === "present") {
       await killWorkspaceProcesses(layout);
       await discardTree(ctx.root, layout.checkout, `checkout-of-${layout.key}`);
-      replaceManifest(layout, { ...newManifest(workspaceId, owner, projectKey), createdAt: loaded.manifest.createdAt });
+      replaceManifest(layout, { ...newManifest(workspaceId, owner, projectKey, scope), createdAt: loaded.manifest.createdAt });
     }
     await holdWorkspaceHook(ctx.root, workspaceId, "afterClaimMs", hooks.afterClaimMs);
     inbox.assertAttended();

@@ -22,6 +22,8 @@ export interface WorkspaceManifest {
   /** Key of the per-project object cache this workspace uses (for pruning), or null. */
   projectKey: string | null;
   lifecycleEnvironment: Record<string, string>;
+  /** The pool runtime entry that created it (CreateRequest.scope); absent for a single host's. */
+  scope?: string;
   /** Create purpose ("discovery" for short-lived probe workspaces), null for user workspaces. */
   purpose?: string | null;
   /** Where merge-to-base integrates (directory sources with a base branch only). */

@@ -45,11 +45,12 @@ function readDirRecord(dir: string): DirRecord {
 
 /**
  * Removes orphans: directories whose name is the derived name of their manifest's id, owned by
- * this runtime instance, with an id Paseo no longer knows. Everything else is left alone. Then
+ * this runtime instance and created by the runtime entry reconciling (its scope), with an id Paseo
+ * no longer knows. Everything else is left alone. Then
  * prunes caches no workspace references and stale trash.
  */
 export async function reconcile(ctx: AgentContext): Promise<ReconcileResult> {
-  const { owner, workspaceIds, list = false, mirrored = {} } = parseRequest(ReconcileRequest, ctx.request);
+  const { owner, workspaceIds, scope = null, list = false, mirrored = {} } = parseRequest(ReconcileRequest, ctx.request);
   const keep = new Set(workspaceIds);
   requireMarkedRoot(ctx.root, "reconcile");
   const l = rootLayout(ctx.root);
@@ -59,7 +60,9 @@ export async function reconcile(ctx: AgentContext): Promise<ReconcileResult> {
   const entries = existsSync(l.workspacesBase) ? readdirSync(l.workspacesBase) : [];
   for (const name of entries.filter((n) => n.startsWith(WORKSPACE_PREFIX))) {
     const { manifest: m, projectKey } = readDirRecord(join(l.workspacesBase, name));
-    if (m && m.owner === owner && !keep.has(m.workspaceId)) {
+    // Another runtime entry's workspace (another pool, or a single host sharing this root) is not ours to judge.
+    const ours = m !== null && m.owner === owner && (m.scope ?? null) === scope;
+    if (m && ours && !keep.has(m.workspaceId)) {
       if (list) {
         orphans.push(m.workspaceId);
         continue;

@@ -44,6 +44,7 @@ export function parseManifest(text: string, workspaceId: string, dirName: string
   if (typeof m.owner !== "string" || typeof m.phase !== "string" || !PHASES.has(m.phase)) return null;
   if (typeof m.branch !== "string" || typeof m.commit !== "string" || typeof m.workspaceRoot !== "string") return null;
   if (!(m.projectKey === null || typeof m.projectKey === "string")) return null;
+  if (!(m.scope === undefined || typeof m.scope === "string")) return null;
   if (!isStringMap(m.lifecycleEnvironment)) return null;
   if (typeof m.createdAt !== "string" || typeof m.updatedAt !== "string") return null;
   return m as unknown as WorkspaceManifest;
