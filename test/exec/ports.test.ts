@@ -7,6 +7,9 @@ import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { rig } from "../rig/rig.js";
 import { stopBroker } from "../support/broker.js";
 import { ExecWorkspace, type ExecHandle } from "../support/exec.js";
+import { runCli } from "../support/run-cli.js";
+import { suiteRoot } from "../support/workspace.js";
+import { rigOptions } from "../rig/rig.js";
 import { needs, unless } from "../support/needs.js";
 import { netnsHostSkipReason, startNetnsHost, type NetnsHost } from "../support/netns-host.js";
 
@@ -201,5 +204,19 @@ describe("reaching servers on the host", unless(skip), () => {
     expect(await ports(ws)).toEqual([]);
     expect((await ws.lifecycle("resume")).code).toBe(0);
     expect(await whenAnswer("127.0.0.1", port, (g) => g === `hi ${port}`, 5000)).toBeGreaterThanOrEqual(0);
+  });
+
+  it("doctor says when sshd refuses TCP forwarding, and that ports are forwarded where it does not", async () => {
+    const line = async (port: number) => {
+      const options = rigOptions({ ...host.options, port, root: suiteRoot("ports-doctor") });
+      const r = await runCli(["doctor", "--options", JSON.stringify(options)]);
+      expect(r.code).toBe(0);
+      return r.stdout
+        .toString()
+        .split("\n")
+        .find((l) => / forwarded ports /.test(l));
+    };
+    expect(await line(host.noForward.port)).toMatch(/NOT forwarded: sshd refuses TCP forwarding/);
+    expect(await line(host.sshd.port)).toMatch(/detected and forwarded to this machine's loopback$/);
   });
 });
