@@ -4,7 +4,7 @@
 // `socket:[<inode>]`. Only sockets a local `localhost:P` reaches count: bound to a loopback or an
 // any address; a server bound to one external interface address is not one sshd's `localhost`
 // connection would reach.
-import { readFileSync, readdirSync, readlinkSync } from "node:fs";
+import { openSync, readSync, readdirSync, readlinkSync } from "node:fs";
 
 export type ListenAddress = "127.0.0.1" | "0.0.0.0" | "::1" | "::";
 
@@ -47,12 +47,35 @@ export function parseProcNetTcp(text: string, v6: boolean): Listener[] {
   return out;
 }
 
+/** Descriptors kept open: a read at offset 0 regenerates the table, and open+close per tick doubled its cost. */
+const tables = new Map<string, number | null>();
+let chunk = Buffer.allocUnsafe(64 * 1024);
+
 function read(path: string): string {
-  try {
-    return readFileSync(path, "latin1");
-  } catch {
-    return ""; // no IPv6 in this kernel, or not Linux
+  let fd = tables.get(path);
+  if (fd === undefined) {
+    try {
+      fd = openSync(path, "r");
+    } catch {
+      fd = null; // no IPv6 in this kernel, or not Linux
+    }
+    tables.set(path, fd);
   }
+  if (fd === null) return "";
+  let len = 0;
+  for (;;) {
+    if (len === chunk.length) {
+      const bigger = Buffer.allocUnsafe(chunk.length * 2);
+      chunk.copy(bigger);
+      chunk = bigger;
+    }
+    const room = chunk.length - len;
+    const n = readSync(fd, chunk, len, room, len);
+    len += n;
+    // A short read is the end (each read at an offset makes the kernel walk the table again).
+    if (n < room) break;
+  }
+  return chunk.toString("latin1", 0, len);
 }
 
 /** Listening sockets of `uid` that localhost reaches (another user's are never looked at). */
