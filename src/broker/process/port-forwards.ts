@@ -22,7 +22,7 @@ const MAX_TRIES = 100;
 /** A privileged host port is forwarded from this far above it (80 → 10080). */
 const PRIVILEGED_OFFSET = 10_000;
 
-export interface ForwardView {
+interface ForwardView {
   hostPort: number;
   localPort: number;
   pid: number;
@@ -30,7 +30,7 @@ export interface ForwardView {
   since: number;
 }
 
-export interface PortForwarderDeps {
+interface PortForwarderDeps {
   /** A channel to `host`:`port` as the host reaches it; null when the link is down (refused at once). */
   open(host: string, port: number): Promise<Duplex | null>;
   /** `true`, `false` or the host ports to forward (runtime option forwardPorts). */
@@ -122,11 +122,6 @@ export class PortForwarder {
     })),
   });
 
-  /** Resolves once every notice so far is applied (tests, and an orderly stop). */
-  settled(): Promise<void> {
-    return this.chain;
-  }
-
   private allowed(port: number): boolean {
     const f = this.deps.forwardPorts;
     return f === true || (Array.isArray(f) && f.includes(port));
@@ -187,11 +182,5 @@ export class PortForwarder {
         sock.resetAndDestroy();
       },
     );
-  }
-
-  /** Ends every forward (the broker stops). */
-  close(): void {
-    for (const held of this.forwards.values()) for (const f of held.values()) this.end(f);
-    this.forwards.clear();
   }
 }

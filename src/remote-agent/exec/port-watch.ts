@@ -18,11 +18,11 @@ import type { WorkspaceLayout } from "../layout.js";
  * Detection latency is at most this plus the broker's listen, within the 1 s promised. A tick costs
  * ~0.4 ms of CPU here (the kernel generating /proc/net/tcp{,6}), whatever the number of workspaces.
  */
-export const PORT_TICK_MS = 500;
+const PORT_TICK_MS = 500;
 /** A listening socket no workspace process held is looked at again after this long. */
-const NOBODY_RETRY_MS = 5000;
+const NOBODY_RETRY_MS = 2000;
 
-export interface PortEntry {
+interface PortEntry {
   port: number;
   addresses: ListenAddress[];
   pid: number;

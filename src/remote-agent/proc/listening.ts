@@ -69,11 +69,11 @@ function read(path: string): string {
       chunk.copy(bigger);
       chunk = bigger;
     }
-    const room = chunk.length - len;
-    const n = readSync(fd, chunk, len, room, len);
+    // Until a read gives nothing: the kernel hands out a table a page or so per read, so a short
+    // read is not the end (20 listeners and a few connections already span two).
+    const n = readSync(fd, chunk, len, chunk.length - len, len);
+    if (n === 0) break;
     len += n;
-    // A short read is the end (each read at an offset makes the kernel walk the table again).
-    if (n < room) break;
   }
   return chunk.toString("latin1", 0, len);
 }
