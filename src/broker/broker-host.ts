@@ -170,6 +170,22 @@ export class BrokerHost implements RemoteHost {
     };
   }
 
+  /**
+   * What the broker holds of the host's notices of `kind` (of `key` only, when given), read once
+   * the daemon's snapshot arrived (the broker reaches for the host first, bounded).
+   */
+  async notices(kind: string, key?: string): Promise<Array<Record<string, unknown>>> {
+    const sock = await this.dial();
+    try {
+      writeLine(sock, { kind: "notices", of: kind, ...(key !== undefined ? { key } : {}) });
+      const result = await readLine(sock, BrokerResultSchema, this.options.connectTimeoutMs + AGENT_READY_TIMEOUT_MS, "answer");
+      if (!result.ok) throw fromWireError(result);
+      return result.notices ?? [];
+    } finally {
+      sock.destroy();
+    }
+  }
+
   call<Op extends OneShotOp>(op: Op, fields: OpRequest<Op>, timeoutMs?: number): Promise<AgentAnswer<Op>> {
     return callAgent(this, op, fields, timeoutMs);
   }

@@ -68,6 +68,8 @@ export function brokerKey(options: RuntimeOptions, version: string, plan?: Conne
     brokerIdleMs: options.brokerIdleMs,
     maxSessions: options.maxSessions,
     daemonIdleMs: options.daemonIdleMs,
+    // The broker holds the forwards: configurations that forward differently are brokers apart.
+    forwardPorts: options.forwardPorts,
     agentSocket: process.env.SSH_AUTH_SOCK ?? null,
   };
   return sha256Hex(JSON.stringify(material)).slice(0, 24);

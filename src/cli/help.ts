@@ -114,6 +114,7 @@ const HELP: Record<OperationName, OperationHelp> = {
     example: "paseo-ssh-runtime demo",
   },
   processes: lifecycle("List a workspace's live remote processes as one JSON line (diagnostic).", "processes"),
+  ports: lifecycle("List the host ports a workspace's processes listen on and where each is forwarded here, as one JSON line.", "ports"),
   adopt: {
     ...lifecycle("Re-own a workspace after the Paseo home moved.", "adopt", [
       ["--from-paseo-home <path>", "the Paseo home the workspace was created under"],

@@ -5,7 +5,7 @@
 // behind (its peer reads slowly) gets no backlog: once it drains, one fresh snapshot replaces
 // whatever it missed, so memory stays bounded by the state, not by the changes.
 import { encodeJson, BinaryFrameDecoder } from "../shared/frames.js";
-import type { NoticeMessage, Notice } from "../shared/agent-api.js";
+import type { NoticeMessage } from "../shared/agent-api.js";
 import type { MuxStream } from "../shared/mux.js";
 import { NoticeTable, goneNotice } from "../shared/notices.js";
 
@@ -24,11 +24,6 @@ class NoticeBoard {
     const change = this.table.apply(payload ? { ...payload, kind, key } : goneNotice(kind, key));
     if (!change) return;
     for (const stream of this.streams.keys()) this.send(stream, { type: "notice", notice: change });
-  }
-
-  /** What is held of `kind` now. */
-  current(kind: string): Notice[] {
-    return this.table.ofKind(kind);
   }
 
   /** Serves one notices stream until either side ends it. */

@@ -86,6 +86,14 @@ export const runtimeOptionFields = {
    * re-attach. 0: a lost link ends the exec at once (its tree reaped after the 1 s abandonment grace).
    */
   reconnectGraceMs: z._default(z.int().check(z.gte(0), z.lte(86_400_000)), 600_000),
+  /**
+   * Servers the workspace's processes listen on are forwarded to the same port on the Paseo side's
+   * loopback: true (every port), false (none), or the host ports to forward (at most 1000).
+   */
+  forwardPorts: z._default(
+    z.union([z.boolean(), z.array(z.int().check(z.gte(1), z.lte(65_535))).check(z.minLength(1), z.maxLength(1000))]),
+    true,
+  ),
 };
 
 /** What each key must look like, phrased for the one-line error message. */
@@ -106,6 +114,7 @@ const EXPECTED: Record<keyof typeof runtimeOptionFields, string> = {
   acceptNewHostKeys: "expected true or false (true lets StrictHostKeyChecking accept-new record unknown host keys)",
   daemonIdleMs: "expected an integer number of milliseconds 1000-86400000",
   reconnectGraceMs: "expected an integer number of milliseconds 0-86400000 (0: a lost link ends the exec at once)",
+  forwardPorts: "expected true, false, or a non-empty array of at most 1000 port numbers 1-65535",
 };
 
 const schema = z.strictObject(runtimeOptionFields);

@@ -99,6 +99,13 @@ export class SshConnection {
     });
   }
 
+  /**
+   * Opens a channel to TCP `host:port` as the server reaches it (`direct-tcpip`). Refused where sshd forwards no TCP (AllowTcpForwarding no).
+   */
+  forwardTcp(host: string, port: number): Promise<ClientChannel> {
+    return this.openChannel(`a TCP channel to ${host}:${port}`, (done) => this.client.forwardOut("127.0.0.1", 0, host, port, done));
+  }
+
   private openChannel(what: string, open: (done: (err: Error | undefined, ch: ClientChannel) => void) => void): Promise<ClientChannel> {
     if (this.closedFlag) {
       const why = this.lastError ? `: ${oneLine(this.lastError.message)}` : "";

@@ -128,6 +128,22 @@ export class SshHost implements RemoteHost, DaemonStarter {
     return this.conn.forwardStreamLocal(socket);
   }
 
+  /**
+   * Whether sshd forwards TCP (what forwarded ports need): a channel to a port nothing listens on
+   * is refused with "connect failed" where it does, "administratively prohibited" where
+   * AllowTcpForwarding (or DisableForwarding) forbids it. The refusal's one line, or null.
+   */
+  async tcpForwardingRefused(): Promise<string | null> {
+    try {
+      (await this.conn.forwardTcp("127.0.0.1", 1)).destroy();
+      return null;
+    } catch (err) {
+      const reason = ((err as Error).cause as { reason?: unknown } | undefined)?.reason;
+      // SSH_OPEN_ADMINISTRATIVELY_PROHIBITED (1); anything else means the server tried to connect.
+      return reason === 1 ? oneLine((err as Error).message) : null;
+    }
+  }
+
   async relay(): Promise<Duplex> {
     const { ch, rest } = await this.startAgent(this.daemonArgs("relay"));
     if (rest.length > 0) ch.unshift(rest);

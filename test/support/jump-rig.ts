@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { sshdConfigText } from "../rig/sshd-config.js";
 import { NEEDS, firstUnmet, needs } from "./needs.js";
 
-const SSHD = "/usr/sbin/sshd";
+export const SSHD = "/usr/sbin/sshd";
 
 export function jumpRigSkipReason(): string | null {
   const unmet = firstUnmet(
@@ -69,14 +69,15 @@ export interface JumpRig {
   stop(): Promise<void>;
 }
 
-const sh = (cmd: string, args: string[]) => execFileSync(cmd, args, { stdio: ["ignore", "pipe", "pipe"], timeout: 30_000 }).toString();
+export const sh = (cmd: string, args: string[]) =>
+  execFileSync(cmd, args, { stdio: ["ignore", "pipe", "pipe"], timeout: 30_000 }).toString();
 
-function keygen(path: string): string {
+export function keygen(path: string): string {
   sh("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "paseo-jump-rig", "-f", path]);
   return readFileSync(`${path}.pub`, "utf8").trim().split(" ").slice(0, 2).join(" ");
 }
 
-function childrenOf(pid: number): number[] {
+export function childrenOf(pid: number): number[] {
   const out: number[] = [];
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
@@ -92,7 +93,7 @@ function childrenOf(pid: number): number[] {
 }
 
 // Kills the sshds and deletes the namespaces if the test process dies without calling stop().
-const WATCHDOG = `
+export const WATCHDOG = `
 const [parent, pids, spaces] = [Number(process.argv[1]), JSON.parse(process.argv[2]), JSON.parse(process.argv[3])];
 const { execFileSync } = require("node:child_process");
 const alive = (p) => { try { process.kill(p, 0); return true; } catch (e) { return e.code === "EPERM"; } };
@@ -119,6 +120,84 @@ async function waitListening(ns: string, address: string, port: number, proc: Ch
   }
 }
 
+/** What one namespaced sshd needs: its name (file names), namespace, address and port, the authorized key and user. */
+export interface SshdSpec {
+  name: string;
+  ns: string;
+  address: string;
+  port: number;
+  /** The public key it authorizes. */
+  pub: string;
+  user: string;
+  /** More sshd_config lines. */
+  extra?: string[];
+}
+
+/** Starts sshd in namespace `spec.ns` (files in `dir`), adds it to `started`, and waits until it listens. */
+export async function startSshdIn(dir: string, started: Sshd[], spec: SshdSpec): Promise<Sshd> {
+  const { name, ns, address, port, pub, user, extra = [] } = spec;
+  const hostKeyPath = join(dir, `host_${name}`);
+  const hostKey = keygen(hostKeyPath);
+  const authorized = join(dir, `authorized_${name}`);
+  writeFileSync(authorized, `${pub}\n`, { mode: 0o644 });
+  const config = join(dir, `sshd_${name}`);
+  const text = (penalties: boolean) =>
+    sshdConfigText({
+      port,
+      listenAddress: address,
+      hostKeys: [hostKeyPath],
+      pidFile: join(dir, `sshd_${name}.pid`),
+      authorizedKeysFile: authorized,
+      allowUsers: [user],
+      perSourcePenaltiesOff: penalties,
+    }) + extra.map((l) => `${l}\n`).join("");
+  writeFileSync(config, text(true));
+  try {
+    sh(SSHD, ["-t", "-f", config]);
+  } catch {
+    writeFileSync(config, text(false));
+  }
+  const log = join(dir, `sshd_${name}.log`);
+  writeFileSync(log, "");
+  const errFd = openSync(`${log}.stderr`, "a");
+  const proc = spawn("ip", ["netns", "exec", ns, SSHD, "-D", "-f", config, "-E", log], { stdio: ["ignore", errFd, errFd] });
+  const s: Sshd = {
+    ns,
+    address,
+    port,
+    hostKey,
+    knownHostsLine: `${port === 22 ? address : `[${address}]:${port}`} ${hostKey}`,
+    log,
+    process: proc,
+    logText: () => readFileSync(log, "utf8").replace(/\r\n/g, "\n"),
+    pids: () => (proc.pid ? [proc.pid, ...childrenOf(proc.pid)] : []),
+  };
+  started.push(s);
+  await waitListening(ns, address, port, proc, log);
+  return s;
+}
+
+/** Kills the sshds (and their connections), deletes the namespaces and the rig's directory. */
+export function removeRig(dir: string, started: Sshd[], namespaces: string[]): void {
+  for (const s of started) {
+    for (const pid of s.pids().reverse()) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // Already gone.
+      }
+    }
+  }
+  for (const ns of namespaces) {
+    try {
+      sh("ip", ["netns", "del", ns]);
+    } catch {
+      // Already gone.
+    }
+  }
+  rmSync(dir, { recursive: true, force: true });
+}
+
 export async function startJumpRig(users: { bastion: string; inner: string }): Promise<JumpRig> {
   const id = randomBytes(3).toString("hex");
   const dir = mkdtempSync(join(tmpdir(), `paseo-jump-${id}-`));
@@ -128,25 +207,7 @@ export async function startJumpRig(users: { bastion: string; inner: string }): P
   const spaces = { bastion: `pj${id}b`, middle: `pj${id}m`, target: `pj${id}t` };
   const created: string[] = [];
   const started: Sshd[] = [];
-  const stop = async () => {
-    for (const s of started) {
-      for (const pid of s.pids().reverse()) {
-        try {
-          process.kill(pid, "SIGKILL");
-        } catch {
-          // Already gone.
-        }
-      }
-    }
-    for (const ns of created) {
-      try {
-        sh("ip", ["netns", "del", ns]);
-      } catch {
-        // Already gone.
-      }
-    }
-    rmSync(dir, { recursive: true, force: true });
-  };
+  const stop = async () => removeRig(dir, started, created);
   try {
     for (const ns of Object.values(spaces)) {
       sh("ip", ["netns", "add", ns]);
@@ -173,47 +234,8 @@ export async function startJumpRig(users: { bastion: string; inner: string }): P
 
     const keys = { bastion: join(dir, "id_bastion"), middle: join(dir, "id_middle"), target: join(dir, "id_target") };
     const pubs = { bastion: keygen(keys.bastion), middle: keygen(keys.middle), target: keygen(keys.target) };
-    const start = async (name: string, ns: string, address: string, port: number, pub: string, user: string, extra: string[] = []) => {
-      const hostKeyPath = join(dir, `host_${name}`);
-      const hostKey = keygen(hostKeyPath);
-      const authorized = join(dir, `authorized_${name}`);
-      writeFileSync(authorized, `${pub}\n`, { mode: 0o644 });
-      const config = join(dir, `sshd_${name}`);
-      const text = (penalties: boolean) =>
-        sshdConfigText({
-          port,
-          listenAddress: address,
-          hostKeys: [hostKeyPath],
-          pidFile: join(dir, `sshd_${name}.pid`),
-          authorizedKeysFile: authorized,
-          allowUsers: [user],
-          perSourcePenaltiesOff: penalties,
-        }) + extra.map((l) => `${l}\n`).join("");
-      writeFileSync(config, text(true));
-      try {
-        sh(SSHD, ["-t", "-f", config]);
-      } catch {
-        writeFileSync(config, text(false));
-      }
-      const log = join(dir, `sshd_${name}.log`);
-      writeFileSync(log, "");
-      const errFd = openSync(`${log}.stderr`, "a");
-      const proc = spawn("ip", ["netns", "exec", ns, SSHD, "-D", "-f", config, "-E", log], { stdio: ["ignore", errFd, errFd] });
-      const s: Sshd = {
-        ns,
-        address,
-        port,
-        hostKey,
-        knownHostsLine: `${port === 22 ? address : `[${address}]:${port}`} ${hostKey}`,
-        log,
-        process: proc,
-        logText: () => readFileSync(log, "utf8").replace(/\r\n/g, "\n"),
-        pids: () => (proc.pid ? [proc.pid, ...childrenOf(proc.pid)] : []),
-      };
-      started.push(s);
-      await waitListening(ns, address, port, proc, log);
-      return s;
-    };
+    const start = (name: string, ns: string, address: string, port: number, pub: string, user: string, extra: string[] = []) =>
+      startSshdIn(dir, started, { name, ns, address, port, pub, user, extra });
     const bastion = await start("bastion", spaces.bastion, bastionAddr, 22, pubs.bastion, users.bastion);
     const noForwardBastion = await start("noforward", spaces.bastion, bastionAddr, 2222, pubs.bastion, users.bastion, [
       "AllowTcpForwarding no",

@@ -27,6 +27,7 @@ describe("doctor", () => {
       "agent",
       "host facts",
       "terminals",
+      "forwarded ports",
     ]);
     expect(lines.every((l) => l.startsWith("ok  "))).toBe(true);
     expect(lines[2]).toMatch(/SHA256:[A-Za-z0-9+/]{43} \(known_hosts .* line \d+\)/);
@@ -40,6 +41,9 @@ describe("doctor", () => {
           ? /owned by the host daemon via util-linux script \(.+\)/
           : /sshd's pty, one SSH channel per terminal that ends with it \(no python3; no script\)/;
     expect(lines[6]).toMatch(new RegExp(` terminals +\\d+ ms {2}${terminal.source}$`));
+    // OpenSSH forwards TCP by default (the embedded server's answer is its own).
+    if (rig().server === "openssh")
+      expect(lines[7]).toMatch(/ forwarded ports +\d+ ms {2}detected and forwarded to this machine's loopback$/);
 
     const dir = mkdtempSync(join(rig().tmpDir, "doctor-"));
     writeFileSync(join(dir, "options.json"), options);

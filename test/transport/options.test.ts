@@ -88,6 +88,17 @@ describe("parseRuntimeOptions", () => {
     expect(msg).not.toContain("\n");
   });
 
+  it("forwardPorts: true by default, false, or the host ports to forward; anything else refused naming the key", () => {
+    expect(parseRuntimeOptions({ host: "h" }).forwardPorts).toBe(true);
+    expect(parseRuntimeOptions({ host: "h", forwardPorts: false }).forwardPorts).toBe(false);
+    expect(parseRuntimeOptions({ host: "h", forwardPorts: [3000, 5173] }).forwardPorts).toEqual([3000, 5173]);
+    for (const bad of [[], [0], [65_536], [80.5], ["3000"], "yes", 3000, null]) {
+      expect(message({ host: "h", forwardPorts: bad })).toMatch(
+        /^Invalid runtime option "forwardPorts".*expected true, false, or a non-empty array/,
+      );
+    }
+  });
+
   it("rejects non-objects", () => {
     expect(message(null)).toBe("Runtime options must be a JSON object");
     expect(message([])).toBe("Runtime options must be a JSON object");

@@ -13,6 +13,7 @@ import { dial } from "../dial.js";
 import { withLock } from "../lock.js";
 import type { BrokerPaths } from "../paths.js";
 import { ChannelPool, type Lease, type StreamLease } from "./channel-pool.js";
+import { PortForwarder } from "./port-forwards.js";
 import { BrokerRequestSchema, WindowMessageSchema, readLine, writeLine, type BrokerResult } from "../wire.js";
 import { isUnknown, parseJson, windowDimension } from "../../shared/guards.js";
 import { listenUnix } from "../../shared/listen-unix.js";
@@ -98,6 +99,9 @@ export class BrokerServer {
     this.pool.on("unreachable", () => {
       if (this.clients.size === 0 && !this.pool.busy) void this.stop("host unreachable after the connection dropped");
     });
+    // One line per kind of notice the host daemon sends (docs/architecture.md "Notices").
+    const forwards = new PortForwarder({ open: (h, p) => pool.forwardTcp(h, p), forwardPorts: cfg.options.forwardPorts, log: cfg.log });
+    pool.notices.onNotice("ports", forwards.handle, forwards.view);
     server.on("connection", (sock) => this.onClient(sock));
     this.timer = setInterval(() => this.tick(), 500);
   }
@@ -202,6 +206,7 @@ export class BrokerServer {
           sock.end();
           return;
         case "notices":
+          await this.pool.noticesArrived(this.cfg.options.connectTimeoutMs);
           this.answer(sock, { ok: true, notices: this.pool.notices.describe(req.of, req.key) });
           sock.end();
           return;

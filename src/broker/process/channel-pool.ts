@@ -6,6 +6,7 @@
 // more than MaxSessions, extra connections open beyond that, and a lost link is re-established
 // with backoff and jitter (reconnect.ts), the host key verified again each time.
 import { EventEmitter } from "node:events";
+import type { Duplex } from "node:stream";
 import { RuntimeError, oneLine } from "../../shared/errors.js";
 import type { MuxStream, StreamClose } from "../../shared/mux.js";
 import type { ClientGoneHeader } from "../../shared/agent-api.js";
@@ -458,6 +459,23 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
       "network",
       info ? `the stream was lost (${info.message ?? info.reason})` : `no answer within ${NOTICE_WAIT_MS} ms`,
     );
+  }
+
+  /**
+   * A channel to TCP `host`:`port` as the host reaches it over the first connection, or null at once when
+   * the daemon's notices are not arriving (the link is down: a forward refuses, never hangs).
+   */
+  async forwardTcp(host: string, port: number): Promise<Duplex | null> {
+    const conn = this.conns[0];
+    if (!conn || conn.ssh.closed || !this.notices.up) return null;
+    return conn.ssh.forwardTcp(host, port);
+  }
+
+  /** Reaches for the host until its notices arrive (at most `ms`): a fresh broker answers what the host holds. */
+  async noticesArrived(ms: number): Promise<void> {
+    if (this.notices.up) return;
+    this.warmUp();
+    await this.notices.whenUp(ms);
   }
 
   /** Opens the notices stream on `host`'s new channel (it replaces the previous channel's). */

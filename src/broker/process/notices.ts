@@ -57,6 +57,24 @@ export class NoticeRegistry extends EventEmitter<{ log: [string]; link: [boolean
     return this.current !== null && this.synced;
   }
 
+  /** Resolves once notices are arriving (or after `ms`). */
+  whenUp(ms: number): Promise<void> {
+    if (this.up) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = (up: boolean) => {
+        if (!up) return;
+        clearTimeout(timer);
+        this.off("link", done);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.off("link", done);
+        resolve();
+      }, ms);
+      this.on("link", done);
+    });
+  }
+
   /** What is held of `kind` (of `key` only, when given), with what its handler adds. */
   describe(kind: string, key?: string): Array<Record<string, unknown>> {
     const view = this.handlers.get(kind)?.view;

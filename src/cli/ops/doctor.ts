@@ -20,7 +20,7 @@ function gib(bytes: number | null): string {
   return bytes === null ? "unknown" : `${(bytes / 1024 ** 3).toFixed(1)} GiB`;
 }
 
-type Step = ConnectStep | "config" | "agent" | "facts" | "terminals";
+type Step = ConnectStep | "config" | "agent" | "facts" | "terminals" | "ports";
 const STEP_NAMES: Record<Step, string> = {
   config: "ssh_config",
   tcp: "connect",
@@ -29,6 +29,7 @@ const STEP_NAMES: Record<Step, string> = {
   agent: "agent",
   facts: "host facts",
   terminals: "terminals",
+  ports: "forwarded ports",
 };
 
 /** The chain as doctor shows it: one line per hop, then the config lines its values came from. */
@@ -59,6 +60,14 @@ export function terminalLine(t: HostFacts["terminal"]): string {
   return `owned by the host daemon via ${t.method === "python3" ? t.detail : `util-linux script (${t.detail})`}`;
 }
 
+/** Whether servers on the host will be reached here (README "Reaching servers on the host"). */
+export function portsLine(options: RuntimeOptions, os: string, refused: string | null): string {
+  if (options.forwardPorts === false) return "off (forwardPorts is false)";
+  if (refused !== null) return `NOT forwarded: sshd refuses TCP forwarding (AllowTcpForwarding no?): ${refused}`;
+  if (!os.startsWith("linux")) return `NOT detected: the host runs ${os.split(" ")[0]}; ports are read from Linux's /proc only`;
+  return `detected and forwarded to this machine's loopback${Array.isArray(options.forwardPorts) ? ` (only ${options.forwardPorts.join(", ")})` : ""}`;
+}
+
 /** Every step to one host, one line each; throws the first failure (after its FAIL line). */
 async function doctorHost(options: RuntimeOptions, io: OperationIO): Promise<void> {
   const line = (verdict: "ok" | "FAIL", step: Step, ms: number, detail: string) =>
@@ -71,7 +80,7 @@ async function doctorHost(options: RuntimeOptions, io: OperationIO): Promise<voi
     return ms;
   };
   // The steps still expected, in order: each hop's connect, host key and authentication.
-  let expected: Step[] = ["config", "tcp", "host-key", "auth", "agent", "facts", "terminals"];
+  let expected: Step[] = ["config", "tcp", "host-key", "auth", "agent", "facts", "terminals", "ports"];
   const pass = (step: Step, detail: string) => {
     if (expected[0] === step) expected = expected.slice(1);
     line("ok", step, elapsed(), detail);
@@ -81,7 +90,7 @@ async function doctorHost(options: RuntimeOptions, io: OperationIO): Promise<voi
   try {
     const plan = await resolvePlan(options, { provenance: true });
     const hops = plan.hops.length;
-    expected = ["config", ...plan.hops.flatMap((): Step[] => ["tcp", "host-key", "auth"]), "agent", "facts", "terminals"];
+    expected = ["config", ...plan.hops.flatMap((): Step[] => ["tcp", "host-key", "auth"]), "agent", "facts", "terminals", "ports"];
     pass("config", `via ${plan.via}${options.sshConfig ? ` (${options.sshConfig})` : ""}: ${plan.hops.map((h) => h.label).join(" -> ")}`);
     for (const l of describePlan(plan)) io.stdout.write(`${l}\n`);
     const tag = (i: number) => (hops > 1 ? `[hop ${i + 1}/${hops}] ` : "");
@@ -106,6 +115,7 @@ async function doctorHost(options: RuntimeOptions, io: OperationIO): Promise<voi
       `${f.os} ${f.arch}; node ${f.node} (${f.nodePath}); ${f.git ?? "git missing"}; ${f.gitLfs ?? LFS_MISSING}; ${gib(f.freeBytes)} free under ${f.root}`,
     );
     pass("terminals", terminalLine(f.terminal));
+    pass("ports", portsLine(options, f.os, await host.tcpForwardingRefused()));
   } catch (err) {
     const cls = err instanceof RuntimeError ? err.errorClass : "remote";
     line("FAIL", expected[0] ?? "facts", elapsed(), `[${cls}]`);

@@ -22,6 +22,7 @@ export const OPERATIONS = {
   config: () => import("./config.js"),
   demo: () => import("./demo.js"),
   processes: () => import("./processes.js"),
+  ports: () => import("./ports.js"),
   adopt: () => import("./adopt.js"),
   work: () => import("./work.js"),
   "work-notice": () => import("./work-notice.js"),

@@ -38,6 +38,7 @@ import { probeDaemon } from "./probe.js";
 import { sweepOrphanedExecs } from "./sweep.js";
 import { droppedClientGoneNotices, testNotices } from "../test-hooks.js";
 import { noticeBoard } from "../notice-board.js";
+import { portWatch } from "../exec/port-watch.js";
 import { watchWork } from "../workspace/work-watch.js";
 import { terminalSupport } from "../exec/pty.js";
 import { enableSpareCheckouts, spareBuildsRunning, stopSpareBuilds } from "../workspace/spare-checkout.js";
@@ -114,6 +115,8 @@ class Daemon {
     // Conversations wait for the sweep, so no op ever sees an orphan of a crashed daemon as live.
     this.swept = sweepOrphanedExecs(paths.root, log).catch((err: Error) => log(`start-up sweep failed: ${oneLine(err.message)}`));
     this.server.on("connection", (sock) => this.onConnection(sock));
+    // Ports the workspaces' processes listen on become notices (while any exec is live).
+    portWatch.enable();
     void this.retireOthers();
     // The live mirror: whose refs moved, told on the notices stream while a broker listens.
     watchWork(paths.root, {

@@ -3,12 +3,23 @@
 // one-shot agent reaps them all when it is hung up on.
 import type { ConversationEnd } from "../context.js";
 import { ABANDON_GRACE_MS, type ExecSupervisor } from "./supervisor.js";
+import type { WorkspaceLayout } from "../layout.js";
 
 class ExecSessions {
   private readonly live = new Set<ExecSupervisor>();
+  /** Called when an exec becomes live (the daemon's port watch starts looking). */
+  onAdd: (() => void) | null = null;
 
   add(sup: ExecSupervisor): void {
     this.live.add(sup);
+    this.onAdd?.();
+  }
+
+  /** The workspaces that have a live exec, by id. */
+  workspaces(): Map<string, WorkspaceLayout> {
+    const out = new Map<string, WorkspaceLayout>();
+    for (const s of this.live) if (!s.finished) out.set(s.workspaceId, s.layout);
+    return out;
   }
 
   delete(sup: ExecSupervisor): void {

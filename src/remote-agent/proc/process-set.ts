@@ -180,7 +180,8 @@ function recordedGroups(layout: WorkspaceLayout): number[] {
   return groups;
 }
 
-function workspaceMembers(layout: WorkspaceLayout): Member[] {
+/** Every process of the workspace (tagged, or in a session its workload created). */
+export function workspaceMembers(layout: WorkspaceLayout): Member[] {
   return scan(workspaceTags(layout.execs), recordedGroups(layout), recordedSessions(layout.dir));
 }
 

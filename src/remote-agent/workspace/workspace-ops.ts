@@ -19,6 +19,7 @@ import {
 import { checkoutHead, streamPack } from "./export.js";
 import { loadWorkspace, replaceManifest } from "./store.js";
 import { freezeWorkspaceProcesses, thawWorkspaceProcesses } from "../proc/process-set.js";
+import { portWatch } from "../exec/port-watch.js";
 import { incomplete, isComplete, loadComplete, parseRequest, removeOwned, target, view } from "./common.js";
 import { create } from "./create.js";
 import { reconcile } from "./reconcile.js";
@@ -37,6 +38,8 @@ async function pause(ctx: AgentContext): Promise<null> {
   if (!w) return null; // documented: pausing a missing workspace is a no-op
   // Paused first, so no new exec starts while the sweep runs.
   if (w.manifest.phase !== "paused") replaceManifest(w.layout, { ...w.manifest, phase: "paused" });
+  // Its forwards end first: nothing should reach a server that is about to stop.
+  portWatch.setPaused(w.manifest.workspaceId, true);
   await freezeWorkspaceProcesses(w.layout);
   return null;
 }
@@ -46,6 +49,7 @@ async function resume(ctx: AgentContext): Promise<WorkspaceView> {
   const w = loadComplete(ctx);
   if (!w) throw new RuntimeError("remote", `SSH workspace is missing: ${workspaceId}`);
   await thawWorkspaceProcesses(w.layout);
+  portWatch.setPaused(workspaceId, false);
   if (w.manifest.phase !== "ready") replaceManifest(w.layout, { ...w.manifest, phase: "ready" });
   const after = loadWorkspace(ctx.root, workspaceId, owner);
   if (after.state !== "present" || after.manifest.phase !== "ready")
