@@ -46,10 +46,11 @@ function rowContext(ctx, rowName) {
     root: `~/${rootName}`,
   };
   const ssh = (...args) => ["-p", String(rig.port), ...ctx.sshBase, ...args];
+  // The project cache is keyed by the project id and the path: a new path is a cold cache.
   const input = (workspaceId, path) => ({
     input: {
       workspaceId,
-      project: { projectId: `bench-${rowName}-${workspaceId}`, source: { kind: "directory", path } },
+      project: { projectId: `bench-${rowName}`, source: { kind: "directory", path } },
       placement: { kind: "existing" },
     },
   });
@@ -67,6 +68,8 @@ function rowContext(ctx, rowName) {
       options,
       extra: input(workspaceId, path),
       extraEnv: { PASEO_SSH_PROGRESS: "1" },
+      // The create's own bound (30 minutes) rather than the bench's 3 for an operation.
+      timeoutMs: 30 * 60_000,
       onSpawn: (child) => {
         sampler = startTimeline({ hostMark: rootName, localDirs: [path], rootPid: child.pid, watch, since: t0, resetPeak });
       },

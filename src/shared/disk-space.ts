@@ -2,7 +2,7 @@
 // (from the tree, before anything is written), and the one-line errors a full disk turns into.
 // The runtime uses it to refuse a first transfer that cannot fit; the agent before every checkout.
 import { RuntimeError } from "./errors.js";
-import { gitStream } from "./git-exec.js";
+import { gitRecords } from "./git-exec.js";
 import { isNumber, isString, nullable, object, type Infer } from "./guards.js";
 
 /** Free space of the filesystem holding the remote root, as the agent measured it. */
@@ -39,15 +39,12 @@ const roundUp = (n: number, block: number) => Math.ceil(n / block) * block;
  */
 export async function checkoutFootprint(repo: string, commit: string, blockSize: number, env?: Record<string, string>): Promise<Footprint> {
   const block = blockSize > 0 ? blockSize : 4096;
-  const ls = gitStream(["ls-tree", "-r", "-l", "-z", "--full-tree", commit], { cwd: repo, ...(env ? { env } : {}) });
-  ls.stdin.end();
   // Directories are counted as the sorted listing leaves them (a new one is a path prefix not seen
   // just before): no set of every directory, whose size would grow with the tree.
   let dirs = 0;
   let open: string[] = [];
   let bytes = 0;
   let files = 0;
-  let rest = "";
   const take = (entry: string) => {
     // "<mode> <type> <object> <size>\t<path>"; size is "-" for submodule commits.
     const tab = entry.indexOf("\t");
@@ -62,12 +59,7 @@ export async function checkoutFootprint(repo: string, commit: string, blockSize:
     dirs += parts.length - same;
     open = parts;
   };
-  for await (const chunk of ls.stdout as AsyncIterable<Buffer>) {
-    const parts = (rest + chunk.toString("utf8")).split("\0");
-    rest = parts.pop() ?? "";
-    parts.forEach(take);
-  }
-  await ls.done;
+  await gitRecords(["ls-tree", "-r", "-l", "-z", "--full-tree", commit], { cwd: repo, ...(env ? { env } : {}) }, take);
   return { bytes: bytes + dirs * block + CLONE_OVERHEAD.bytes, files: files + dirs + CLONE_OVERHEAD.files };
 }
 

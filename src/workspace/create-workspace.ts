@@ -11,7 +11,7 @@ import type { CreateRequest, CreateResult, SourceSpec } from "../shared/agent-ap
 import { normaliseRelativePath } from "../shared/relative-path.js";
 import { sealIntegration } from "./integration-seal.js";
 import { resolveLocalSource } from "./local-source.js";
-import { localHaves, requireRemoteSpace, sendObjects, startPack } from "./object-transfer.js";
+import { localHaves, requireRemoteSpace, requireRemoteSpaceFor, sendObjects, startPack } from "./object-transfer.js";
 import { lfsPlan, namePaths, sendLfsObjects, type LfsPlan } from "./lfs-objects.js";
 import { holdsBigBlob } from "./big-objects.js";
 import { withTransferProgress } from "./transfer-progress.js";
@@ -208,7 +208,8 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
           progress,
         );
         try {
-          if (msg.disk) await requireRemoteSpace(repo, commits, haves, msg.disk);
+          if (msg.disk && union) requireRemoteSpaceFor(union.storedBytes, paths!, msg.disk);
+          else if (msg.disk) await requireRemoteSpace(repo, commits[0]!, haves, msg.disk);
         } catch (err) {
           pack.kill();
           throw err;

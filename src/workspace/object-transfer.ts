@@ -34,16 +34,11 @@ async function storedBytes(repo: string): Promise<number | null> {
  * that settles it; otherwise exactly what this transfer sends (`rev-list --disk-usage`, git >= 2.38;
  * an older git counts only the checkout), which is close to the size of the pack the host keeps.
  */
-export async function requireRemoteSpace(repo: string, commits: string[], haves: string[], disk: DiskInfo): Promise<void> {
-  // Many commits are submodules: the host checks their checkout against the disk before it writes
-  // them (one listing of all their trees there), so only their objects are counted here.
-  const [stored, checkout] = await Promise.all([
-    storedBytes(repo),
-    commits.length === 1 ? checkoutFootprint(repo, commits[0]!, disk.blockSize) : Promise.resolve({ bytes: 0, files: 0 }),
-  ]);
+export async function requireRemoteSpace(repo: string, commit: string, haves: string[], disk: DiskInfo): Promise<void> {
+  const [stored, checkout] = await Promise.all([storedBytes(repo), checkoutFootprint(repo, commit, disk.blockSize)]);
   let objects = stored ?? 0;
   if (stored === null || disk.freeBytes < withMargin(stored + checkout.bytes)) {
-    const revs = [...commits, ...haves.map((h) => `^${h}`)].join("\n") + "\n";
+    const revs = [commit, ...haves.map((h) => `^${h}`)].join("\n") + "\n";
     const usage = await gitResult(["rev-list", "--objects", "--disk-usage", "--stdin"], {
       cwd: repo,
       input: revs,
@@ -54,6 +49,19 @@ export async function requireRemoteSpace(repo: string, commits: string[], haves:
   }
   const what = `this workspace (${formatBytes(objects)} of objects, a ${formatBytes(checkout.bytes)} checkout)`;
   requireSpace(disk, { bytes: objects + checkout.bytes, files: checkout.files }, what);
+}
+
+/**
+ * The submodules' variant: their objects are counted as their repositories store them (union-repo.ts
+ * links their files, which git cannot size), a bound on any pack of them; their checkout is checked
+ * by the host before it writes them (one listing of all their trees there).
+ */
+export function requireRemoteSpaceFor(stored: number, paths: string[], disk: DiskInfo): void {
+  requireSpace(
+    disk,
+    { bytes: stored, files: 0 },
+    `the objects of ${paths.length} submodule${paths.length === 1 ? "" : "s"} (${formatBytes(stored)})`,
+  );
 }
 
 /**

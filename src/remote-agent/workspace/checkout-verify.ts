@@ -7,7 +7,7 @@
 import { lstatSync } from "node:fs";
 import { join } from "node:path";
 import { RuntimeError, oneLine } from "../../shared/errors.js";
-import { gitStream } from "../../shared/git-exec.js";
+import { gitRecords } from "../../shared/git-exec.js";
 import { formatBytes, isNoSpace, ranOutOfSpace } from "../../shared/disk-space.js";
 import { diskInfo } from "./disk.js";
 
@@ -36,24 +36,14 @@ export interface Tally {
  */
 async function tallyIndex(checkout: string): Promise<Tally> {
   // "<mode> <object> <stage>\t<path>\0"
-  const ls = gitStream(["ls-files", "--stage", "-z"], { cwd: checkout, timeoutMs: 600_000 });
-  ls.stdin.end();
   const tally: Tally = { total: 0, missing: 0, first: "" };
-  let rest = "";
-  const take = (line: string) => {
+  await gitRecords(["ls-files", "--stage", "-z"], { cwd: checkout, timeoutMs: 600_000 }, (line) => {
     if (!line) return;
     const path = line.slice(line.indexOf("\t") + 1);
     tally.total++;
     if (present(join(checkout, path), line.slice(0, line.indexOf(" ")))) return;
     if (tally.missing++ === 0) tally.first = path;
-  };
-  for await (const chunk of ls.stdout as AsyncIterable<Buffer>) {
-    const lines = (rest + chunk.toString("utf8")).split("\0");
-    rest = lines.pop() ?? "";
-    lines.forEach(take);
-  }
-  take(rest);
-  await ls.done;
+  });
   return tally;
 }
 
