@@ -40,11 +40,12 @@ export interface PreparedCreate {
   bigBlob: Promise<boolean>;
 }
 
-/** A submodule's transfer failing names the submodule (its git dir is not where the user looks). */
-function submoduleFailure(path: string, err: unknown): RuntimeError {
+/** The submodules' transfer failing names them (their git dirs are not where the user looks). */
+function submoduleFailure(paths: string[], err: unknown): RuntimeError {
+  const what = paths.length === 1 ? `submodule ${paths[0]!}` : `${paths.length} submodules (${namePaths(paths)})`;
   const cause = err instanceof RuntimeError ? err : null;
   const message = err instanceof Error ? err.message : String(err);
-  return new RuntimeError(cause?.errorClass ?? "input", `Cannot send the objects of submodule ${path}: ${message}`, { cause: err });
+  return new RuntimeError(cause?.errorClass ?? "input", `Cannot send the objects of ${what}: ${message}`, { cause: err });
 }
 
 /** What one need-objects message asks for: the superproject's objects, or those of the submodules listed (one pack). */
@@ -60,10 +61,6 @@ function transferTarget(prepared: PreparedCreate, modules: string[] | undefined)
   });
   return { commits: specs.map((m) => m.commit), shallow: specs.flatMap((m) => m.shallow), paths: specs.map((m) => m.path) };
 }
-
-/** A submodule transfer's failure names the submodule when there is one (its git dir is not where the user looks). */
-const modulesFailure = (paths: string[], err: unknown) =>
-  paths.length === 1 ? submoduleFailure(paths[0]!, err) : submoduleFailure(`${paths.length} submodules (${namePaths(paths)})`, err);
 
 /** Cache key of a directory project: its id plus canonical repository path, hashed. */
 export function projectKey(projectId: string, topLevel: string): string {
@@ -221,7 +218,7 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
       } finally {
         union?.remove();
       }
-    })().catch((err: unknown) => failed(paths === null ? err : modulesFailure(paths, err)));
+    })().catch((err: unknown) => failed(paths === null ? err : submoduleFailure(paths, err)));
   };
   channel.on("frame", onFrame);
   const requestedAt = performance.now();
