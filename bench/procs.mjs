@@ -57,7 +57,7 @@ export function rssKb(pid) {
 export function memoryKb(pid) {
   const text = read(`/proc/${pid}/status`) ?? "";
   const field = (name) => Number(new RegExp(`${name}:\\s+(\\d+)`).exec(text)?.[1] ?? 0);
-  return { rss: field("VmRSS"), private: field("RssAnon") };
+  return { rss: field("VmRSS"), private: field("RssAnon"), hwm: field("VmHWM") };
 }
 
 function exe(pid) {
@@ -158,7 +158,7 @@ function bootOffset() {
  * a directory listing per tick, a few reads per new process, one stat read per tracked process.
  * Processes shorter than a tick may be missed. `since`: when the create started (performance.now()).
  */
-export function startTimeline({ hostMark, localDirs, rootPid, watch = [], since = performance.now(), everyMs = 25 }) {
+export function startTimeline({ hostMark, localDirs, rootPid, watch = [], since = performance.now(), everyMs = 25, resetPeak = null }) {
   const offset = bootOffset();
   const t0 = since;
   const settled = new Set();
@@ -208,8 +208,10 @@ export function startTimeline({ hostMark, localDirs, rootPid, watch = [], since 
         if (t - start > 250) settled.add(pid);
         continue;
       }
-      // A process already running (the host agent) counts only the CPU it uses from now on.
+      // A process already running (the host agent) counts only the CPU it uses from now on (and,
+      // with `resetPeak`, only its peak memory from now on).
       const before = start < t0 - everyMs;
+      if (before) resetPeak?.(pid);
       tracked.set(pid, {
         side,
         label,
@@ -220,6 +222,7 @@ export function startTimeline({ hostMark, localDirs, rootPid, watch = [], since 
         cpuMs: s.cpuMs,
         rssKb: 0,
         privateKb: 0,
+        hwmKb: 0,
       });
     }
     for (const [pid, p] of tracked) {
@@ -234,6 +237,7 @@ export function startTimeline({ hostMark, localDirs, rootPid, watch = [], since 
       const m = memoryKb(pid);
       p.rssKb = Math.max(p.rssKb, m.rss);
       p.privateKb = Math.max(p.privateKb, m.private);
+      p.hwmKb = Math.max(p.hwmKb ?? 0, m.hwm);
       // Forked git helpers exec into their own command after we first saw them.
       const cmd = p.side !== "runtime" && /^git/.test(s.comm) ? cmdline(pid) : "";
       if (cmd) p.label = labelOf(p.side, s, cmd) ?? p.label;
@@ -269,6 +273,7 @@ export function startTimeline({ hostMark, localDirs, rootPid, watch = [], since 
         cpuMs: p.cpuMs - p.cpu0,
         rssKb: p.rssKb,
         privateKb: p.privateKb,
+        hwmKb: p.hwmKb ?? 0,
       }));
     },
   };
@@ -293,10 +298,20 @@ function gitSub(cmd) {
 export function summariseTimeline(entries, t0) {
   const rows = new Map();
   for (const e of entries) {
-    const r = rows.get(e.label) ?? { label: e.label, n: 0, from: Infinity, to: -Infinity, cpuMs: 0, peakRssKb: 0, peakPrivateKb: 0 };
+    const r = rows.get(e.label) ?? {
+      label: e.label,
+      n: 0,
+      from: Infinity,
+      to: -Infinity,
+      cpuMs: 0,
+      peakRssKb: 0,
+      peakPrivateKb: 0,
+      peakHwmKb: 0,
+    };
     r.n++;
     r.peakRssKb = Math.max(r.peakRssKb, e.rssKb ?? 0);
     r.peakPrivateKb = Math.max(r.peakPrivateKb, e.privateKb ?? 0);
+    r.peakHwmKb = Math.max(r.peakHwmKb, e.hwmKb ?? 0);
     r.from = Math.min(r.from, e.start - t0);
     r.to = Math.max(r.to, e.end - t0);
     r.cpuMs += e.cpuMs;

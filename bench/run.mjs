@@ -5,10 +5,12 @@
 // block of bench/RESULTS.md. Everything it starts (sshd, proxies, brokers, host processes, remote
 // roots, temp files) is removed at the end, on Ctrl-C and on its own time limit.
 //
-//   node bench/run.mjs [--quick] [--only=create,exec,signal,rss,profile,big,pool,mirror] [--write]
+//   node bench/run.mjs [--quick] [--only=create,exec,signal,rss,profile,big,pool,submodules,files,mirror] [--write]
 //
 // --quick (or BENCH_QUICK=1): fewer samples, creates and the 100 live execs at 50 ms RTT only, a
-// 512 MiB large object instead of 1.5 GiB (BENCH_BIG_MB sets its size in any run).
+// 512 MiB large object instead of 1.5 GiB (BENCH_BIG_MB sets its size in any run), 200 submodules
+// instead of 1,000 (BENCH_SUBMODULES), 50,000 files instead of 200,000 (BENCH_FILES; the big file
+// beside them: BENCH_FILES_BIG_MB, 300 MiB).
 // --only: just those groups. --write: also rewrite RESULTS.md after a quick or partial run.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, connect } from "node:net";
@@ -26,9 +28,10 @@ import { evaluate } from "./targets.mjs";
 import { markdown, summary, writeResults } from "./report.mjs";
 import { benchBigFile } from "./big-file.mjs";
 import { benchMirror } from "./mirror.mjs";
+import { benchManyFiles, benchSubmodules } from "./scale.mjs";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
-const GROUPS = ["create", "exec", "signal", "rss", "profile", "big", "pool", "mirror"];
+const GROUPS = ["create", "exec", "signal", "rss", "profile", "big", "pool", "submodules", "files", "mirror"];
 /** Whole-bench guard: nothing here may hang a terminal or a CI job. */
 const BENCH_LIMIT_MS = 30 * 60_000;
 const DELAY_MS = 25;
@@ -201,6 +204,15 @@ async function main() {
     if (plan.groups.has("big")) {
       const sizeMb = Number(process.env.BENCH_BIG_MB) || (plan.mode === "quick" ? 512 : 1536);
       results.bigFile = await benchBigFile(ctx, { cacheDir: join(ROOT, "bench", "results", "cache"), sizeMb });
+    }
+    if (plan.groups.has("submodules")) {
+      const count = Number(process.env.BENCH_SUBMODULES) || (plan.mode === "quick" ? 200 : 1000);
+      results.submodules = await benchSubmodules(ctx, { count });
+    }
+    if (plan.groups.has("files")) {
+      const files = Number(process.env.BENCH_FILES) || (plan.mode === "quick" ? 50_000 : 200_000);
+      const bigMb = Number(process.env.BENCH_FILES_BIG_MB ?? 300);
+      results.manyFiles = await benchManyFiles(ctx, { cacheDir: join(ROOT, "bench", "results", "cache"), files, bigMb });
     }
 
     clearInterval(loadTimer);

@@ -94,10 +94,10 @@ export function runtime({ root, tmp }) {
     `${JSON.stringify({ protocolVersion: 1, runtimeInstanceId: RUNTIME_INSTANCE_ID, ...extra, options })}\n`;
 
   /** A lifecycle op; rejects on a non-zero exit with the runtime's last stderr line. */
-  async function op(name, { workspaceId, options, extra, flags = [], extraEnv, onSpawn } = {}) {
+  async function op(name, { workspaceId, options, extra, flags = [], extraEnv, onSpawn, timeoutMs } = {}) {
     const args = [cli, name, ...(workspaceId ? ["--workspace-id", workspaceId] : []), ...flags];
     const input = options ? lifecycleRequest(options, extra) : "";
-    const r = await runCommand(process.execPath, args, { input, env: withEnv(extraEnv), onSpawn });
+    const r = await runCommand(process.execPath, args, { input, env: withEnv(extraEnv), onSpawn, timeoutMs });
     if (r.code !== 0) throw new Error(`${name} failed (${r.signal ?? r.code}): ${lastLine(r.stderr)}`);
     return r;
   }

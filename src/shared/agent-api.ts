@@ -600,8 +600,8 @@ export type ErrorMessage = Infer<typeof ErrorMessage>;
 export const NeedObjectsMessage = object({
   type: literal("need-objects"),
   haves: arrayOf(isString),
-  /** The submodule (SubmoduleSpec.key) these objects are for; absent = the superproject. */
-  module: optional(isString),
+  /** The submodules (SubmoduleSpec.key) these objects are for, all in one pack; absent = the superproject. */
+  modules: optional(arrayOf(isString)),
   /** The cache's shallow boundary: commits whose parents it lacks (the runtime sends those it has). */
   shallow: optional(arrayOf(isString)),
   /** Free space under the remote root, so a transfer that cannot fit is refused before it starts. */

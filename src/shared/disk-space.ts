@@ -2,7 +2,7 @@
 // (from the tree, before anything is written), and the one-line errors a full disk turns into.
 // The runtime uses it to refuse a first transfer that cannot fit; the agent before every checkout.
 import { RuntimeError } from "./errors.js";
-import { gitStream } from "./git-exec.js";
+import { gitRecords } from "./git-exec.js";
 import { isNumber, isString, nullable, object, type Infer } from "./guards.js";
 
 /** Free space of the filesystem holding the remote root, as the agent measured it. */
@@ -37,14 +37,14 @@ const roundUp = (n: number, block: number) => Math.ceil(n / block) * block;
  * directory, the index (~70 bytes + path per entry) and a clone's own files. Read from the tree
  * with `git ls-tree -r -l` (object headers only), streamed so a huge tree never sits in memory.
  */
-export async function checkoutFootprint(repo: string, commit: string, blockSize: number): Promise<Footprint> {
+export async function checkoutFootprint(repo: string, commit: string, blockSize: number, env?: Record<string, string>): Promise<Footprint> {
   const block = blockSize > 0 ? blockSize : 4096;
-  const ls = gitStream(["ls-tree", "-r", "-l", "-z", "--full-tree", commit], { cwd: repo });
-  ls.stdin.end();
-  const dirs = new Set<string>();
+  // Directories are counted as the sorted listing leaves them (a new one is a path prefix not seen
+  // just before): no set of every directory, whose size would grow with the tree.
+  let dirs = 0;
+  let open: string[] = [];
   let bytes = 0;
   let files = 0;
-  let rest = "";
   const take = (entry: string) => {
     // "<mode> <type> <object> <size>\t<path>"; size is "-" for submodule commits.
     const tab = entry.indexOf("\t");
@@ -53,15 +53,14 @@ export async function checkoutFootprint(repo: string, commit: string, blockSize:
     const path = entry.slice(tab + 1);
     files++;
     bytes += (type === "blob" ? roundUp(Number(size) || 0, block) : block) + 70 + path.length;
-    for (let i = path.indexOf("/"); i >= 0; i = path.indexOf("/", i + 1)) dirs.add(path.slice(0, i));
+    const parts = path.split("/").slice(0, -1);
+    let same = 0;
+    while (same < parts.length && same < open.length && parts[same] === open[same]) same++;
+    dirs += parts.length - same;
+    open = parts;
   };
-  for await (const chunk of ls.stdout as AsyncIterable<Buffer>) {
-    const parts = (rest + chunk.toString("utf8")).split("\0");
-    rest = parts.pop() ?? "";
-    parts.forEach(take);
-  }
-  await ls.done;
-  return { bytes: bytes + dirs.size * block + CLONE_OVERHEAD.bytes, files: files + dirs.size + CLONE_OVERHEAD.files };
+  await gitRecords(["ls-tree", "-r", "-l", "-z", "--full-tree", commit], { cwd: repo, ...(env ? { env } : {}) }, take);
+  return { bytes: bytes + dirs * block + CLONE_OVERHEAD.bytes, files: files + dirs + CLONE_OVERHEAD.files };
 }
 
 /** Room kept free beyond the estimate: it is an estimate, and the host needs some space to work. */

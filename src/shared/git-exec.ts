@@ -170,3 +170,29 @@ export async function knownCommits(repo: string, offered: string[], errorClass: 
     .filter(([sha, type]) => type === "commit" && sha !== undefined && SHA_RE.test(sha))
     .map(([sha]) => sha as string);
 }
+
+/**
+ * Runs `git <args>` and hands each NUL-terminated record of its stdout (`-z` output) to `take` as
+ * it arrives, so a listing of a huge tree or index never sits in memory whole.
+ */
+export async function gitRecords(
+  args: string[],
+  opts: Omit<GitOptions, "input" | "okCodes">,
+  take: (record: string) => void,
+): Promise<void> {
+  const ls = gitStream(args, opts);
+  ls.stdin.end();
+  let rest = "";
+  try {
+    for await (const chunk of ls.stdout as AsyncIterable<Buffer>) {
+      const records = (rest + chunk.toString("utf8")).split("\0");
+      rest = records.pop() ?? "";
+      records.forEach(take);
+    }
+  } catch (err) {
+    ls.kill();
+    throw err;
+  }
+  if (rest) take(rest);
+  await ls.done;
+}

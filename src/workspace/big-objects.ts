@@ -7,7 +7,7 @@
 // any blob over BIG_BLOB_BYTES instead of holding it in memory (core.bigFileThreshold: the local
 // pack-objects, the host's index-pack and checkout), so no process grows with the largest file;
 // such blobs get no delta search, as git already does for blobs over 512 MiB.
-import { gitResult } from "../shared/git-exec.js";
+import { gitRecords, gitResult } from "../shared/git-exec.js";
 import { BIG_BLOB_BYTES } from "../shared/big-blobs.js";
 
 /**
@@ -20,10 +20,15 @@ export async function holdsBigBlob(repo: string, commit: string): Promise<boolea
   const kib = (field: string) => Number(new RegExp(`^${field}: (\\d+)$`, "m").exec(count.stdout)?.[1] ?? NaN);
   const stored = (kib("size") + kib("size-pack")) * 1024;
   if (count.code === 0 && !/^alternate:/m.test(count.stdout) && stored < BIG_BLOB_BYTES / 2) return false;
-  const tree = await gitResult(["ls-tree", "-r", "-l", "-z", "--full-tree", commit], { cwd: repo, errorClass: "input", okCodes: [128] });
-  if (tree.code !== 0) return false;
-  return tree.stdout.split("\0").some((e) => {
-    const m = /^\d+ blob [0-9a-f]+ +(\d+)\t/.exec(e);
-    return m !== null && Number(m[1]) >= BIG_BLOB_BYTES;
-  });
+  // Streamed: the listing of a tree of 200,000 files is tens of megabytes.
+  let big = false;
+  try {
+    await gitRecords(["ls-tree", "-r", "-l", "-z", "--full-tree", commit], { cwd: repo, errorClass: "input" }, (e) => {
+      const m = /^\d+ blob [0-9a-f]+ +(\d+)\t/.exec(e);
+      if (m !== null && Number(m[1]) >= BIG_BLOB_BYTES) big = true;
+    });
+  } catch {
+    return false;
+  }
+  return big;
 }

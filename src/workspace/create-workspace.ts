@@ -11,13 +11,14 @@ import type { CreateRequest, CreateResult, SourceSpec } from "../shared/agent-ap
 import { normaliseRelativePath } from "../shared/relative-path.js";
 import { sealIntegration, sealWorkHome } from "../mirror/seal.js";
 import { resolveLocalSource } from "./local-source.js";
-import { localHaves, requireRemoteSpace, sendObjects, startPack } from "./object-transfer.js";
+import { localHaves, requireRemoteSpace, requireRemoteSpaceFor, sendObjects, startPack } from "./object-transfer.js";
 import { lfsPlan, namePaths, sendLfsObjects, type LfsPlan } from "./lfs-objects.js";
 import { holdsBigBlob } from "./big-objects.js";
 import { withTransferProgress } from "./transfer-progress.js";
 import type { Progress } from "./progress.js";
 import { localShallow, deepeningRevs } from "./shallow.js";
 import { planSubmodules, type LocalSubmodule } from "./submodules.js";
+import { unionRepo } from "./union-repo.js";
 
 /** Whole-create bound: large first transfers over slow links need minutes, never forever. */
 const CREATE_TIMEOUT_MS = 30 * 60_000;
@@ -28,8 +29,9 @@ export interface PreparedCreate {
   request: CreateRequest;
   /** Local repository objects are packed from (directory sources only). */
   repo: string | null;
-  /** Submodules shipped too, each from its own local git dir. */
+  /** Submodules shipped too, their objects all in one pack from the local object directories `moduleObjects`. */
   modules: LocalSubmodule[];
+  moduleObjects: string[];
   /** Submodules left uninitialised (the Paseo side lacks their commit), by path. */
   missingModules: string[];
   /** The commit's LFS pointers and the local store their objects are shipped from. */
@@ -38,22 +40,28 @@ export interface PreparedCreate {
   bigBlob: Promise<boolean>;
 }
 
-/** A submodule's transfer failing names the submodule (its git dir is not where the user looks). */
-function submoduleFailure(path: string, err: unknown): RuntimeError {
+/** The submodules' transfer failing names them (their git dirs are not where the user looks). */
+function submoduleFailure(paths: string[], err: unknown): RuntimeError {
+  const what = paths.length === 1 ? `submodule ${paths[0]!}` : `${paths.length} submodules (${namePaths(paths)})`;
   const cause = err instanceof RuntimeError ? err : null;
   const message = err instanceof Error ? err.message : String(err);
-  return new RuntimeError(cause?.errorClass ?? "input", `Cannot send the objects of submodule ${path}: ${message}`, { cause: err });
+  return new RuntimeError(cause?.errorClass ?? "input", `Cannot send the objects of ${what}: ${message}`, { cause: err });
 }
 
-/** What one need-objects message asks for: the superproject's objects or a submodule's. */
-function transferTarget(prepared: PreparedCreate, module: string | undefined) {
+/** What one need-objects message asks for: the superproject's objects, or those of the submodules listed (one pack). */
+function transferTarget(prepared: PreparedCreate, modules: string[] | undefined) {
   const source = prepared.request.source;
   if (source.kind !== "directory" || !prepared.repo) throw new RuntimeError("input", "objects requested for a git source");
-  if (module === undefined) return { repo: prepared.repo, commit: source.commit, shallow: source.shallow ?? [], path: null, tips: [] };
-  const m = prepared.modules.find((x) => x.spec.key === module);
-  if (!m) throw new RuntimeError("remote", `the remote host asked for objects of an unknown submodule ${module}`);
-  const tips = (m.spec.origin?.branches ?? []).map((b) => b.commit);
-  return { repo: m.gitDir, commit: m.spec.commit, shallow: m.spec.shallow, path: m.spec.path, tips };
+  if (modules === undefined) return { commits: [source.commit], shallow: source.shallow ?? [], paths: null };
+  const byKey = new Map(prepared.modules.map((m) => [m.spec.key, m.spec]));
+  const specs = modules.map((key) => {
+    const spec = byKey.get(key);
+    if (!spec) throw new RuntimeError("remote", `the remote host asked for objects of an unknown submodule ${key}`);
+    return spec;
+  });
+  // A submodule's remote-tracking branches go with its commit: its git dir on the host gets them too.
+  const commits = specs.flatMap((m) => [m.commit, ...(m.origin?.branches ?? []).map((b) => b.commit)]);
+  return { commits: [...new Set(commits)], shallow: specs.flatMap((m) => m.shallow), paths: specs.map((m) => m.path) };
 }
 
 /** Cache key of a directory project: its id plus canonical repository path, hashed. */
@@ -88,6 +96,7 @@ export async function prepareCreate(input: CreateInput, owner: string): Promise<
   let integration: CreateRequest["integration"] = null;
   let workHome: CreateRequest["workHome"] = null;
   let modules: LocalSubmodule[] = [];
+  let moduleObjects: string[] = [];
   let missingModules: string[] = [];
   let lfs: LfsPlan | null = null;
   if (src.kind === "directory") {
@@ -100,7 +109,7 @@ export async function prepareCreate(input: CreateInput, owner: string): Promise<
     }
     const key = projectKey(input.project.projectId, local.topLevel);
     const [shallow, plan] = await Promise.all([localShallow(local.topLevel), planSubmodules(local.topLevel, local.commit, key)]);
-    ({ modules, missing: missingModules } = plan);
+    ({ modules, missing: missingModules, objectDirs: moduleObjects } = plan);
     source = {
       kind: "directory",
       projectKey: key,
@@ -128,6 +137,7 @@ export async function prepareCreate(input: CreateInput, owner: string): Promise<
     },
     repo,
     modules,
+    moduleObjects,
     missingModules,
     lfs,
     // Never rejects: without the answer the pack is compressed as for any commit.
@@ -178,35 +188,43 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
     if (msg?.type !== "need-objects" || !prepared.repo || prepared.request.source.kind !== "directory") return;
     // The request's round trip minus the agent's own time on it: the link's round trip.
     const rttMs = msg.agentMs === undefined ? Infinity : performance.now() - requestedAt - msg.agentMs;
-    // The superproject's objects, then each submodule's: one stream after the other.
+    // The superproject's objects, then all the submodules' at once: one stream after the other.
     const previous = transfer;
-    let path: string | null = null;
+    let paths: string[] | null = null;
     transfer = (async () => {
       await previous;
       if (transferError) return;
-      const target = transferTarget(prepared, msg.module);
-      const { repo, commit, shallow, tips } = target;
-      path = target.path;
-      const haves = await localHaves(repo, msg.haves);
-      const cut = msg.shallow ?? [];
-      const deepen = shallow.length + cut.length > 0 ? { revs: await deepeningRevs(repo, commit, cut, shallow) } : null;
-      // The big-blob probe looked at the superproject's commit; a submodule's pack is compressed as usual.
-      const stored = path === null && (await prepared.bigBlob);
-      const pack = withTransferProgress(
-        startPack(repo, commit, haves, { fastLink: rttMs < FAST_LINK_RTT_MS, shallow: deepen, stored, tips }),
-        progress,
-      );
+      const target = transferTarget(prepared, msg.modules);
+      paths = target.paths;
+      const { commits, shallow } = target;
+      // The submodules' objects are read from all their local repositories as one (union-repo.ts).
+      const union = paths === null ? null : unionRepo(prepared.moduleObjects, shallow);
       try {
-        if (msg.disk) await requireRemoteSpace(repo, commit, haves, msg.disk);
-      } catch (err) {
-        pack.kill();
-        throw err;
+        const repo = union?.path ?? prepared.repo!;
+        const haves = await localHaves(repo, msg.haves);
+        const cut = msg.shallow ?? [];
+        const deepen = shallow.length + cut.length > 0 ? { revs: await deepeningRevs(repo, commits, cut, shallow) } : null;
+        // The big-blob probe looked at the superproject's commit; the submodules' pack is compressed as usual.
+        const stored = paths === null && (await prepared.bigBlob);
+        const pack = withTransferProgress(
+          startPack(repo, commits, haves, { fastLink: rttMs < FAST_LINK_RTT_MS, shallow: deepen, stored }),
+          progress,
+        );
+        try {
+          if (msg.disk && union) requireRemoteSpaceFor(union.storedBytes, paths!, msg.disk);
+          else if (msg.disk) await requireRemoteSpace(repo, commits[0]!, haves, msg.disk);
+        } catch (err) {
+          pack.kill();
+          throw err;
+        }
+        const bytes = await sendObjects(channel, pack, stop.signal);
+        if (paths !== null) return progress.mark("submodule-objects-sent", { submodules: paths.length, paths: namePaths(paths), bytes });
+        reported = true;
+        progress.mark("objects-sent", { bytes });
+      } finally {
+        union?.remove();
       }
-      const bytes = await sendObjects(channel, pack, stop.signal);
-      if (path !== null) return progress.mark("submodule-objects-sent", { path, bytes });
-      reported = true;
-      progress.mark("objects-sent", { bytes });
-    })().catch((err: unknown) => failed(path === null ? err : submoduleFailure(path, err)));
+    })().catch((err: unknown) => failed(paths === null ? err : submoduleFailure(paths, err)));
   };
   channel.on("frame", onFrame);
   const requestedAt = performance.now();

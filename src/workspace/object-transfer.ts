@@ -52,7 +52,20 @@ export async function requireRemoteSpace(repo: string, commit: string, haves: st
 }
 
 /**
- * Starts packing `commit` minus `haves` (nothing is read yet: pack-objects enumerates objects and
+ * The submodules' variant: their objects are counted as their repositories store them (union-repo.ts
+ * links their files, which git cannot size), a bound on any pack of them; their checkout is checked
+ * by the host before it writes them (one listing of all their trees there).
+ */
+export function requireRemoteSpaceFor(stored: number, paths: string[], disk: DiskInfo): void {
+  requireSpace(
+    disk,
+    { bytes: stored, files: 0 },
+    `the objects of ${paths.length} submodule${paths.length === 1 ? "" : "s"} (${formatBytes(stored)})`,
+  );
+}
+
+/**
+ * Starts packing `commits` (one, or every submodule's at once) minus `haves` (nothing is read yet: pack-objects enumerates objects and
  * then waits on the full pipe, so this overlaps its counting with the disk-space check).
  * `fastLink`: the link moves bytes faster than zlib's default level makes them (a round trip of a
  * few milliseconds: the same host or a LAN), so objects that must be compressed here use level 1,
@@ -66,16 +79,14 @@ export interface PackShape {
   shallow?: { revs: string[] } | null;
   /** The commit holds a big blob (big-objects.ts): on a fast link everything goes at level 0. */
   stored?: boolean;
-  /** Other commits whose history goes too (a submodule's remote-tracking branches). */
-  tips?: string[];
 }
 
-export function startPack(repo: string, commit: string, haves: string[], shape: PackShape): GitStream {
-  const { fastLink, shallow = null, stored = false, tips = [] } = shape;
+export function startPack(repo: string, commits: string[], haves: string[], shape: PackShape): GitStream {
+  const { fastLink, shallow = null, stored = false } = shape;
   // `--shallow` takes every have's tree as a delta base, not only those of the commit's parents
   // (a commit cut from its parents has none: the pack would carry every file again).
   const extra = shallow ? shallow.revs : [];
-  const revs = [...extra, commit, ...tips, ...haves.map((h) => `^${h}`)].join("\n") + "\n";
+  const revs = [...extra, ...commits, ...haves.map((h) => `^${h}`)].join("\n") + "\n";
   // A first transfer (nothing on the host yet) skips the delta search among loose objects: it
   // dominated create time (5,000 fresh files: 4.2 s of pack-objects vs 1.6 s) while deltas already
   // in the repository's packs are still reused. Later, small transfers keep the search, where a

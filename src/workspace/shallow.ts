@@ -19,16 +19,19 @@ export async function localShallow(cwd: string): Promise<string[]> {
  * Extra pack-objects input for a cache whose history is cut at `hostBoundary`: each such commit is
  * treated as parentless (`--shallow`, as upload-pack does for a shallow client), so the host's
  * haves no longer claim what lies below it, and where this repository has what lies below (it is
- * not cut there itself) and `commit` reaches it, its parents are asked for too.
+ * not cut there itself) and one of `commits` reaches it, its parents are asked for too.
  */
-export async function deepeningRevs(repo: string, commit: string, hostBoundary: string[], boundary: string[]): Promise<string[]> {
+export async function deepeningRevs(repo: string, commits: string[], hostBoundary: string[], boundary: string[]): Promise<string[]> {
   const known = await knownCommits(repo, hostBoundary, "input");
   const lines = known.map((c) => `--shallow ${c}`);
   for (const cut of known.filter((c) => !boundary.includes(c))) {
-    const reached = await gitResult(["merge-base", "--is-ancestor", cut, commit], { cwd: repo, errorClass: "input", okCodes: [1] });
-    if (reached.code !== 0) continue;
-    const parents = await gitResult(["rev-parse", `${cut}^@`], { cwd: repo, errorClass: "input" });
-    lines.push(...parents.stdout.split("\n").filter((l) => SHA_RE.test(l)));
+    for (const commit of commits) {
+      const reached = await gitResult(["merge-base", "--is-ancestor", cut, commit], { cwd: repo, errorClass: "input", okCodes: [1] });
+      if (reached.code !== 0) continue;
+      const parents = await gitResult(["rev-parse", `${cut}^@`], { cwd: repo, errorClass: "input" });
+      lines.push(...parents.stdout.split("\n").filter((l) => SHA_RE.test(l)));
+      break;
+    }
   }
   return lines;
 }

@@ -2,17 +2,19 @@
 // holding each one's recorded commit: `<git dir>/modules/<name>` (a linked worktree's or the common
 // one), or the submodule's own `.git` in the work tree. Read-only: nothing is written anywhere.
 // A submodule whose commit no local repository has is left out (the host leaves it uninitialised,
-// as `git worktree add` does) and named, so the create's progress can say so.
+// as `git worktree add` does) and named, so the create's progress can say so. Submodules are
+// looked up level by level through one union repository (union-repo.ts): a thousand of them cost a
+// few git processes, not a few thousand.
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { OriginBranch, type SubmoduleOrigin, type SubmoduleSpec } from "../shared/agent-api.js";
-import { gitResult } from "../shared/git-exec.js";
+import { gitResult, SHA_RE } from "../shared/git-exec.js";
 import { isSafeSubmoduleName } from "../shared/submodule-name.js";
 import { normaliseRelativePath } from "../shared/relative-path.js";
-import { localShallow } from "./shallow.js";
 import { resolveSubmoduleUrl } from "./submodule-url.js";
 import { lfsPlan, type LfsPlan } from "./lfs-objects.js";
+import { objectsDir, withUnionRepo } from "./union-repo.js";
 
 /** A submodule to ship, and the local git dir its objects are packed from. */
 export interface LocalSubmodule {
@@ -26,6 +28,8 @@ export interface SubmodulePlan {
   modules: LocalSubmodule[];
   /** Paths (from the top level) of submodules left uninitialised: the Paseo side lacks their commit (or git could not resolve their URL). */
   missing: string[];
+  /** Every local object directory a shipped submodule's commit may be in: what its objects are packed from (union-repo.ts). */
+  objectDirs: string[];
 }
 
 /** Nesting bound: deeper chains are left uninitialised rather than walked forever. */
@@ -48,8 +52,8 @@ interface Parent {
   index: number;
 }
 
-const run = (cwd: string, args: string[], okCodes: number[] = []) =>
-  gitResult(args, { cwd, errorClass: "input", okCodes, timeoutMs: 120_000 });
+const run = (cwd: string, args: string[], okCodes: number[] = [], input?: string) =>
+  gitResult(args, { cwd, errorClass: "input", okCodes, timeoutMs: 120_000, ...(input === undefined ? {} : { input }) });
 
 interface Declared {
   name: string;
@@ -137,7 +141,6 @@ function gitDirAt(dotGit: string): string | null {
 }
 
 async function hasCommit(gitDir: string, commit: string): Promise<boolean> {
-  if (!existsSync(gitDir)) return false;
   const r = await run(gitDir, ["cat-file", "-e", `${commit}^{commit}`], [1, 128]);
   return r.code === 0;
 }
@@ -157,6 +160,17 @@ async function gitDirsOf(cwd: string): Promise<string[]> {
   const r = await run(cwd, ["rev-parse", "--absolute-git-dir", "--git-common-dir"]);
   const [own = "", common = ""] = r.stdout.split("\n");
   return [...new Set([own, resolve(cwd, common)].filter(Boolean))];
+}
+
+/** Submodules whose LFS pointers and remote-tracking refs are read at once. */
+const LOOKUPS_AT_ONCE = 8;
+
+/** `fn` over `items`, `size` at a time, results in order. */
+async function inGroups<T, R>(items: T[], size: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
+  const out: R[] = [];
+  for (let at = 0; at < items.length; at += size)
+    out.push(...(await Promise.all(items.slice(at, at + size).map((item, k) => fn(item, at + k)))));
+  return out;
 }
 
 /** Bound on the remote-tracking branches taken over from one submodule's repository. */
@@ -190,9 +204,63 @@ export function submoduleKey(projectKey: string, names: string[]): string {
     .slice(0, 32);
 }
 
-/** Every submodule `commit` records, recursively, split into those the Paseo side has and the rest. */
+/** The shallow boundary of a local git dir (its common dir's `shallow` file), read without git. */
+function shallowOf(gitDir: string): string[] {
+  try {
+    return readFileSync(join(dirname(objectsDir(gitDir)), "shallow"), "utf8")
+      .split("\n")
+      .filter((l) => SHA_RE.test(l));
+  } catch {
+    return [];
+  }
+}
+
+/** One gitlink of a parent with its .gitmodules entry: a submodule to look for. */
+interface Found {
+  parent: Parent;
+  decl: Declared;
+  commit: string;
+  path: string;
+  url: string;
+  workTrees: string[];
+  /** Local git dirs that may hold its commit (those that exist), in the order they are preferred. */
+  candidates: string[];
+}
+
+/**
+ * Which of `found` have their commit in a candidate, and where; and which of those commits hold a
+ * .gitmodules. One `cat-file` over all candidates' objects (a union repository) answers for every
+ * submodule of a level; only a submodule with two or more candidates asks each in turn.
+ */
+async function locate(found: Found[]): Promise<Array<{ gitDir: string | null; nested: boolean }>> {
+  const dirs = found.flatMap((f) => f.candidates.map(objectsDir));
+  return withUnionRepo(dirs, [], async (repo) => {
+    const input = found.flatMap((f) => [f.commit, `${f.commit}:.gitmodules`]).join("\n") + "\n";
+    const out = (await run(repo, ["cat-file", "--batch-check=%(objecttype)"], [], input)).stdout.split("\n");
+    const located: Array<{ gitDir: string | null; nested: boolean }> = [];
+    for (const [i, f] of found.entries()) {
+      const has = out[2 * i] === "commit";
+      let gitDir = has && f.candidates.length === 1 ? f.candidates[0]! : null;
+      if (has && f.candidates.length > 1) {
+        for (const candidate of f.candidates) {
+          if (await hasCommit(candidate, f.commit)) {
+            gitDir = candidate;
+            break;
+          }
+        }
+      }
+      located.push({ gitDir, nested: out[2 * i + 1] === "blob" });
+    }
+    return located;
+  });
+}
+
+/**
+ * Every submodule `commit` records, recursively, split into those the Paseo side has and the rest.
+ * Level by level (parents before their children): a few git processes per level, not per submodule.
+ */
 export async function planSubmodules(topLevel: string, commit: string, projectKey: string): Promise<SubmodulePlan> {
-  const plan: SubmodulePlan = { modules: [], missing: [] };
+  const plan: SubmodulePlan = { modules: [], missing: [], objectDirs: [] };
   // Most repositories have none: one git call decides, before anything else is looked up.
   const topDeclared = await declared(topLevel, commit);
   if (topDeclared.size === 0) return plan;
@@ -210,65 +278,79 @@ export async function planSubmodules(topLevel: string, commit: string, projectKe
     names: [],
     index: -1,
   };
-  const visit = async (parent: Parent, known?: Map<string, Declared>): Promise<void> => {
-    const byPath = known ?? (await declared(parent.cwd, parent.commit));
-    const fromTop = (path: string) => (parent.path ? `${parent.path}/${path}` : path);
-    // Skipped with a progress line, as an unusable submodule is, instead of failing the create.
-    for (const path of byPath.keys()) if (!insideRepository(path)) plan.missing.push(fromTop(path));
-    const paths = [...byPath.keys()].filter(insideRepository);
-    if (paths.length === 0) return;
-    for (const link of await gitlinks(parent.cwd, parent.commit, paths)) {
-      const path = fromTop(link.path);
-      const decl = byPath.get(link.path);
-      if (!decl) continue;
-      const url = originOf(parent.url, decl);
-      if (url === null) {
-        plan.missing.push(path);
-        continue;
-      }
-      const workTrees = parent.workTrees.map((w) => join(w, link.path)).filter((w) => existsSync(join(w, ".git")));
-      const candidates = [
-        ...parent.gitDirs.map((d) => join(d, "modules", decl.name)),
-        ...workTrees.map((w) => gitDirAt(join(w, ".git"))),
-      ].filter((d): d is string => d !== null);
-      let gitDir: string | null = null;
-      for (const candidate of [...new Set(candidates)]) {
-        if (await hasCommit(candidate, link.commit)) {
-          gitDir = candidate;
-          break;
+  let level: Array<{ parent: Parent; byPath: Map<string, Declared> }> = [{ parent: top, byPath: topDeclared }];
+  const objectDirs = new Set<string>();
+  while (level.length > 0) {
+    const found: Found[] = [];
+    for (const { parent, byPath } of level) {
+      const fromTop = (path: string) => (parent.path ? `${parent.path}/${path}` : path);
+      // Skipped with a progress line, as an unusable submodule is, instead of failing the create.
+      for (const path of byPath.keys()) if (!insideRepository(path)) plan.missing.push(fromTop(path));
+      const paths = [...byPath.keys()].filter(insideRepository);
+      if (paths.length === 0) continue;
+      for (const link of await gitlinks(parent.cwd, parent.commit, paths)) {
+        const path = fromTop(link.path);
+        const decl = byPath.get(link.path);
+        if (!decl) continue;
+        const url = originOf(parent.url, decl);
+        if (url === null || parent.names.length >= MAX_DEPTH) {
+          plan.missing.push(path);
+          continue;
         }
+        const workTrees = parent.workTrees.map((w) => join(w, link.path)).filter((w) => existsSync(join(w, ".git")));
+        const candidates = [
+          ...parent.gitDirs.map((d) => join(d, "modules", decl.name)),
+          ...workTrees.map((w) => gitDirAt(join(w, ".git"))),
+        ].filter((d): d is string => d !== null && existsSync(d));
+        found.push({ parent, decl, commit: link.commit, path, url, workTrees, candidates: [...new Set(candidates)] });
       }
-      if (!gitDir || parent.names.length >= MAX_DEPTH) {
-        plan.missing.push(path);
+    }
+    const located = found.length > 0 ? await locate(found) : [];
+    // Its LFS content comes from its own local store, as the superproject's does; its
+    // remote-tracking refs from its own repository (a few at a time: a level may hold thousands).
+    const extras = await inGroups(located, LOOKUPS_AT_ONCE, async ({ gitDir }, i) => {
+      if (!gitDir) return { lfs: null, origin: null };
+      const [lfs, origin] = await Promise.all([lfsPlan(gitDir, found[i]!.commit), originRefs(gitDir)]);
+      return { lfs, origin };
+    });
+    const next: typeof level = [];
+    for (const [i, f] of found.entries()) {
+      const { gitDir, nested } = located[i]!;
+      if (!gitDir) {
+        plan.missing.push(f.path);
         continue;
       }
-      const names = [...parent.names, decl.name];
-      // Its LFS content comes from its own local store, as the superproject's does.
-      const [lfs, origin] = await Promise.all([lfsPlan(gitDir, link.commit), originRefs(gitDir)]);
+      for (const c of f.candidates) objectDirs.add(objectsDir(c));
+      const names = [...f.parent.names, f.decl.name];
+      const { lfs, origin } = extras[i]!;
       const spec: SubmoduleSpec = {
         key: submoduleKey(projectKey, names),
-        name: decl.name,
-        path,
-        parent: parent.index,
-        commit: link.commit,
-        url,
-        shallow: await localShallow(gitDir),
+        name: f.decl.name,
+        path: f.path,
+        parent: f.parent.index,
+        commit: f.commit,
+        url: f.url,
+        shallow: shallowOf(gitDir),
         ...(lfs ? { lfs: lfs.spec } : {}),
         ...(origin ? { origin } : {}),
       };
       plan.modules.push({ spec, gitDir, lfs });
-      await visit({
+      if (!nested) continue;
+      const parent: Parent = {
         cwd: gitDir,
         gitDirs: [gitDir],
-        workTrees,
-        commit: link.commit,
-        url,
-        path,
+        workTrees: f.workTrees,
+        commit: f.commit,
+        url: f.url,
+        path: f.path,
         names,
         index: plan.modules.length - 1,
-      });
+      };
+      const byPath = await declared(gitDir, f.commit);
+      if (byPath.size > 0) next.push({ parent, byPath });
     }
-  };
-  await visit(top, topDeclared);
+    level = next;
+  }
+  plan.objectDirs = [...objectDirs];
   return plan;
 }

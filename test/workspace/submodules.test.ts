@@ -82,9 +82,16 @@ describe("submodules over SSH", unless(needs.localHost("looks at the submodules'
     expectComplete(checkout);
     const lines = progressLines(r.stderr);
     expect(lines.filter((p) => p.phase === "submodule-not-initialised")).toEqual([expect.objectContaining({ path: "libs/absent" })]);
-    const sent = lines.filter((p) => p.phase === "submodule-objects-sent");
-    expect(sent.map((p) => (p as { path?: string }).path)).toEqual(["libs/child", "libs/child/deps/grand", "libs/embedded"]);
-    for (const p of sent) expect(p.bytes).toBeGreaterThan(0);
+    // All three submodules' objects in one pack.
+    const sent = lines.filter((p) => p.phase === "submodule-objects-sent") as Array<{
+      submodules?: number;
+      paths?: string;
+      bytes?: number;
+    }>;
+    expect(sent).toHaveLength(1);
+    expect(sent[0]!.submodules).toBe(3);
+    expect(sent[0]!.paths!.split(", ").sort()).toEqual(["libs/child", "libs/child/deps/grand", "libs/embedded"]);
+    expect(sent[0]!.bytes).toBeGreaterThan(0);
     expect(treeSnapshot(join(fx.path, ".git")) + treeSnapshot(join(fx.path, "libs/embedded/.git"))).toBe(gitDirBefore);
     expect(localRepoFingerprint(fx.path)).toEqual(before);
     console.log(`first workspace with submodules: ${allBytesSent(r.stderr)} object bytes sent`);

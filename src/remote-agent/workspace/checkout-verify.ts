@@ -3,36 +3,48 @@
 // 0 with the file missing: such a workspace would read as "all files deleted", and a commit there
 // would carry the deletions home. Checking every index entry against the disk is one lstat per
 // file (tens of milliseconds for thousands), unlike `git diff`, which may re-hash them all.
+// Entries are checked as git lists them, so the daemon's memory does not grow with the file count.
 import { lstatSync } from "node:fs";
 import { join } from "node:path";
 import { RuntimeError, oneLine } from "../../shared/errors.js";
-import { git } from "../../shared/git-exec.js";
+import { gitRecords } from "../../shared/git-exec.js";
 import { formatBytes, isNoSpace, ranOutOfSpace } from "../../shared/disk-space.js";
 import { diskInfo } from "./disk.js";
 
-interface Entry {
-  mode: string;
-  path: string;
-}
-
-async function indexEntries(checkout: string): Promise<Entry[]> {
-  // "<mode> <object> <stage>\t<path>\0"
-  const out = await git(["ls-files", "--stage", "-z"], { cwd: checkout, timeoutMs: 600_000 });
-  return out
-    .split("\0")
-    .filter(Boolean)
-    .map((line) => ({ mode: line.slice(0, line.indexOf(" ")), path: line.slice(line.indexOf("\t") + 1) }));
-}
-
-function present(checkout: string, e: Entry): boolean {
+/** Whether the file an index entry names (`mode` as git writes it, octal text) is on disk with its type. */
+export function present(path: string, mode: string): boolean {
   try {
-    const st = lstatSync(join(checkout, e.path));
-    if (e.mode === "120000") return st.isSymbolicLink();
-    if (e.mode === "160000") return st.isDirectory(); // submodules stay empty directories
+    const st = lstatSync(path);
+    if (mode === "120000") return st.isSymbolicLink();
+    if (mode === "160000") return st.isDirectory(); // submodules stay empty directories
     return st.isFile();
   } catch {
     return false;
   }
+}
+
+/** What a check found: how many entries, how many missing, the first missing path. */
+export interface Tally {
+  total: number;
+  missing: number;
+  first: string;
+}
+
+/**
+ * The index's entries checked as they stream out of `git ls-files` (never all in memory: a
+ * checkout of 200,000 files listed at once held tens of megabytes in the host daemon).
+ */
+async function tallyIndex(checkout: string): Promise<Tally> {
+  // "<mode> <object> <stage>\t<path>\0"
+  const tally: Tally = { total: 0, missing: 0, first: "" };
+  await gitRecords(["ls-files", "--stage", "-z"], { cwd: checkout, timeoutMs: 600_000 }, (line) => {
+    if (!line) return;
+    const path = line.slice(line.indexOf("\t") + 1);
+    tally.total++;
+    if (present(join(checkout, path), line.slice(0, line.indexOf(" ")))) return;
+    if (tally.missing++ === 0) tally.first = path;
+  });
+  return tally;
 }
 
 /**
@@ -41,13 +53,16 @@ function present(checkout: string, e: Entry): boolean {
  * so the line names the disk and what is free on it; a full disk shows as nearly nothing free.
  */
 export async function verifyCheckout(checkout: string, stderr: string, diskPath: string): Promise<void> {
-  const entries = await indexEntries(checkout);
-  const missing = entries.filter((e) => !present(checkout, e));
+  requireComplete(await tallyIndex(checkout), stderr, diskPath);
+}
+
+/** Throws the one-line failure of a checkout that `tally` or git's `stderr` found incomplete. */
+export function requireComplete(tally: Tally, stderr: string, diskPath: string): void {
   const complaint = stderr.split("\n").find((l) => /^(error|fatal):/.test(l)) ?? "";
-  if (missing.length === 0 && complaint === "") return;
+  if (tally.missing === 0 && complaint === "") return;
   const what =
-    missing.length > 0
-      ? `${missing.length} of ${entries.length} files could not be written (${missing[0]!.path}${missing.length > 1 ? ", …" : ""})`
+    tally.missing > 0
+      ? `${tally.missing} of ${tally.total} files could not be written (${tally.first}${tally.missing > 1 ? ", …" : ""})`
       : oneLine(complaint).slice(0, 300);
   const disk = diskInfo(diskPath);
   if (isNoSpace(stderr)) throw ranOutOfSpace(disk, "during checkout", what);

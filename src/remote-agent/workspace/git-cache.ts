@@ -26,11 +26,16 @@ export function rootOfCache(cache: string): string {
   return dirname(dirname(cache));
 }
 
-/** Submodules' caches live inside their project's cache: they go (and stay) with it. */
+/** Submodules' objects live inside their project's cache: they go (and stay) with it. */
 const moduleCaches = (cache: string) => join(cache, "paseo-modules");
 
-export function moduleCachePath(cache: string, moduleKey: string): string {
-  return join(moduleCaches(cache), `${moduleKey}.git`);
+/**
+ * The store of every submodule's objects of a project; a workspace pins each submodule's commit as
+ * `refs/paseo/ws/<workspace key>/<submodule key>`. (Earlier versions kept a cache per submodule
+ * beside it, `<key>.git`: unused now, they go with the project cache.)
+ */
+export function moduleStorePath(cache: string): string {
+  return join(moduleCaches(cache), "store.git");
 }
 
 export function workspaceRef(key: string): string {
@@ -110,10 +115,13 @@ export async function unpinCommit(root: string, projectKey: string | null, key: 
   const cache = cachePath(root, projectKey);
   if (!existsSync(join(cache, "objects"))) return;
   await git(["update-ref", "-d", workspaceRef(key)], { cwd: cache });
-  // The same workspace's pins in its submodules' caches.
+  // The same workspace's pins of its submodules: `<ref>/<submodule key>` in the store (`<ref>` in
+  // an earlier version's per-submodule caches).
   const modules = moduleCaches(cache);
   for (const name of existsSync(modules) ? readdirSync(modules) : []) {
-    await git(["update-ref", "-d", workspaceRef(key)], { cwd: join(modules, name) });
+    const cwd = join(modules, name);
+    const refs = await git(["for-each-ref", "--format=delete %(refname)", workspaceRef(key)], { cwd });
+    if (refs.trim()) await git(["update-ref", "--stdin"], { cwd, input: refs });
   }
 }
 

@@ -1,5 +1,5 @@
-// Brings one commit's objects from the runtime into one cache on the host (a project's, or one of
-// its submodules'): asks only when the cache lacks the commit, or holds it with less history than
+// Brings one commit's objects from the runtime into a project's cache on the host (submodules:
+// submodule-checkout.ts): asks only when the cache lacks the commit, or holds it with less history than
 // the source (a shallow boundary the source is no longer cut at), and receives a thin pack of what
 // the cache lacks. The source's own boundary is then recorded, so the checkout can keep it.
 import { RuntimeError } from "../../shared/errors.js";
@@ -22,25 +22,18 @@ export interface ObjectsWanted {
   commit: string;
   /** The source repository's shallow boundary. */
   shallow: string[];
-  /** The submodule (SubmoduleSpec.key) the cache is for; undefined = the superproject. */
-  module?: string;
-  /** Other commits the cache must hold (a submodule's remote-tracking branches). */
-  tips?: string[];
 }
 
 export async function fillObjects({ ctx, inbox, startedAt }: Intake, cache: string, wanted: ObjectsWanted): Promise<void> {
-  const { commit, shallow, module, tips = [] } = wanted;
+  const { commit, shallow } = wanted;
   const held = await hasCommit(cache, commit);
-  let tipsHeld = true;
-  for (const tip of tips) if (tipsHeld && !(await hasCommit(cache, tip))) tipsHeld = false;
   const cut = held ? await reachedBoundary(cache, commit, rootLayout(ctx.root).tmpBase) : await cacheBoundary(cache);
-  if (!held || !tipsHeld || cut.some((c) => !shallow.includes(c))) {
+  if (!held || cut.some((c) => !shallow.includes(c))) {
     // The free space lets the runtime refuse a transfer that cannot fit before sending anything.
     const haves = await cacheTips(cache);
     ctx.sendJson({
       type: "need-objects",
       haves,
-      ...(module === undefined ? {} : { module }),
       ...(cut.length > 0 ? { shallow: cut } : {}),
       disk: diskInfo(ctx.root),
       agentMs: Date.now() - startedAt,

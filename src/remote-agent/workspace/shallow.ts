@@ -51,7 +51,7 @@ export async function cacheBoundary(cache: string): Promise<string[]> {
 }
 
 /** Which of `shas` the cache holds as commits. */
-async function commitsIn(cache: string, shas: string[]): Promise<string[]> {
+export async function commitsIn(cache: string, shas: string[]): Promise<string[]> {
   if (shas.length === 0) return [];
   const out = await git(["cat-file", "--batch-check=%(objectname) %(objecttype)"], { cwd: cache, input: shas.join("\n") + "\n" });
   return out

@@ -12,8 +12,8 @@
 // config, hooks, info, refs) byte for byte as digested when it was built (so no index flag, no
 // hook or config, no replace ref was added), no untracked or ignored file or directory, and every
 // file as its index says. A spare this daemon did not build (an earlier daemon's) is thrown away.
-import { existsSync, mkdirSync, readdirSync, renameSync, statfsSync, statSync } from "node:fs";
-import { lstat, readFile, readdir, readlink } from "node:fs/promises";
+import { createReadStream, existsSync, mkdirSync, readdirSync, renameSync, statfsSync, statSync } from "node:fs";
+import { lstat, readdir, readlink } from "node:fs/promises";
 import { join } from "node:path";
 import { createHash, randomBytes } from "node:crypto";
 import { oneLine } from "../../shared/errors.js";
@@ -57,7 +57,8 @@ async function gitDirDigest(checkout: string): Promise<string> {
     const st = await lstat(path);
     hash.update(`${rel}\0${st.mode}\0`);
     if (st.isSymbolicLink()) hash.update(await readlink(path));
-    else if (st.isFile()) hash.update(await readFile(path));
+    // Streamed: the index of a big tree is tens of megabytes.
+    else if (st.isFile()) for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
     else if (st.isDirectory()) for (const name of (await readdir(path)).sort()) await walk(rel ? `${rel}/${name}` : name);
     hash.update("\0");
   };
