@@ -18,6 +18,7 @@ import { withTransferProgress } from "./transfer-progress.js";
 import type { Progress } from "./progress.js";
 import { localShallow, deepeningRevs } from "./shallow.js";
 import { planSubmodules, type LocalSubmodule } from "./submodules.js";
+import { localRemotes, localUpstream } from "./local-remotes.js";
 
 /** Whole-create bound: large first transfers over slow links need minutes, never forever. */
 const CREATE_TIMEOUT_MS = 30 * 60_000;
@@ -49,7 +50,11 @@ function submoduleFailure(path: string, err: unknown): RuntimeError {
 function transferTarget(prepared: PreparedCreate, module: string | undefined) {
   const source = prepared.request.source;
   if (source.kind !== "directory" || !prepared.repo) throw new RuntimeError("input", "objects requested for a git source");
-  if (module === undefined) return { repo: prepared.repo, commit: source.commit, shallow: source.shallow ?? [], path: null, tips: [] };
+  if (module === undefined) {
+    // The upstream's remote-tracking commit too, so the workspace compares its branch with it.
+    const tips = source.upstream?.tracking ? [source.upstream.tracking.commit] : [];
+    return { repo: prepared.repo, commit: source.commit, shallow: source.shallow ?? [], path: null, tips };
+  }
   const m = prepared.modules.find((x) => x.spec.key === module);
   if (!m) throw new RuntimeError("remote", `the remote host asked for objects of an unknown submodule ${module}`);
   const tips = (m.spec.origin?.branches ?? []).map((b) => b.commit);
@@ -97,8 +102,13 @@ export async function prepareCreate(input: CreateInput, owner: string): Promise<
       integration = sealIntegration(local.topLevel, local.baseBranch, { owner, workspaceId: input.workspaceId, commit: local.commit });
     }
     const key = projectKey(input.project.projectId, local.topLevel);
-    const [shallow, plan] = await Promise.all([localShallow(local.topLevel), planSubmodules(local.topLevel, local.commit, key)]);
+    const [shallow, plan, remotes] = await Promise.all([
+      localShallow(local.topLevel),
+      planSubmodules(local.topLevel, local.commit, key),
+      localRemotes(local.topLevel),
+    ]);
     ({ modules, missing: missingModules } = plan);
+    const upstream = await localUpstream(local.topLevel, local.trackFrom, remotes);
     source = {
       kind: "directory",
       projectKey: key,
@@ -107,6 +117,8 @@ export async function prepareCreate(input: CreateInput, owner: string): Promise<
       subdirectory: local.prefix,
       ...(shallow.length > 0 ? { shallow } : {}),
       ...(modules.length > 0 ? { submodules: modules.map((m) => m.spec) } : {}),
+      remotes,
+      ...(upstream ? { upstream } : {}),
     };
   } else {
     const subdirectory = normaliseRelativePath(src.subdirectory);

@@ -86,7 +86,8 @@ async function fillCache(intake: Intake, cache: string, source: SourceSpec): Pro
     const resolved = await fetchGitSource(cache, source.url, source.revision);
     return source.newBranch ? { commit: resolved.commit, branch: source.newBranch } : resolved;
   }
-  await fillObjects(intake, cache, { commit: source.commit, shallow: source.shallow ?? [] });
+  const tips = source.upstream?.tracking ? [source.upstream.tracking.commit] : [];
+  await fillObjects(intake, cache, { commit: source.commit, shallow: source.shallow ?? [], tips });
   return { commit: source.commit, branch: source.branch };
 }
 
@@ -179,6 +180,10 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
       beforeRename: owned,
       spares: source.kind === "directory" && !lfsSpec,
       lfs,
+      remotes:
+        source.kind === "directory"
+          ? { kind: "directory", remotes: source.remotes ?? [], upstream: source.upstream ?? null }
+          : { kind: "git", url: gitSourceAccess(source.url).url },
       finish,
     });
     const workspaceRoot = resolveWorkspaceRoot(layout.checkout, source.subdirectory, relativeCwd);
