@@ -68,6 +68,8 @@ export function brokerKey(options: RuntimeOptions, version: string, plan?: Conne
     brokerIdleMs: options.brokerIdleMs,
     maxSessions: options.maxSessions,
     daemonIdleMs: options.daemonIdleMs,
+    // A broker forwarding the agent is another connection than one that does not.
+    forwardAgent: options.forwardAgent,
     agentSocket: process.env.SSH_AUTH_SOCK ?? null,
   };
   return sha256Hex(JSON.stringify(material)).slice(0, 24);

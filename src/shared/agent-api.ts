@@ -349,6 +349,8 @@ export const CreateRequest = object({
   integration: nullable(SealedIntegration),
   /** The commit's Git LFS pointers (directory sources whose tree has any; src/workspace/lfs-objects.ts). */
   lfs: optional(nullable(LfsSpec)),
+  /** Git in the workspace reaches the Paseo side's forwarded ssh-agent (runtime option forwardAgent). */
+  forwardAgent: optional(isBoolean),
 });
 export type CreateRequest = Infer<typeof CreateRequest>;
 

@@ -86,6 +86,11 @@ export const runtimeOptionFields = {
    * re-attach. 0: a lost link ends the exec at once (its tree reaped after the 1 s abandonment grace).
    */
   reconnectGraceMs: z._default(z.int().check(z.gte(0), z.lte(86_400_000)), 600_000),
+  /**
+   * Forwards the Paseo side's ssh-agent (IdentityAgent, else SSH_AUTH_SOCK) to git in the
+   * workspaces created with it, through the broker's connection; never into a workload's env.
+   */
+  forwardAgent: z._default(z.boolean(), false),
 };
 
 /** What each key must look like, phrased for the one-line error message. */
@@ -106,6 +111,7 @@ const EXPECTED: Record<keyof typeof runtimeOptionFields, string> = {
   acceptNewHostKeys: "expected true or false (true lets StrictHostKeyChecking accept-new record unknown host keys)",
   daemonIdleMs: "expected an integer number of milliseconds 1000-86400000",
   reconnectGraceMs: "expected an integer number of milliseconds 0-86400000 (0: a lost link ends the exec at once)",
+  forwardAgent: "expected true or false (true lets git in new workspaces use the Paseo side's ssh-agent)",
 };
 
 const schema = z.strictObject(runtimeOptionFields);

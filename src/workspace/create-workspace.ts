@@ -144,7 +144,13 @@ export async function prepareCreate(input: CreateInput, owner: string): Promise<
   };
 }
 
-export async function runCreate(host: RemoteHost, prepared: PreparedCreate, progress: Progress): Promise<CreateResult> {
+/** `forwardAgent`: the host's runtime option; git in the workspace then reaches the forwarded ssh-agent. */
+export async function runCreate(
+  host: RemoteHost,
+  prepared: PreparedCreate,
+  progress: Progress,
+  forwardAgent = false,
+): Promise<CreateResult> {
   for (const path of prepared.missingModules) progress.mark("submodule-not-initialised", { path });
   const channel = await host.openAgent();
   progress.mark("connect");
@@ -220,7 +226,8 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
   channel.on("frame", onFrame);
   const requestedAt = performance.now();
   try {
-    const result = await channel.request(requestFor(host, "workspace.create", prepared.request), CREATE_TIMEOUT_MS);
+    const request = forwardAgent ? { ...prepared.request, forwardAgent } : prepared.request;
+    const result = await channel.request(requestFor(host, "workspace.create", request), CREATE_TIMEOUT_MS);
     noObjects();
     progress.mark("done");
     return result;

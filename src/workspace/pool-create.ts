@@ -21,8 +21,9 @@ export async function createInPool(request: LifecycleRequest, raw: Record<string
   const earlier = readPlacement(owner, input.workspaceId);
   if (earlier) {
     progress.mark("placed", { host: earlier.label });
+    const options = parseRuntimeOptions(earlier.raw);
     return onPoolHost(earlier.label, () =>
-      withHost(parseRuntimeOptions(earlier.raw), (host) => runCreate(host, prepared, progress), { failFast: true }),
+      withHost(options, (host) => runCreate(host, prepared, progress, options.forwardAgent), { failFast: true }),
     );
   }
   const source = prepared.request.source;
@@ -45,7 +46,9 @@ export async function createInPool(request: LifecycleRequest, raw: Record<string
   try {
     progress.mark("placed", { host: placement.entry.label, score: Math.round(placement.score * 100) / 100 });
     const result = await onPoolHost(placement.entry.label, () =>
-      withHost(placement.entry.options, (host) => runCreate(host, prepared, progress), { failFast: true }),
+      withHost(placement.entry.options, (host) => runCreate(host, prepared, progress, placement.entry.options.forwardAgent), {
+        failFast: true,
+      }),
     );
     recordPlacement(owner, placement.entry, input.workspaceId);
     return result;

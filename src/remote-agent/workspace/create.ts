@@ -27,6 +27,7 @@ import { fillLfsStore } from "./lfs-store.js";
 import { hasGitLfs } from "./lfs-checkout.js";
 import { hostCheckoutTimeoutMs, hostGitSearchPath } from "../test-hooks.js";
 import { killWorkspaceProcesses } from "../proc/process-set.js";
+import { enableAgentForwarding } from "./ssh-agent.js";
 import { isComplete, lifecycleEnvironment, parseRequest, view } from "./common.js";
 
 /** Name prefix of checkouts being built in `<root>/tmp` (pruned by reconcile when abandoned). */
@@ -71,7 +72,7 @@ function parseCreate(req: ReceivedRequest): CreateRequest {
   const i = r.integration;
   const integration = i && { localPath: i.localPath, baseBranch: i.baseBranch, seal: i.seal };
   const lfs = r.lfs ? { pointers: r.lfs.pointers, endpoint: r.lfs.endpoint } : null;
-  return { workspaceId, owner, source, relativeCwd, purpose: r.purpose, integration, lfs };
+  return { workspaceId, owner, source, relativeCwd, purpose: r.purpose, integration, lfs, forwardAgent: r.forwardAgent === true };
 }
 
 function sourceKey(source: SourceSpec): string {
@@ -103,7 +104,7 @@ export async function create(ctx: AgentContext): Promise<CreateResult> {
 
 async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
   const startedAt = Date.now();
-  const { workspaceId, owner, source, relativeCwd, purpose, integration, lfs: lfsSpec = null } = parseCreate(ctx.request);
+  const { workspaceId, owner, source, relativeCwd, purpose, integration, lfs: lfsSpec = null, forwardAgent } = parseCreate(ctx.request);
   const hooks = workspaceHooks(ctx.root, workspaceId);
   const inbox = new FrameInbox(ctx);
   const projectKey = sourceKey(source);
@@ -186,6 +187,7 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
           : { kind: "git", url: gitSourceAccess(source.url).url },
       finish,
     });
+    if (forwardAgent) await enableAgentForwarding(ctx.root, layout);
     const workspaceRoot = resolveWorkspaceRoot(layout.checkout, source.subdirectory, relativeCwd);
     const current = verifyOwned(ctx.root, workspaceId, owner);
     const done = replaceManifest(layout, {
