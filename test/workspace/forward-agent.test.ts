@@ -14,6 +14,8 @@ import { rig, waitFor } from "../rig/rig.js";
 import { ExecWorkspace, exitOf } from "../support/exec.js";
 import { finish, throughProxy } from "../support/host-daemon.js";
 import { needs, unless } from "../support/needs.js";
+import { extraSshdSkipReason, startExtraSshd } from "../support/extra-sshd.js";
+import { sleep } from "../support/exec.js";
 import { hostGit, onHost, requireView } from "../support/host-view.js";
 import { suiteRoot } from "../support/workspace.js";
 import type { DelayProxy } from "../../bench/delay-proxy.mjs";
@@ -167,5 +169,23 @@ describe("forwardAgent: git in the workspace pushes with the Paseo side's ssh-ag
     expect(exitOf(ok)).toEqual({ code: 0, signal: null });
     expect(forgeHas("after-reset")).toBe(true);
     expect(await envOf(withAgent)).toBe("PATH=/usr/local/bin:/usr/bin:/bin\nFORWARD_TEST=exact\n");
+  });
+
+  it("a host whose sshd refuses agent forwarding gets nothing: the push fails as without the option", async (ctx) => {
+    const why = extraSshdSkipReason();
+    if (why) return ctx.skip(why);
+    const sshd = await startExtraSshd(["AllowAgentForwarding no"]);
+    cleanups.push(() => sshd.stop());
+    const ws = new ExecWorkspace("fwd-refused", { ...sshd.options(), forwardAgent: true, sshConfig: false });
+    cleanups.push(() => finish(ws));
+    await ws.create();
+    // Time for a forwarding session to have been refused (an accepted one registers within this).
+    await sleep(2000);
+    const link = join(agentDirOf(ws), "agent.sock");
+    expect(() => statSync(onHost(link))).toThrow();
+    const refused = await push(ws, "refused-by-sshd");
+    expect(exitOf(refused).code).not.toBe(0);
+    expect(refused.stderr).toMatch(/Permission denied \(publickey/);
+    expect(forgeHas("refused-by-sshd")).toBe(false);
   });
 });
