@@ -10,12 +10,13 @@ import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { writeKeyFile } from "../rig/keys.js";
-import { rig, waitFor } from "../rig/rig.js";
+import { rig, rigOptions, waitFor } from "../rig/rig.js";
 import { ExecWorkspace, exitOf } from "../support/exec.js";
 import { finish, throughProxy } from "../support/host-daemon.js";
 import { needs, unless } from "../support/needs.js";
 import { extraSshdSkipReason, startExtraSshd } from "../support/extra-sshd.js";
 import { sleep } from "../support/exec.js";
+import { runCli } from "../support/run-cli.js";
 import { hostGit, onHost, requireView } from "../support/host-view.js";
 import { suiteRoot } from "../support/workspace.js";
 import type { DelayProxy } from "../../bench/delay-proxy.mjs";
@@ -187,5 +188,15 @@ describe("forwardAgent: git in the workspace pushes with the Paseo side's ssh-ag
     expect(exitOf(refused).code).not.toBe(0);
     expect(refused.stderr).toMatch(/Permission denied \(publickey/);
     expect(forgeHas("refused-by-sshd")).toBe(false);
+
+    // doctor says so; and where sshd forwards, that it does.
+    const doctor = async (options: Record<string, unknown>) =>
+      (await runCli(["doctor", "--options", JSON.stringify(options)], { timeoutMs: 60_000 })).stdout.toString();
+    expect(await doctor({ ...sshd.options({ root: ws.configuredRoot }), forwardAgent: true, sshConfig: false })).toMatch(
+      /^warn ssh-agent forward .*refused by the host's sshd/m,
+    );
+    expect(await doctor(rigOptions({ root: withAgent.configuredRoot, forwardAgent: true, sshConfig: false }))).toMatch(
+      /^ok +ssh-agent forward .*forwarded: git in workspaces created with forwardAgent/m,
+    );
   });
 });
