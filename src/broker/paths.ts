@@ -70,6 +70,8 @@ export function brokerKey(options: RuntimeOptions, version: string, plan?: Conne
     daemonIdleMs: options.daemonIdleMs,
     // The broker holds the forwards: configurations that forward differently are brokers apart.
     forwardPorts: options.forwardPorts,
+    // A broker forwarding the agent is another connection than one that does not.
+    forwardAgent: options.forwardAgent,
     agentSocket: process.env.SSH_AUTH_SOCK ?? null,
   };
   return sha256Hex(JSON.stringify(material)).slice(0, 24);

@@ -6,6 +6,7 @@
 //   relay       makes sure the daemon runs and pipes stdin/stdout to its socket (for sshd that
 //               refuses stream-local forwarding)
 //   pty-attach  the workload side of a PTY exec on an sshd pseudo-terminal
+//   agent-hold  holds the session sshd forwards the Paseo side's ssh-agent to (workspace/ssh-agent.ts)
 // Every mode writes the ready marker first (so login-shell noise before it can be skipped).
 // Secrets (workload env) arrive only in frames, never on a command line or in a file.
 import { dirname } from "node:path";
@@ -18,6 +19,8 @@ import { expandRoot } from "./root.js";
 import { holdAgentRoot } from "./root-guard.js";
 import { daemonMain } from "./daemon/host-daemon.js";
 import { daemonUpMain, relayMain } from "./daemon/up.js";
+import { daemonPaths } from "./daemon/paths.js";
+import { agentHoldMain } from "./workspace/ssh-agent.js";
 
 function stdioPort(): ConversationPort {
   const out = process.stdout;
@@ -74,6 +77,10 @@ function main(): void {
   if (mode === "daemon") return daemonMain(__filename, process.argv.slice(3));
   if (mode === "daemon-up") return daemonUpMain(__filename, process.argv.slice(3));
   if (mode === "relay") return relayMain(__filename, process.argv.slice(3));
+  if (mode === "agent-hold") {
+    process.stdout.write(AGENT_READY_MARKER);
+    return agentHoldMain(daemonPaths(__filename).root);
+  }
   oneShotMain();
 }
 

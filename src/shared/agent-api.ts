@@ -167,6 +167,30 @@ export const SubmoduleList = withMessage(
 /** A source's shallow boundary; read by the agent with the submodules' line. */
 export const ShallowBoundary = withMessage(isShallow, MALFORMED_SUBMODULES);
 
+/** A remote name git accepts (refs/remotes/<name>/… must be a valid ref). */
+export const isRemoteName: Guard<string> = (v): v is string => isBranchName(v);
+/** A URL, refspec or ref written into the workspace's git config: no option, no line break, no NUL. */
+export const isRemoteValue: Guard<string> = (v): v is string =>
+  typeof v === "string" && v !== "" && !v.startsWith("-") && !/[\0\n\r]/.test(v);
+
+/** One of the Paseo side repository's remotes, as `git remote -v` shows it (src/workspace/local-remotes.ts). */
+export const RemoteSpec = object({
+  name: isRemoteName,
+  urls: arrayOf(isRemoteValue),
+  /** Empty: pushes go to `urls`. */
+  pushUrls: arrayOf(isRemoteValue),
+  fetch: arrayOf(isRemoteValue),
+});
+export type RemoteSpec = Infer<typeof RemoteSpec>;
+
+/** What the checked-out branch tracks, and the remote-tracking ref's commit when the Paseo side has it. */
+export const UpstreamSpec = object({
+  remote: isRemoteName,
+  merge: isRemoteValue,
+  tracking: optional(object({ ref: refine(isRemoteValue, (r) => r.startsWith("refs/remotes/")), commit: isCommit })),
+});
+export type UpstreamSpec = Infer<typeof UpstreamSpec>;
+
 /** Objects for a directory source are shipped from the Paseo host into this project's cache. */
 export const DirectorySourceSpec = allOf(
   withMessage(
@@ -190,6 +214,9 @@ export const DirectorySourceSpec = allOf(
     branch: requestString("branch", false),
     /** Workspace root inside the checkout ("" = the checkout itself). */
     subdirectory: isString,
+    /** The repository's remotes (absent: none; older runtimes sent none). */
+    remotes: optional(withMessage(arrayOf(RemoteSpec), "malformed remotes in agent request")),
+    upstream: optional(withMessage(UpstreamSpec, "malformed upstream in agent request")),
   }),
 );
 export type DirectorySourceSpec = Infer<typeof DirectorySourceSpec>;
@@ -396,6 +423,8 @@ export const CreateRequest = object({
   lfs: optional(nullable(LfsSpec)),
   /** The pool runtime entry that places it (src/broker/host-pool/options.ts poolScope); reconcile of another entry leaves it alone. */
   scope: optional(nullable(SCOPE)),
+  /** Git in the workspace reaches the Paseo side's forwarded ssh-agent (runtime option forwardAgent). */
+  forwardAgent: optional(isBoolean),
 });
 export type CreateRequest = Infer<typeof CreateRequest>;
 

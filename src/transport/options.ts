@@ -94,6 +94,11 @@ export const runtimeOptionFields = {
     z.union([z.boolean(), z.array(z.int().check(z.gte(1), z.lte(65_535))).check(z.minLength(1), z.maxLength(1000))]),
     true,
   ),
+  /**
+   * Forwards the Paseo side's ssh-agent (IdentityAgent, else SSH_AUTH_SOCK) to git in the
+   * workspaces created with it, through the broker's connection; never into a workload's env.
+   */
+  forwardAgent: z._default(z.boolean(), false),
 };
 
 /** What each key must look like, phrased for the one-line error message. */
@@ -115,6 +120,7 @@ const EXPECTED: Record<keyof typeof runtimeOptionFields, string> = {
   daemonIdleMs: "expected an integer number of milliseconds 1000-86400000",
   reconnectGraceMs: "expected an integer number of milliseconds 0-86400000 (0: a lost link ends the exec at once)",
   forwardPorts: "expected true, false, or a non-empty array of at most 1000 port numbers 1-65535",
+  forwardAgent: "expected true or false (true lets git in new workspaces use the Paseo side's ssh-agent)",
 };
 
 const schema = z.strictObject(runtimeOptionFields);

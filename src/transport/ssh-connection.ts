@@ -8,7 +8,7 @@ import type { Duplex } from "node:stream";
 // ssh2 is CommonJS: Node's ESM loader only offers its default export (the broker and the tests
 // run as ES modules).
 import ssh2 from "ssh2";
-import type { Client, ClientChannel, PseudoTtyOptions } from "ssh2";
+import type { Client, ClientChannel, ExecOptions, PseudoTtyOptions } from "ssh2";
 import { RuntimeError, oneLine } from "../shared/errors.js";
 import { sleep } from "../shared/async.js";
 import type { RuntimeOptions } from "./options.js";
@@ -77,9 +77,12 @@ export class SshConnection {
   }
 
   /** Runs `command` (through the user's login shell, as sshd always does) on a new session channel. */
-  exec(command: string, pty?: PseudoTtyOptions): Promise<ClientChannel> {
-    return this.openChannel("a session channel", (done) => {
+  exec(command: string, pty?: PseudoTtyOptions, agentForward = false): Promise<ClientChannel> {
+    // Agent forwarding is asked for on this one session only (sshd then gives it SSH_AUTH_SOCK).
+    return this.openChannel(agentForward ? "a session channel with agent forwarding" : "a session channel", (done) => {
       if (pty) this.client.exec(command, { pty }, done);
+      // ssh2 honours `agentForward` per exec; its typings omit it.
+      else if (agentForward) this.client.exec(command, { agentForward: true } as ExecOptions, done);
       else this.client.exec(command, done);
     });
   }
@@ -210,7 +213,7 @@ async function hopStream({ plan, index, outer, proxyEnv }: HopRoute, hooks: Conn
 
 /** One SSH handshake (host key verified before any authentication) over `stream`. */
 function handshake(
-  { hop, index, name }: { hop: Hop; index: number; name: string },
+  { hop, index, name, forwardAgent = false }: { hop: Hop; index: number; name: string; forwardAgent?: boolean },
   { stream, proxy }: HopStream,
   hooks: ConnectHooks,
 ): Promise<Client> {
@@ -303,6 +306,9 @@ function handshake(
         return true;
       },
       authHandler: auth.handler,
+      // What a session that asks for agent forwarding is served from. Not `agentForward`: ssh2
+      // would then ask for it on every session, workloads' included.
+      ...(forwardAgent && hop.agentSocket ? { agent: hop.agentSocket } : {}),
     });
   });
 }
@@ -328,7 +334,8 @@ export async function connectSsh(
       const carrier = await hopStream({ plan, index: i, outer: via, proxyEnv }, hooks);
       const { proxy } = carrier;
       if (proxy) outer.push({ end: () => proxy.kill() });
-      const client = await handshake({ hop, index: i, name: hopName(hop, isTarget ? "target" : "jump") }, carrier, hooks);
+      const name = hopName(hop, isTarget ? "target" : "jump");
+      const client = await handshake({ hop, index: i, name, forwardAgent: isTarget && options.forwardAgent }, carrier, hooks);
       if (isTarget) return new SshConnection(client, hopName(hop, "target"), outer);
       outer.unshift({ end: () => client.end() });
       via = client;

@@ -71,9 +71,9 @@ export class SshHost implements RemoteHost, DaemonStarter {
    * lacks it); resolves once its ready marker arrived, with the channel paused and the bytes after
    * the marker.
    */
-  private async startAgent(args: string[]): Promise<{ ch: ClientChannel; rest: Buffer }> {
+  private async startAgent(args: string[], agentForward = false): Promise<{ ch: ClientChannel; rest: Buffer }> {
     for (let attempt = 0; ; attempt++) {
-      const ch = await this.conn.exec(this.command(args));
+      const ch = await this.conn.exec(this.command(args), undefined, agentForward);
       ch.stderr.resume();
       const started = await this.awaitMarker(ch, "remote agent");
       if ("rest" in started) return { ch, rest: started.rest };
@@ -86,8 +86,8 @@ export class SshHost implements RemoteHost, DaemonStarter {
   }
 
   /** daemon-up: the daemon of this build runs (started if it did not); where it listens. */
-  async daemonUp(): Promise<DaemonInfo> {
-    const { ch, rest } = await this.startAgent(this.daemonArgs("daemon-up"));
+  /** The first line the agent on `ch` writes after its marker (bounded), e.g. daemon-up's answer. */
+  private answerLine(ch: ClientChannel, rest: Buffer, mode: string, ended: string): Promise<string> {
     const line = new Promise<string>((resolve, reject) => {
       let text = rest.toString("utf8");
       const check = () => {
@@ -98,19 +98,22 @@ export class SshHost implements RemoteHost, DaemonStarter {
         text += d.toString("utf8");
         check();
       });
-      ch.once("close", () =>
-        reject(new RuntimeError("remote", `the host daemon on ${this.target} could not be started: daemon-up ended without an answer`)),
-      );
+      ch.once("close", () => reject(new RuntimeError("remote", `${ended}: ${mode} ended without an answer`)));
       check();
       ch.resume();
     });
+    return withTimeout(
+      line,
+      AGENT_READY_TIMEOUT_MS,
+      () => new RuntimeError("network", `${mode} on ${this.target} did not answer within ${AGENT_READY_TIMEOUT_MS} ms`),
+    );
+  }
+
+  async daemonUp(): Promise<DaemonInfo> {
+    const { ch, rest } = await this.startAgent(this.daemonArgs("daemon-up"));
     try {
       const answer = JSON.parse(
-        await withTimeout(
-          line,
-          AGENT_READY_TIMEOUT_MS,
-          () => new RuntimeError("network", `daemon-up on ${this.target} did not answer within ${AGENT_READY_TIMEOUT_MS} ms`),
-        ),
+        await this.answerLine(ch, rest, "daemon-up", `the host daemon on ${this.target} could not be started`),
       ) as Partial<DaemonInfo> & { error?: WireError };
       if (answer.error) throw fromWireError(answer.error);
       if (typeof answer.socket !== "string" || typeof answer.pid !== "number")
@@ -121,6 +124,25 @@ export class SshHost implements RemoteHost, DaemonStarter {
       throw err;
     } finally {
       ch.destroy();
+    }
+  }
+
+  /**
+   * Opens the session sshd forwards the Paseo side's ssh-agent to (`agent-hold`, kept open while
+   * the connection lasts). `forwarded` false: sshd gave it no agent socket. Rejects when sshd
+   * refused forwarding (AllowAgentForwarding no).
+   */
+  async holdAgent(): Promise<{ ch: ClientChannel; forwarded: boolean }> {
+    const { ch, rest } = await this.startAgent(["agent-hold"], true);
+    try {
+      const answer = JSON.parse(await this.answerLine(ch, rest, "agent-hold", `agent forwarding on ${this.target} failed`)) as {
+        forwarded?: unknown;
+      };
+      return { ch, forwarded: answer.forwarded === true };
+    } catch (err) {
+      ch.destroy();
+      if (err instanceof SyntaxError) throw new RuntimeError("remote", `agent-hold on ${this.target} gave a malformed answer`);
+      throw err;
     }
   }
 

@@ -19,6 +19,7 @@ import type { Progress } from "./progress.js";
 import { localShallow, deepeningRevs } from "./shallow.js";
 import { planSubmodules, type LocalSubmodule } from "./submodules.js";
 import { unionRepo } from "./union-repo.js";
+import { localRemotes, localUpstream } from "./local-remotes.js";
 
 /** Whole-create bound: large first transfers over slow links need minutes, never forever. */
 const CREATE_TIMEOUT_MS = 30 * 60_000;
@@ -52,7 +53,11 @@ function submoduleFailure(paths: string[], err: unknown): RuntimeError {
 function transferTarget(prepared: PreparedCreate, modules: string[] | undefined) {
   const source = prepared.request.source;
   if (source.kind !== "directory" || !prepared.repo) throw new RuntimeError("input", "objects requested for a git source");
-  if (modules === undefined) return { commits: [source.commit], shallow: source.shallow ?? [], paths: null };
+  if (modules === undefined) {
+    // The upstream's remote-tracking commit too, so the workspace compares its branch with it.
+    const tracking = source.upstream?.tracking ? [source.upstream.tracking.commit] : [];
+    return { commits: [...new Set([source.commit, ...tracking])], shallow: source.shallow ?? [], paths: null };
+  }
   const byKey = new Map(prepared.modules.map((m) => [m.spec.key, m.spec]));
   const specs = modules.map((key) => {
     const spec = byKey.get(key);
@@ -108,8 +113,13 @@ export async function prepareCreate(input: CreateInput, owner: string): Promise<
       integration = sealIntegration(local.topLevel, local.baseBranch, { owner, workspaceId: input.workspaceId, commit: local.commit });
     }
     const key = projectKey(input.project.projectId, local.topLevel);
-    const [shallow, plan] = await Promise.all([localShallow(local.topLevel), planSubmodules(local.topLevel, local.commit, key)]);
+    const [shallow, plan, remotes] = await Promise.all([
+      localShallow(local.topLevel),
+      planSubmodules(local.topLevel, local.commit, key),
+      localRemotes(local.topLevel),
+    ]);
     ({ modules, missing: missingModules, objectDirs: moduleObjects } = plan);
+    const upstream = await localUpstream(local.topLevel, local.trackFrom, remotes);
     source = {
       kind: "directory",
       projectKey: key,
@@ -118,6 +128,8 @@ export async function prepareCreate(input: CreateInput, owner: string): Promise<
       subdirectory: local.prefix,
       ...(shallow.length > 0 ? { shallow } : {}),
       ...(modules.length > 0 ? { submodules: modules.map((m) => m.spec) } : {}),
+      remotes,
+      ...(upstream ? { upstream } : {}),
     };
   } else {
     const subdirectory = normaliseRelativePath(src.subdirectory);
@@ -145,7 +157,13 @@ export async function prepareCreate(input: CreateInput, owner: string): Promise<
   };
 }
 
-export async function runCreate(host: RemoteHost, prepared: PreparedCreate, progress: Progress): Promise<CreateResult> {
+/** `forwardAgent`: the host's runtime option; git in the workspace then reaches the forwarded ssh-agent. */
+export async function runCreate(
+  host: RemoteHost,
+  prepared: PreparedCreate,
+  progress: Progress,
+  forwardAgent = false,
+): Promise<CreateResult> {
   for (const path of prepared.missingModules) progress.mark("submodule-not-initialised", { path });
   const channel = await host.openAgent();
   progress.mark("connect");
@@ -229,7 +247,8 @@ export async function runCreate(host: RemoteHost, prepared: PreparedCreate, prog
   channel.on("frame", onFrame);
   const requestedAt = performance.now();
   try {
-    const result = await channel.request(requestFor(host, "workspace.create", prepared.request), CREATE_TIMEOUT_MS);
+    const request = forwardAgent ? { ...prepared.request, forwardAgent } : prepared.request;
+    const result = await channel.request(requestFor(host, "workspace.create", request), CREATE_TIMEOUT_MS);
     noObjects();
     progress.mark("done");
     return result;

@@ -11,6 +11,7 @@ import type { AgentChannel } from "../transport/agent-channel.js";
 import { LfsPointer, type LfsSpec } from "../shared/agent-api.js";
 import { RuntimeError } from "../shared/errors.js";
 import { gitResult, gitStream } from "../shared/git-exec.js";
+import { withoutCredentials } from "./local-remotes.js";
 
 /** Pointer files are small (git-lfs refuses to parse one over 1024 bytes). */
 const MAX_POINTER_BYTES = 1024;
@@ -37,18 +38,6 @@ async function localObjects(repo: string): Promise<string> {
   const storage = (await localGit(repo, ["config", "--get", "lfs.storage"], undefined, [1])).stdout.trim();
   const base = storage === "" ? join(common, "lfs") : isAbsolute(storage) ? storage : join(common, storage);
   return join(base, "objects");
-}
-
-/** Drops user info (a token or password) from an http(s) URL: credentials never travel to the host. */
-function withoutCredentials(url: string): string | null {
-  try {
-    const u = new URL(url);
-    u.username = "";
-    u.password = "";
-    return u.toString();
-  } catch {
-    return null;
-  }
 }
 
 /** An http(s) URL without credentials, an SSH URL as it is, null for anything meaningless on the host. */

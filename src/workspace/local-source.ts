@@ -6,6 +6,7 @@ import { resolve } from "node:path";
 import { RuntimeError } from "../shared/errors.js";
 import type { PlacementIntent, ResolvedWorktreeSource } from "../contract/schemas.js";
 import { gitResult, SHA_RE } from "../shared/git-exec.js";
+import type { TrackFrom } from "./local-remotes.js";
 
 export interface LocalResolution {
   /** Canonical path of the repository's top level. */
@@ -19,6 +20,8 @@ export interface LocalResolution {
   prefix: string;
   /** Local branch merge-to-base integrates into ("" = none, e.g. a detached source). */
   baseBranch: string;
+  /** Whose upstream the workspace's branch takes: the same local branch's, or none for a new branch. */
+  trackFrom: TrackFrom;
 }
 
 async function localGit(repo: string, args: string[], okCodes: number[] = []): Promise<{ code: number; stdout: string }> {
@@ -67,6 +70,12 @@ interface Resolved {
   branch: string;
   /** Candidate base branch; kept only when it is a local branch. */
   base: string;
+  trackFrom: TrackFrom;
+}
+
+/** The branch as it is here: its own upstream when it is a local branch (else a new branch: none). */
+async function sameBranch(repo: string, branch: string): Promise<TrackFrom> {
+  return (await isLocalBranch(repo, branch)) ? { kind: "local", branch } : null;
 }
 
 async function resolveWorktreeSource(repo: string, source: ResolvedWorktreeSource): Promise<Resolved> {
@@ -77,13 +86,16 @@ async function resolveWorktreeSource(repo: string, source: ResolvedWorktreeSourc
         commit: await requireCommit(repo, source.baseBranch, "base branch"),
         branch: await validBranchName(repo, source.branchName),
         base,
+        trackFrom: null,
       };
     }
     case "checkout-branch": {
       const name = stripHeads(source.branchName);
       const commit = await firstCommit(repo, [`refs/heads/${name}`, `refs/remotes/origin/${name}`]);
       if (!commit) throw new RuntimeError("input", `Cannot resolve branch "${name}" from local refs of ${repo}; fetch it first`);
-      return { commit, branch: await validBranchName(repo, name), base: name };
+      // Made from origin/<name> as `git switch <name>` makes it: tracking that.
+      const trackFrom = (await sameBranch(repo, name)) ?? { kind: "remote", remote: "origin", branch: name };
+      return { commit, branch: await validBranchName(repo, name), base: name, trackFrom };
     }
     default: {
       const head = stripHeads(source.headRef);
@@ -101,7 +113,8 @@ async function resolveWorktreeSource(repo: string, source: ResolvedWorktreeSourc
           "input",
           `Cannot resolve change request head "${source.headRef}" from local refs of ${repo}; fetch it first`,
         );
-      return { commit, branch: await validBranchName(repo, local), base: stripHeads(source.baseRefName) };
+      const branch = await validBranchName(repo, local);
+      return { commit, branch, base: stripHeads(source.baseRefName), trackFrom: await sameBranch(repo, branch) };
     }
   }
 }
@@ -127,6 +140,7 @@ export async function resolveLocalSource(path: string, placement: PlacementInten
   let commit: string;
   let branch: string;
   let base: string;
+  let trackFrom: TrackFrom = null;
   switch (placement.kind) {
     case "existing": {
       const c = await commitOf(repo, "HEAD");
@@ -135,6 +149,7 @@ export async function resolveLocalSource(path: string, placement: PlacementInten
       commit = c;
       branch = sym.code === 0 ? sym.stdout.trim() : "";
       base = branch;
+      trackFrom = branch ? { kind: "local", branch } : null;
       break;
     }
     case "branch":
@@ -146,11 +161,12 @@ export async function resolveLocalSource(path: string, placement: PlacementInten
       commit = await requireCommit(repo, placement.ref, "ref");
       branch = (await isLocalBranch(repo, stripHeads(placement.ref))) ? stripHeads(placement.ref) : "";
       base = branch;
+      trackFrom = branch ? { kind: "local", branch } : null;
       break;
     case "resolved-worktree":
-      ({ commit, branch, base } = await resolveWorktreeSource(repo, placement.source));
+      ({ commit, branch, base, trackFrom } = await resolveWorktreeSource(repo, placement.source));
       break;
   }
   const baseBranch = (await isLocalBranch(repo, base)) ? base : "";
-  return { topLevel, gitDir, commit, branch, prefix: prefix.replace(/\/$/, ""), baseBranch };
+  return { topLevel, gitDir, commit, branch, prefix: prefix.replace(/\/$/, ""), baseBranch, trackFrom };
 }

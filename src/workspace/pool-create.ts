@@ -23,7 +23,9 @@ export async function createInPool(request: LifecycleRequest, raw: Record<string
   if (earlier) {
     const host = recordedHost(raw, earlier);
     progress.mark("placed", { host: host.label });
-    return onPoolHost(host.label, () => withHost(host.options, (h) => runCreate(h, prepared, progress), { failFast: true }));
+    return onPoolHost(host.label, () =>
+      withHost(host.options, (h) => runCreate(h, prepared, progress, host.options.forwardAgent), { failFast: true }),
+    );
   }
   const source = prepared.request.source;
   const projectKey = source.kind === "directory" ? source.projectKey : null;
@@ -50,7 +52,9 @@ export async function createInPool(request: LifecycleRequest, raw: Record<string
     if (!placement.existing) fields.score = Math.round(placement.score * 100) / 100;
     progress.mark("placed", fields);
     const result = await onPoolHost(placement.entry.label, () =>
-      withHost(placement.entry.options, (host) => runCreate(host, prepared, progress), { failFast: true }),
+      withHost(placement.entry.options, (host) => runCreate(host, prepared, progress, placement.entry.options.forwardAgent), {
+        failFast: true,
+      }),
     );
     recordPlacement(owner, placement.entry, input.workspaceId, pool.scope);
     return result;

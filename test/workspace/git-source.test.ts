@@ -53,6 +53,8 @@ describe("git URL sources over SSH", () => {
     expect(hostGit(checkout, ["symbolic-ref", "--short", "HEAD"]).trim()).toBe("main");
     expect(hostGit(checkout, ["rev-parse", "HEAD"]).trim()).toBe(src.tip);
     expect(hostGit(checkout, ["rev-parse", "--abbrev-ref", "main@{upstream}"]).trim()).toBe("origin/main");
+    // origin is the URL, not the host's cache the objects are borrowed from.
+    expect(hostGit(checkout, ["remote", "-v"])).toBe(`origin\t${src.url} (fetch)\norigin\t${src.url} (push)\n`);
     expect(r.value?.state.lifecycleEnvironment?.PASEO_BRANCH_NAME).toBe("main");
     expect(JSON.stringify(r.value)).not.toContain(src.url);
     expect((await d.op("merge-to-base", "g-default")).message).toBe(

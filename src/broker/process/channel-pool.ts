@@ -41,6 +41,8 @@ interface Conn {
   /** PTY channels held (or about to be opened) on this connection. */
   leases: number;
   lastUsed: number;
+  /** Its agent-hold session is open or being opened (or sshd refused one): forwardAgent. */
+  agentHold?: boolean;
 }
 
 export interface Lease<T> {
@@ -166,7 +168,27 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
       // Notices held from before the drop: the host's current state is fetched at once.
       if (this.notices.live > 0) this.relinkForNotices(host, ssh, 0);
     }
+    // The first connection carries the forwarded agent, again after every reconnect.
+    if (this.conns.length === 1) void this.holdAgent(conn);
     return conn;
+  }
+
+  /** Opens `conn`'s agent-hold session (forwardAgent): the host then points opted-in workspaces at it. */
+  private async holdAgent(conn: Conn): Promise<void> {
+    if (!this.options.forwardAgent || conn.agentHold || conn.ssh.closed) return;
+    conn.agentHold = true;
+    try {
+      const { ch, forwarded } = await conn.host.holdAgent();
+      this.log(
+        forwarded ? `ssh-agent forwarded to ${conn.ssh.target}` : `${conn.ssh.target} gave no agent socket: ssh-agent not forwarded`,
+      );
+      ch.once("close", () => {
+        conn.agentHold = false;
+      });
+    } catch (err) {
+      // A refusal (AllowAgentForwarding no) stays one for this connection: not asked again.
+      this.log(`ssh-agent not forwarded to ${conn.ssh.target}: ${oneLine(err instanceof Error ? err.message : String(err))}`);
+    }
   }
 
   private dropped(conn: Conn): void {

@@ -18,12 +18,12 @@ export class CountedConnection extends SshConnection {
     super(base.client, base.target, base.outer);
   }
 
-  override async exec(command: string, pty?: PseudoTtyOptions): Promise<ClientChannel> {
+  override async exec(command: string, pty?: PseudoTtyOptions, agentForward = false): Promise<ClientChannel> {
     this.openChannels++;
     let ch: ClientChannel;
     for (let attempt = 1; ; attempt++) {
       try {
-        ch = await super.exec(command, pty);
+        ch = await super.exec(command, pty, agentForward);
         break;
       } catch (err) {
         // An open that follows our close in the same packet batch can still find the table full.

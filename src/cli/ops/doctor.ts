@@ -3,7 +3,7 @@
 // per hop TCP connect, host key, authentication; agent, host facts) and prints one line per step
 // with its time, so a user sees exactly where a setup breaks. Exit 0 only if every step
 // passes; otherwise the failing step's line, then the classified error and its class's exit code.
-import { RuntimeError } from "../../shared/errors.js";
+import { RuntimeError, oneLine } from "../../shared/errors.js";
 import { readOptionsFlag } from "../options-flag.js";
 import { isPoolOptions } from "../../broker/host-pool/detect.js";
 import { parseRuntimeOptions, type RuntimeOptions } from "../../transport/options.js";
@@ -20,7 +20,7 @@ function gib(bytes: number | null): string {
   return bytes === null ? "unknown" : `${(bytes / 1024 ** 3).toFixed(1)} GiB`;
 }
 
-type Step = ConnectStep | "config" | "agent" | "facts" | "terminals" | "ports";
+type Step = ConnectStep | "config" | "agent" | "facts" | "terminals" | "ports" | "forward";
 const STEP_NAMES: Record<Step, string> = {
   config: "ssh_config",
   tcp: "connect",
@@ -30,6 +30,7 @@ const STEP_NAMES: Record<Step, string> = {
   facts: "host facts",
   terminals: "terminals",
   ports: "forwarded ports",
+  forward: "ssh-agent forward",
 };
 
 /** The chain as doctor shows it: one line per hop, then the config lines its values came from. */
@@ -68,9 +69,24 @@ export function portsLine(options: RuntimeOptions, os: string, refused: string |
   return `detected and forwarded to this machine's loopback${Array.isArray(options.forwardPorts) ? ` (only ${options.forwardPorts.join(", ")})` : ""}`;
 }
 
+/**
+ * forwardAgent: whether this host's sshd forwards the Paseo side's ssh-agent, tried on a session as
+ * the broker asks for it. A refusal is a warning, not a failure: everything else works without it.
+ */
+async function forwardLine(host: SshHost, say: (verdict: "ok" | "warn", detail: string) => void): Promise<void> {
+  try {
+    const { ch, forwarded } = await host.holdAgent();
+    ch.destroy();
+    if (forwarded) say("ok", "forwarded: git in workspaces created with forwardAgent uses the Paseo side's ssh-agent");
+    else say("warn", "no ssh-agent on the Paseo side (IdentityAgent or SSH_AUTH_SOCK) to forward: pushes use the host's own credentials");
+  } catch (err) {
+    say("warn", `refused by the host's sshd (AllowAgentForwarding no?): ${oneLine(err instanceof Error ? err.message : String(err))}`);
+  }
+}
+
 /** Every step to one host, one line each; throws the first failure (after its FAIL line). */
 async function doctorHost(options: RuntimeOptions, io: OperationIO): Promise<void> {
-  const line = (verdict: "ok" | "FAIL", step: Step, ms: number, detail: string) =>
+  const line = (verdict: "ok" | "FAIL" | "warn", step: Step, ms: number, detail: string) =>
     io.stdout.write(`${verdict.padEnd(4)} ${STEP_NAMES[step].padEnd(17)} ${String(Math.round(ms)).padStart(6)} ms  ${detail}\n`);
   let last = performance.now();
   const elapsed = () => {
@@ -116,6 +132,7 @@ async function doctorHost(options: RuntimeOptions, io: OperationIO): Promise<voi
     );
     pass("terminals", terminalLine(f.terminal));
     pass("ports", portsLine(options, f.os, await host.tcpForwardingRefused()));
+    if (options.forwardAgent) await forwardLine(host, (verdict, detail) => line(verdict, "forward", elapsed(), detail));
   } catch (err) {
     const cls = err instanceof RuntimeError ? err.errorClass : "remote";
     line("FAIL", expected[0] ?? "facts", elapsed(), `[${cls}]`);

@@ -1,6 +1,6 @@
 // Turns a cached commit into the workspace's checkout: a real repository on the requested branch
-// (or detached), sharing the cache's objects through alternates, with `origin` = the cache so
-// `git fetch` works on the host. Also canonicalises the workspace root and refuses symlink escapes.
+// (or detached), sharing the cache's objects through alternates, with the project's own remotes
+// (remotes.ts). Also canonicalises the workspace root and refuses symlink escapes.
 import { mkdirSync, realpathSync, renameSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { RuntimeError } from "../../shared/errors.js";
@@ -13,6 +13,7 @@ import { adoptSpare, scheduleSpare, takeSpare } from "./spare-checkout.js";
 import { removeTree } from "./trash.js";
 import { configEnv, STREAM_BIG_BLOBS } from "../../shared/big-blobs.js";
 import { finishLfsCheckout, lfsCheckoutRun, prepareLfsCheckout, type LfsCheckout } from "./lfs-checkout.js";
+import { ownRemotes, type RemotesPlan } from "./remotes.js";
 
 /** One checkout to materialize: `commit` of `cache`, on `branch` ("" for a detached HEAD). */
 export interface CheckoutPlan {
@@ -25,6 +26,7 @@ export interface CheckoutPlan {
   beforeRename: () => void;
   spares: boolean;
   lfs: LfsCheckout;
+  remotes: RemotesPlan;
   finish?: (staging: string) => Promise<void>;
 }
 
@@ -40,7 +42,9 @@ export async function materializeCheckout(plan: CheckoutPlan): Promise<void> {
   const { staging, checkout, cache, commit, branch, beforeRename, spares, lfs, finish } = plan;
   mkdirSync(dirname(staging), { recursive: true, mode: 0o700 });
   try {
-    if (!(spares && (await fromSpare(staging, cache, commit, branch)))) {
+    if (spares && (await fromSpare(staging, cache, commit, branch))) {
+      await ownRemotes(staging, branch, plan.remotes);
+    } else {
       // Refused before the first file is written when the tree cannot fit.
       const disk = diskInfo(dirname(staging));
       const footprint = await checkoutFootprint(cache, commit, disk.blockSize);
@@ -77,9 +81,11 @@ async function fromSpare(staging: string, cache: string, commit: string, branch:
 const PARALLEL_CHECKOUT = ["-c", "checkout.workers=0"];
 
 /** Clones and checks out `plan`'s commit into `checkout` (the staging directory). */
-async function buildCheckout(checkout: string, { cache, commit, branch, lfs }: CheckoutPlan): Promise<void> {
+async function buildCheckout(checkout: string, { cache, commit, branch, lfs, remotes }: CheckoutPlan): Promise<void> {
   mkdirSync(checkout, { mode: 0o700 });
   await git(["clone", "--quiet", "--shared", "--no-checkout", cache, checkout]);
+  // Before the LFS set-up, which may add its endpoint to the new `origin`.
+  await ownRemotes(checkout, branch, remotes);
   await prepareLfsCheckout(checkout, lfs);
   const target = branch ? ["-B", branch, commit] : ["--detach", commit];
   const run = lfsCheckoutRun(lfs);

@@ -27,6 +27,7 @@ import { fillLfsStore } from "./lfs-store.js";
 import { hasGitLfs } from "./lfs-checkout.js";
 import { hostCheckoutTimeoutMs, hostGitSearchPath } from "../test-hooks.js";
 import { killWorkspaceProcesses } from "../proc/process-set.js";
+import { enableAgentForwarding } from "./ssh-agent.js";
 import { isComplete, lifecycleEnvironment, parseRequest, view } from "./common.js";
 
 /** Name prefix of checkouts being built in `<root>/tmp` (pruned by reconcile when abandoned). */
@@ -73,7 +74,18 @@ function parseCreate(req: ReceivedRequest): CreateRequest {
   const integration = i && { localPath: i.localPath, baseBranch: i.baseBranch, seal: i.seal };
   const workHome = r.workHome ? { gitDir: r.workHome.gitDir, seal: r.workHome.seal } : null;
   const lfs = r.lfs ? { pointers: r.lfs.pointers, endpoint: r.lfs.endpoint } : null;
-  return { workspaceId, owner, source, relativeCwd, purpose: r.purpose, integration, workHome, lfs, scope: r.scope ?? null };
+  return {
+    workspaceId,
+    owner,
+    source,
+    relativeCwd,
+    purpose: r.purpose,
+    integration,
+    workHome,
+    lfs,
+    scope: r.scope ?? null,
+    forwardAgent: r.forwardAgent === true,
+  };
 }
 
 function sourceKey(source: SourceSpec): string {
@@ -88,7 +100,8 @@ async function fillCache(intake: Intake, cache: string, source: SourceSpec): Pro
     const resolved = await fetchGitSource(cache, source.url, source.revision);
     return source.newBranch ? { commit: resolved.commit, branch: source.newBranch } : resolved;
   }
-  await fillObjects(intake, cache, { commit: source.commit, shallow: source.shallow ?? [] });
+  const tips = source.upstream?.tracking ? [source.upstream.tracking.commit] : [];
+  await fillObjects(intake, cache, { commit: source.commit, shallow: source.shallow ?? [], tips });
   return { commit: source.commit, branch: source.branch };
 }
 
@@ -114,6 +127,7 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
     workHome = null,
     lfs: lfsSpec = null,
     scope = null,
+    forwardAgent,
   } = parseCreate(ctx.request);
   const hooks = workspaceHooks(ctx.root, workspaceId);
   const inbox = new FrameInbox(ctx);
@@ -191,8 +205,13 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
       beforeRename: owned,
       spares: source.kind === "directory" && !lfsSpec,
       lfs,
+      remotes:
+        source.kind === "directory"
+          ? { kind: "directory", remotes: source.remotes ?? [], upstream: source.upstream ?? null }
+          : { kind: "git", url: gitSourceAccess(source.url).url },
       finish,
     });
+    if (forwardAgent) await enableAgentForwarding(ctx.root, layout);
     const workspaceRoot = resolveWorkspaceRoot(layout.checkout, source.subdirectory, relativeCwd);
     const current = verifyOwned(ctx.root, workspaceId, owner);
     const done = replaceManifest(layout, {

@@ -22,13 +22,17 @@ export interface ObjectsWanted {
   commit: string;
   /** The source repository's shallow boundary. */
   shallow: string[];
+  /** Other commits the cache must hold (the branch's upstream remote-tracking commit). */
+  tips?: string[];
 }
 
 export async function fillObjects({ ctx, inbox, startedAt }: Intake, cache: string, wanted: ObjectsWanted): Promise<void> {
-  const { commit, shallow } = wanted;
+  const { commit, shallow, tips = [] } = wanted;
   const held = await hasCommit(cache, commit);
+  let tipsHeld = true;
+  for (const tip of tips) if (tipsHeld && !(await hasCommit(cache, tip))) tipsHeld = false;
   const cut = held ? await reachedBoundary(cache, commit, rootLayout(ctx.root).tmpBase) : await cacheBoundary(cache);
-  if (!held || cut.some((c) => !shallow.includes(c))) {
+  if (!held || !tipsHeld || cut.some((c) => !shallow.includes(c))) {
     // The free space lets the runtime refuse a transfer that cannot fit before sending anything.
     const haves = await cacheTips(cache);
     ctx.sendJson({
