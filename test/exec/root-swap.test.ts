@@ -51,7 +51,9 @@ function processesRunning(file: string): number[] {
   return pids;
 }
 
+/** The relay started ahead of the next PTY exec: only where the host has python3 (pty.ts); none otherwise. */
 async function waitForRelay(file: string): Promise<number[]> {
+  if (needs.hostCommand("python3", "relay") !== null) return [];
   for (let i = 0; i < 200; i++) {
     const pids = processesRunning(file);
     if (pids.length > 0) return pids;
