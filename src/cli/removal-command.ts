@@ -8,7 +8,9 @@ import { bringBackBeforeRemoval, noteArchived } from "../mirror/keep-work.js";
 export function removalOperation(op: "workspace.destroy" | "workspace.release-backing"): CliOperation {
   const operation = op.slice("workspace.".length);
   return workspaceCommand(operation, async (ctx, workspaceId, io) => {
-    const out = { stderr: io.stderr, operation };
+    // A paused workspace (release-backing's) is frozen already; one that is ready must stay running
+    // when its release is refused.
+    const out = { stderr: io.stderr, operation, freeze: op === "workspace.destroy" };
     const result = await withWorkspaceHost(ctx, async (host) => {
       const mirrored = await bringBackBeforeRemoval(host, workspaceId, ctx.owner, out);
       return host.call(op, { workspaceId, owner: ctx.owner, mirrored });

@@ -20,6 +20,8 @@ export interface KeepWorkOptions {
   /** The operation's name, as each note starts. */
   operation: string;
   maxBytes?: number;
+  /** The processes are about to be killed (destroy, reconcile): stopped before the snapshot. */
+  freeze?: boolean;
 }
 
 /** Work that went nowhere but the host's archive is named, with its path and how long it stays. */
@@ -43,7 +45,11 @@ export async function bringBackBeforeRemoval(
 ): Promise<string | null> {
   let state: WorkState | null;
   try {
-    ({ state } = await host.call("workspace.work-state", { workspaceId, owner, snapshot: true }, WORK_STATE_TIMEOUT_MS));
+    ({ state } = await host.call(
+      "workspace.work-state",
+      { workspaceId, owner, snapshot: true, freeze: out.freeze === true },
+      WORK_STATE_TIMEOUT_MS,
+    ));
   } catch (err) {
     // A host out of reach cannot remove anything either: the operation fails as it would have.
     if (err instanceof RuntimeError && err.errorClass === "network") throw err;

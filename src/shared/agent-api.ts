@@ -295,7 +295,13 @@ export const WorkState = object({
 });
 export type WorkState = Infer<typeof WorkState>;
 
-export const WorkStateRequest = object({ ...WORKSPACE_TARGET_FIELDS, snapshot: isBoolean });
+export const WorkStateRequest = object({
+  ...WORKSPACE_TARGET_FIELDS,
+  snapshot: isBoolean,
+  /** Stop the workspace's processes first (destroy, reconcile): a snapshot they keep changing is never
+   * the one the removal finds, so its work would go to the host's archive instead of coming back. */
+  freeze: optional(isBoolean),
+});
 export type WorkStateRequest = Infer<typeof WorkStateRequest>;
 
 /** A workspace that is missing or incomplete has no work state to report. */

@@ -16,13 +16,13 @@ describe("agent messages", () => {
     expect(decodeAgentMessage(json({ type: "resized", id: 2, ok: true }))?.type).toBe("resized");
     expect(decodeAgentMessage(json({ type: "error", errorClass: "not-ready", message: "x" }))?.type).toBe("error");
     expect(decodeAgentMessage(json({ type: "need-objects", haves: ["a"] }))?.type).toBe("need-objects");
-    expect(decodeAgentMessage(json({ type: "need-objects", haves: [], module: "k", shallow: ["c"] }))?.type).toBe("need-objects");
+    expect(decodeAgentMessage(json({ type: "need-objects", haves: [], modules: ["k"], shallow: ["c"] }))?.type).toBe("need-objects");
   });
 
   it("are refused when a field has the wrong type, the type is unknown or the frame is not JSON", () => {
     expect(decodeAgentMessage(json({ type: "exit", code: "3", signal: null }))).toBeNull();
     expect(decodeAgentMessage(json({ type: "ack", seq: 1.5 }))).toBeNull();
-    expect(decodeAgentMessage(json({ type: "need-objects", haves: [], module: 3 }))).toBeNull();
+    expect(decodeAgentMessage(json({ type: "need-objects", haves: [], modules: 3 }))).toBeNull();
     expect(decodeAgentMessage(json({ type: "need-objects", haves: [], shallow: "c" }))).toBeNull();
     expect(decodeAgentMessage(json({ type: "attached", received: "3" }))).toBeNull();
     expect(decodeAgentMessage(json({ type: "error", errorClass: "fatal", message: "x" }))).toBeNull();

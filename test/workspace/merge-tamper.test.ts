@@ -12,7 +12,7 @@ import { mergeToBase } from "../../src/workspace/merge-to-base.js";
 import { sealIntegration } from "../../src/mirror/seal.js";
 import type { RemoteHost } from "../../src/transport/host.js";
 import type { MergeInfo } from "../../src/shared/agent-api.js";
-import { gitIn, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
+import { gitIn, localRepoFingerprint, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { cliDriver, dirInput, gitAsRemoteUser, OWNER, type Driver, removeRoot } from "../support/workspace.js";
 import { onHost } from "../support/host-view.js";
 
@@ -49,7 +49,8 @@ describe("merge-to-base with a host that rewrites its manifest", () => {
       const m = JSON.parse(genuine) as { integration: Record<string, unknown> };
       writeFileSync(onHost(manifest), JSON.stringify({ ...m, integration: { ...m.integration, ...integration } }, null, 2) + "\n");
     };
-    const refs = () => [gitIn(fixture.path, ["for-each-ref"]), gitIn(other, ["for-each-ref"])];
+    // The live mirror may bring the workspace's commit back meanwhile: its own refs are not "moves".
+    const refs = () => [localRepoFingerprint(fixture.path).refs, localRepoFingerprint(other).refs];
     const before = refs();
     const refused = `merge-to-base refused: the host's record of where workspace tamper merges was not sealed by this machine for it (altered on the host, or created elsewhere or by an older version)`;
 

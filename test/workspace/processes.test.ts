@@ -6,6 +6,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ExecWorkspace, eventually, exitOf } from "../support/exec.js";
+import { gitIn } from "../fixtures/repo.js";
 import { onHost, requireView, type HostProcess } from "../support/host-view.js";
 
 /** Live processes on the host whose command line contains `marker`. */
@@ -42,7 +43,10 @@ describe("removal reaps the process set", () => {
     const marker = await startLoop(ws);
     const r = await ws.lifecycle("reconcile", { workspaceIds: [] });
     expect(r.code).toBe(0);
+    // Stopped before the snapshot, so what it wrote came back instead of going to the host's archive.
     expect(r.stderr).toBe("");
+    const [uncommitted] = gitIn(ws.localRepo, ["for-each-ref", "--format=%(refname)", "refs/paseo-ssh/*/uncommitted"]).split("\n");
+    expect(gitIn(ws.localRepo, ["show", `${uncommitted}:tick.txt`])).toContain(marker);
     expect(existsSync(onHost(ws.root))).toBe(false);
     expect(
       await eventually(

@@ -19,13 +19,13 @@ const operation: CliOperation = {
     const workspaceIds = request.workspaceIds ?? [];
     if (isPoolOptions(request.options)) {
       const { reconcilePool } = await import("../../broker/host-pool/reconcile.js");
-      const out = { stderr: io.stderr, operation: "reconcile" };
+      const out = { stderr: io.stderr, operation: "reconcile", freeze: true };
       await reconcilePool(request.options, owner, workspaceIds, { stderr: io.stderr, verbose }, (host, fields, timeoutMs) =>
         reconcileKeepingWork(host, fields, out, timeoutMs),
       );
     } else {
       const ctx = { request, options: parseRuntimeOptions(request.options), owner };
-      const out = { stderr: io.stderr, operation: "reconcile" };
+      const out = { stderr: io.stderr, operation: "reconcile", freeze: true };
       const result = await withWorkspaceHost(ctx, (host) => reconcileKeepingWork(host, { owner, workspaceIds }, out));
       if (verbose) {
         for (const r of result.removed)

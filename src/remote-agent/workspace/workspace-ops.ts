@@ -76,9 +76,10 @@ async function releaseBacking(ctx: AgentContext): Promise<RemoveResult> {
 
 /** The workspace's work (null when it is missing or incomplete: there is nothing to bring back). */
 async function workState(ctx: AgentContext): Promise<WorkStateAnswer> {
-  const { workspaceId, owner, snapshot } = parseRequest(WorkStateRequest, ctx.request);
+  const { workspaceId, owner, snapshot, freeze } = parseRequest(WorkStateRequest, ctx.request);
   const loaded = loadWorkspace(ctx.root, workspaceId, owner);
   if (loaded.state === "missing" || !isComplete(loaded.manifest)) return { state: null };
+  if (freeze) await freezeWorkspaceProcesses(loaded.layout);
   return { state: await readWorkState(loaded.layout, loaded.manifest, snapshot) };
 }
 
