@@ -50,7 +50,9 @@ describe("many submodules over SSH", unless(needs.localHost("reads the checkout 
     expect(gitAsRemoteUser(join(checkout, last.path), ["ls-files"]).split("\n").filter(Boolean)).toEqual(["LICENSE", "README"]);
   };
 
-  it(`${COUNT} submodules arrive, each at its recorded commit, in one pack`, { timeout: 120_000 }, async () => {
+  // A bound against hangs, not a speed target (npm run bench is): the embedded server of the
+  // fresh-machine pass, sharing two cores with two other workers, has taken over 120 s here.
+  it(`${COUNT} submodules arrive, each at its recorded commit, in one pack`, { timeout: 300_000 }, async () => {
     const t0 = Date.now();
     const r = await d.create(dirInput("many-a", fx.path), { env: PROGRESS });
     expect(r.message).toBe("");
@@ -66,7 +68,7 @@ describe("many submodules over SSH", unless(needs.localHost("reads the checkout 
     console.log(`${COUNT} submodules: create ${ms} ms, ${sent[0]!.bytes} object bytes`);
   });
 
-  it("a second workspace of the same commits sends nothing and is as complete", { timeout: 120_000 }, async () => {
+  it("a second workspace of the same commits sends nothing and is as complete", { timeout: 300_000 }, async () => {
     const r = await d.create(dirInput("many-b", fx.path), { env: PROGRESS });
     expect(r.message).toBe("");
     expect(progressLines(r.stderr).filter((p) => p.phase === "submodule-objects-sent")).toEqual([]);
