@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { gitIn, gitSourceRepo, seedRepo, treeSnapshot, type FixtureRepo } from "../fixtures/repo.js";
 import { cliDriver, dirInput, gitAsRemoteUser, OWNER, removeRoot, type Driver } from "../support/workspace.js";
-import { onHost } from "../support/host-view.js";
+import { hostView, onHost } from "../support/host-view.js";
 import { rig } from "../rig/rig.js";
 import { randomBytes } from "node:crypto";
 import { bringBack } from "../../src/mirror/bring-back.js";
@@ -178,6 +178,54 @@ describe("work comes back before a workspace is removed", () => {
     expect(refsOf(fixture.path)).toEqual(before);
     expect(readdirSync(join(fixture.path, ".git", "objects")).filter((n) => n.startsWith("incoming-"))).toEqual([]);
     expect((await direct.op("destroy", id)).ok).toBe(true);
+    removeRoot(direct.root);
+  });
+
+  it("a host that names commits it does not send (a shallow checkout, an id it never had) is refused; destroy keeps the work on the host", async () => {
+    const direct = cliDriver("work-unsent");
+    (direct.options as Record<string, unknown>).broker = false;
+    const id = "wb-unsent";
+    expect((await direct.create(dirInput(id, fixture.path, { kind: "branch", branchName: "agent/unsent", baseRef: "main" }))).ok).toBe(
+      true,
+    );
+    const checkout = workspaceLayout(direct.root, id).checkout;
+    for (const n of [1, 2]) {
+      writeFileSync(onHost(join(checkout, `unsent-${n}.txt`)), `commit ${n}\n`);
+      gitAsRemoteUser(checkout, ["add", `unsent-${n}.txt`]);
+      gitAsRemoteUser(checkout, ["commit", "-q", "-m", `unsent ${n}`]);
+    }
+    const head = gitAsRemoteUser(checkout, ["rev-parse", "HEAD"]).trim();
+    // The newest commit as a shallow boundary: the host's pack carries it but not its parent.
+    hostView()!.run(rig().user, ["/bin/sh", "-c", 'git rev-parse HEAD > "$(git rev-parse --git-dir)/shallow"'], {
+      cwd: checkout,
+      env: { PATH: "/usr/bin:/bin" },
+    });
+    const before = refsOf(fixture.path);
+    const options = parseRuntimeOptions(direct.options);
+    await withHost(options, async (host) => {
+      const { state } = await host.call("workspace.work-state", { workspaceId: id, owner: OWNER, snapshot: false });
+      expect(state!.head).toBe(head);
+      await expect(bringBack(host, state!)).rejects.toThrow(
+        new RegExp(`^the host's objects for workspace ${id} are incomplete \\(.+\\); nothing was taken$`),
+      );
+      // An id the host never had: its export fails, and nothing is taken either.
+      const invented = randomBytes(20).toString("hex");
+      await expect(bringBack(host, { ...state!, branches: [{ name: "agent/unsent", commit: invented }], head: invented })).rejects.toThrow(
+        `workspace checkout has no commit ${invented}`,
+      );
+    });
+    expect(refsOf(fixture.path)).toEqual(before);
+    expect(() => gitIn(fixture.path, ["cat-file", "-e", head])).toThrow();
+    expect(readdirSync(join(fixture.path, ".git", "objects")).filter((n) => n.startsWith("incoming-"))).toEqual([]);
+    gitIn(fixture.path, ["fsck", "--connectivity-only", "--no-dangling"]);
+    // Removal cannot bring it back, so the host keeps it and says where: nothing is lost.
+    const r = await direct.op("destroy", id);
+    expect(r.ok, r.message).toBe(true);
+    const kept = /the work of workspace "wb-unsent" is kept on the host at (\S+) until/.exec(r.stderr);
+    expect(kept, r.stderr).not.toBeNull();
+    expect(r.stderr).toContain("incomplete");
+    expect(gitIn(base, ["--git-dir", onHost(kept![1]!), "show", `${head}:unsent-2.txt`])).toBe("commit 2\n");
+    expect(refsOf(fixture.path)).toEqual(before);
     removeRoot(direct.root);
   });
 

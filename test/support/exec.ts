@@ -209,9 +209,9 @@ export class ExecWorkspace {
       execId,
       stdin,
       control,
-      waitOutput: (text, ms = 15_000) =>
+      waitOutput: (text, ms = 30_000) =>
         waitFor(() => Buffer.concat(out).toString("utf8").includes(text), `output ${JSON.stringify(text)}`, ms),
-      waitEvent: (type, ms = 15_000, count = 1) =>
+      waitEvent: (type, ms = 30_000, count = 1) =>
         waitFor(() => fd4Text().split(`"type":"${type}"`).length > count, `${count} event(s) ${type}`, ms),
       sendControl: (frame) => control.write(`${JSON.stringify(frame)}\n`),
       output: () => Buffer.concat(out),

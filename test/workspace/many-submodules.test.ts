@@ -1,4 +1,4 @@
-// Many submodules over the real sshd (issue 30 item 13): a superproject recording 300 submodules,
+// Many submodules over the real sshd (issue 30 item 13): a superproject recording 100 submodules,
 // all available on the Paseo side, arrives with every one checked out at its recorded commit,
 // initialised and clean, in one pack and a few git processes (it used to take a round trip and
 // several git processes each: minutes). A second workspace of the same commits sends nothing.
@@ -12,7 +12,7 @@ import { manySubmodules } from "../../bench/many-submodules.mjs";
 import { cliDriver, dirInput, gitAsRemoteUser, progressLines, removeRoot, type Driver } from "../support/workspace.js";
 import { needs, unless } from "../support/needs.js";
 
-const COUNT = 300;
+const COUNT = 100;
 const PROGRESS = { PASEO_SSH_PROGRESS: "1" };
 
 describe("many submodules over SSH", unless(needs.localHost("reads the checkout on the host")), () => {
