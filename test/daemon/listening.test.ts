@@ -3,6 +3,7 @@
 // addresses) is not a forwardable server.
 import { describe, expect, it } from "vitest";
 import { parseProcNetTcp } from "../../src/remote-agent/proc/listening.js";
+import { namedPorts } from "../../src/remote-agent/exec/named-ports.js";
 
 const HEAD = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n";
 const row = (local: string, st: string, uid: number, inode: number) =>
@@ -34,5 +35,25 @@ describe("parseProcNetTcp", () => {
       ["::", 8081, "22"],
       ["127.0.0.1", 8082, "23"],
     ]);
+  });
+});
+
+describe("namedPorts", () => {
+  it("takes the ports Paseo names (PASEO_PORT, PASEO_SERVICE_<NAME>_PORT, PASEO_WORKTREE_PORT) and ignores the rest", () => {
+    const env = {
+      PASEO_PORT: "5173",
+      PASEO_SERVICE_API_PORT: "8080",
+      PASEO_SERVICE_WEB_2_PORT: "5173",
+      PASEO_WORKTREE_PORT: "3000",
+      PASEO_SERVICE__PORT: "1",
+      PASEO_PORTS: "4000",
+      MY_PORT: "4001",
+      PASEO_SERVICE_X_PORT: "70000",
+      PASEO_SERVICE_Y_PORT: "0",
+      PASEO_SERVICE_Z_PORT: " 80",
+      PASEO_SERVICE_lower_PORT: "81",
+    };
+    expect(namedPorts(env).sort((a, b) => a - b)).toEqual([3000, 5173, 8080]);
+    expect(namedPorts({})).toEqual([]);
   });
 });

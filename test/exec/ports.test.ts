@@ -5,7 +5,7 @@ import { createServer, connect, type Server } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { rig } from "../rig/rig.js";
-import { stopBroker } from "../support/broker.js";
+import { alive, brokerStats, stopBroker } from "../support/broker.js";
 import { ExecWorkspace, type ExecHandle } from "../support/exec.js";
 import { runCli } from "../support/run-cli.js";
 import { suiteRoot } from "../support/workspace.js";
@@ -44,11 +44,17 @@ async function workspace(label: string, extra: Record<string, unknown> = {}): Pr
  * every connection with "hi <port>", closes its listener after `closeAfterMs` (printing `closed`)
  * and lives on until killed.
  */
-function server(ws: ExecWorkspace, host: string, port: number | "$PASEO_PORT", closeAfterMs = 600_000): ExecHandle {
+function server(
+  ws: ExecWorkspace,
+  host: string,
+  port: number | "$PASEO_PORT",
+  closeAfterMs = 600_000,
+  paseoPort = freePortGuess(),
+): ExecHandle {
   const code = `const s=require("net").createServer(c=>c.end("hi "+s.address().port));
 s.listen(${port === "$PASEO_PORT" ? "Number(process.env.PASEO_PORT)" : port},${JSON.stringify(host)},()=>console.log("listening "+s.address().port));
 setTimeout(()=>s.close(()=>console.log("closed")),${closeAfterMs});setInterval(()=>{},1000);`;
-  return ws.start({ argv: [process.execPath, "-e", code], env: { PATH: "/usr/bin:/bin", PASEO_PORT: String(freePortGuess()) } });
+  return ws.start({ argv: [process.execPath, "-e", code], env: { PATH: "/usr/bin:/bin", PASEO_PORT: String(paseoPort) } });
 }
 
 let nextPort = 20_000 + Math.floor(Math.random() * 20_000);
@@ -101,6 +107,7 @@ interface PortRow {
   pid: number;
   argv0: string;
   since: string;
+  named: boolean;
 }
 
 async function ports(ws: ExecWorkspace): Promise<PortRow[]> {
@@ -208,6 +215,48 @@ describe("reaching servers on the host", unless(skip), () => {
     expect(await ports(ws)).toEqual([]);
     expect((await ws.lifecycle("resume")).code).toBe(0);
     expect(await whenAnswer("127.0.0.1", port, (g) => g === `hi ${port}`, 5000)).toBeGreaterThanOrEqual(0);
+  });
+
+  it("a privileged host port is forwarded from a local port >= 1024; a forwardPorts list leaves out other ports but not the one Paseo named", async () => {
+    // This namespace lets ordinary users bind low ports, as a host with that sysctl (or a capability) does.
+    host.exec(["sh", "-c", "echo 0 > /proc/sys/net/ipv4/ip_unprivileged_port_start"]);
+    const ws = await workspace("ports-low", { forwardPorts: [1] });
+    const low = 900 + Math.floor(Math.random() * 100);
+    const named = server(ws, "127.0.0.1", "$PASEO_PORT", 600_000, low);
+    expect(await listeningPort(named)).toBe(low);
+    const other = server(ws, "127.0.0.1", 0);
+    const otherPort = await listeningPort(other);
+    let row: PortRow | undefined;
+    for (let i = 0; i < 40 && !row; i++) {
+      row = (await ports(ws)).find((r) => r.hostPort === low);
+      if (!row) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(row).toMatchObject({ hostPort: low, named: true });
+    expect(row!.localPort).toBeGreaterThanOrEqual(1024);
+    expect(await fetchHere("127.0.0.1", row!.localPort)).toBe(`hi ${low}`);
+    // The port nobody named is outside the list: not forwarded (it was seen: the watch ticked since).
+    await new Promise((r) => setTimeout(r, 1500));
+    expect((await ports(ws)).map((r) => r.hostPort)).toEqual([low]);
+    expect(await fetchHere("127.0.0.1", otherPort)).toBe(REFUSED);
+    named.child.kill("SIGKILL");
+    other.child.kill("SIGKILL");
+  });
+
+  it("a killed broker takes its forwards along; the live exec's wrapper starts a new one and they come back", async () => {
+    const ws = await workspace("ports-broker");
+    const h = server(ws, "127.0.0.1", "$PASEO_PORT");
+    const port = await listeningPort(h);
+    expect(await whenAnswer("127.0.0.1", port, (g) => g === `hi ${port}`, 2000)).toBeGreaterThanOrEqual(0);
+    const options = parseRuntimeOptions(ws.options);
+    const pid = (await brokerStats(options))!.pid;
+    process.kill(pid, "SIGKILL");
+    for (let i = 0; i < 100 && alive(pid); i++) await new Promise((r) => setTimeout(r, 20));
+    expect(alive(pid)).toBe(false);
+    const back = await whenAnswer("127.0.0.1", port, (g) => g === `hi ${port}`, 30_000);
+    console.log(`forward answered again ${back} ms after its broker was killed`);
+    expect(back).toBeGreaterThanOrEqual(0);
+    expect((await brokerStats(options))!.pid).not.toBe(pid);
+    h.child.kill("SIGKILL");
   });
 
   it("20 ports at once: every one answers here", async () => {

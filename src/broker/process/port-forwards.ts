@@ -14,7 +14,14 @@ import { arrayOf, isInteger, isString, object, optional } from "../../shared/gua
 import type { Duplex } from "node:stream";
 
 /** One port as the daemon reports it. */
-const PortEntry = object({ port: isInteger, pid: isInteger, argv0: isString, since: isInteger, addresses: optional(arrayOf(isString)) });
+const PortEntry = object({
+  port: isInteger,
+  pid: isInteger,
+  argv0: isString,
+  since: isInteger,
+  addresses: optional(arrayOf(isString)),
+  named: optional((v: unknown): v is true => v === true),
+});
 const PortsPayload = object({ ports: arrayOf(PortEntry) });
 
 /** How many local ports are tried for one host port before it is given up (and logged). */
@@ -28,6 +35,8 @@ interface ForwardView {
   pid: number;
   argv0: string;
   since: number;
+  /** Paseo named it in the exec's env (PASEO_PORT, …). */
+  named: boolean;
 }
 
 interface PortForwarderDeps {
@@ -44,6 +53,7 @@ interface Who {
   argv0: string;
   since: number;
   target: string;
+  named: boolean;
 }
 
 /**
@@ -103,8 +113,14 @@ export class PortForwarder {
     const wanted = new Map<number, Who>();
     if (!n.gone) {
       if (!PortsPayload(n)) return this.deps.log(`ignored a malformed ports notice for ${n.key}`);
-      for (const p of n.ports)
-        if (this.allowed(p.port)) wanted.set(p.port, { pid: p.pid, argv0: p.argv0, since: p.since, target: targetOf(p.addresses) });
+      // Named ports first: set up one after another, they are listening here before the rest.
+      const ports = [...n.ports].sort((a, b) => Number(b.named === true) - Number(a.named === true));
+      for (const p of ports) {
+        const named = p.named === true;
+        if (this.allowed(p.port, named)) {
+          wanted.set(p.port, { pid: p.pid, argv0: p.argv0, since: p.since, target: targetOf(p.addresses), named });
+        }
+      }
     }
     this.chain = this.chain
       .then(() => this.apply(n.key, wanted))
@@ -119,12 +135,14 @@ export class PortForwarder {
       pid: f.pid,
       argv0: f.argv0,
       since: f.since,
+      named: f.named,
     })),
   });
 
-  private allowed(port: number): boolean {
+  /** forwardPorts false: none; a list: those, and the ports Paseo named (its previews dial them). */
+  private allowed(port: number, named: boolean): boolean {
     const f = this.deps.forwardPorts;
-    return f === true || (Array.isArray(f) && f.includes(port));
+    return f === true || (Array.isArray(f) && (named || f.includes(port)));
   }
 
   private async apply(key: string, wanted: Map<number, Who>): Promise<void> {
@@ -140,6 +158,7 @@ export class PortForwarder {
         f.pid = who.pid;
         f.argv0 = who.argv0;
         f.target = who.target;
+        f.named = who.named;
         continue;
       }
       const servers = await listenPair(port < 1024 ? port + PRIVILEGED_OFFSET : port);

@@ -1,6 +1,6 @@
 // `ports --workspace-id <id>` (ours): the host ports the workspace's processes listen on and where
 // the broker forwards each on this machine, as one JSON line
-// `{"ports":[{"hostPort","localPort","pid","argv0","since"}…]}` (`since`: ISO time it was first
+// `{"ports":[{"hostPort","localPort","pid","argv0","since","named"}…]}` (`since`: ISO time it was first
 // seen listening). The broker holds the forwards (docs/architecture.md "Notices"), so this asks it.
 import { RuntimeError } from "../../shared/errors.js";
 import { BrokerHost } from "../../broker/broker-host.js";

@@ -18,6 +18,7 @@ import { ExecAttachRequest, ExecProcessesRequest, ExecSignalRequest, type ExecRu
 import { execHooks } from "../test-hooks.js";
 import { ExecSupervisor } from "./supervisor.js";
 import { execSessions } from "./sessions.js";
+import { namedPorts } from "./named-ports.js";
 import { runPipes } from "./pipes.js";
 import { runPty } from "./pty.js";
 import { execMembers, killMembers, listWorkspaceProcesses } from "../proc/process-set.js";
@@ -70,6 +71,7 @@ export async function execRun(first: AgentContext): Promise<void> {
     owner: req.owner,
     signals: req.stdio.kind === "pty" ? "tree" : "group",
     hooks: execHooks(ctx.root, req.execId),
+    namedPorts: namedPorts(req.env),
   });
   // Live until its exit was received by the wrapper or its tree is reaped (the daemon's idle rule
   // counts these), findable by its token for a wrapper re-attaching meanwhile.

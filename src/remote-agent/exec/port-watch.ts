@@ -5,7 +5,10 @@
 // socket not seen before is traced to a process, by walking the live workspaces' process sets
 // (process-set.ts, the same membership pause uses) and their descriptors. A socket held by no
 // workspace process (another program of this login user) is remembered as nobody's for a while, so
-// it costs no walk every tick. A paused workspace publishes nothing (its forwards end).
+// it costs no walk every tick. A paused workspace publishes nothing (its forwards end). A port a live
+// exec's env names for Paseo's services (named-ports.ts) is marked `named`, and while one is not
+// listening yet the watch looks five times as often (for the exec's first 30 s), so a service
+// preview answers at once.
 import { basename } from "node:path";
 import { readArgv } from "../../shared/proc-stat.js";
 import { noticeBoard } from "../notice-board.js";
@@ -19,6 +22,13 @@ import type { WorkspaceLayout } from "../layout.js";
  * ~0.4 ms of CPU here (the kernel generating /proc/net/tcp{,6}), whatever the number of workspaces.
  */
 const PORT_TICK_MS = 500;
+/**
+ * While a port a live exec's env names (named-ports.ts) does not listen yet, ticks come this often,
+ * for the exec's first NAMED_FAST_FOR_MS only: an exec that names a port it never opens (a terminal
+ * with PASEO_WORKTREE_PORT) must not keep the daemon at five times its cost.
+ */
+const NAMED_TICK_MS = 100;
+const NAMED_FAST_FOR_MS = 30_000;
 /** A listening socket no workspace process held is looked at again after this long. */
 const NOBODY_RETRY_MS = 2000;
 
@@ -29,6 +39,8 @@ interface PortEntry {
   argv0: string;
   /** When the daemon first saw it listen (ms since the epoch). */
   since: number;
+  /** Named in a live exec's env for Paseo's services (PASEO_PORT, …). */
+  named?: true;
 }
 
 interface Owner {
@@ -40,6 +52,8 @@ interface Owner {
 
 class PortWatch {
   private timer: NodeJS.Timeout | null = null;
+  /** Some live exec names a port that no workspace process listens on yet. */
+  private namedPending = false;
   /** Socket inode → the workspace process holding it, or null (nobody's) with when to look again. */
   private readonly owners = new Map<string, Owner | { nobodyUntil: number }>();
   /** Workspaces with ports published, and what was published. */
@@ -58,26 +72,43 @@ class PortWatch {
   setPaused(workspaceId: string, paused: boolean): void {
     if (paused) this.paused.add(workspaceId);
     else this.paused.delete(workspaceId);
-    if (this.timer) this.tick();
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = null;
+      if (this.tick()) this.schedule();
+    }
   }
 
   private ensure(): void {
     if (this.timer) return;
-    this.timer = setInterval(() => this.tick(), PORT_TICK_MS);
+    this.schedule();
+  }
+
+  private schedule(): void {
+    this.timer = setTimeout(
+      () => {
+        this.timer = null;
+        if (this.tick()) this.schedule();
+      },
+      this.namedPending ? NAMED_TICK_MS : PORT_TICK_MS,
+    );
     this.timer.unref();
   }
 
-  private tick(): void {
+  /** One look; false when the watch stopped (no live exec left). */
+  private tick(): boolean {
     const live = execSessions.workspaces();
     for (const id of this.paused) live.delete(id);
     if (live.size === 0) {
       this.publishAll(new Map());
-      if (execSessions.size === 0 && this.timer) {
-        clearInterval(this.timer);
+      this.namedPending = false;
+      if (execSessions.size === 0) {
+        if (this.timer) clearTimeout(this.timer);
         this.timer = null;
         this.owners.clear();
+        return false;
       }
-      return;
+      return true;
     }
     const now = Date.now();
     const socks = listeners(this.uid);
@@ -101,7 +132,19 @@ class PortWatch {
         e.since = Math.min(e.since, o.since);
       } else ports.set(l.port, { port: l.port, addresses: [l.address], pid: o.pid, argv0: o.argv0, since: o.since });
     }
+    const named = execSessions.namedPorts();
+    this.namedPending = false;
+    for (const [id, wanted] of named) {
+      if (!live.has(id)) continue;
+      const ports = byWorkspace.get(id);
+      for (const [port, startedAt] of wanted) {
+        const e = ports?.get(port);
+        if (e) e.named = true;
+        else if (now - startedAt < NAMED_FAST_FOR_MS) this.namedPending = true;
+      }
+    }
     this.publishAll(byWorkspace);
+    return true;
   }
 
   /** Finds which workspace process holds each socket in `fresh`. */

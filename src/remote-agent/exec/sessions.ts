@@ -22,6 +22,18 @@ class ExecSessions {
     return out;
   }
 
+  /** The ports live execs' env names for Paseo's services, by workspace id: port → when the newest such exec started. */
+  namedPorts(): Map<string, Map<number, number>> {
+    const out = new Map<string, Map<number, number>>();
+    for (const s of this.live) {
+      if (s.finished || s.namedPorts.length === 0) continue;
+      const ports = out.get(s.workspaceId) ?? new Map<number, number>();
+      for (const p of s.namedPorts) ports.set(p, Math.max(ports.get(p) ?? 0, s.startedAt));
+      out.set(s.workspaceId, ports);
+    }
+    return out;
+  }
+
   delete(sup: ExecSupervisor): void {
     this.live.delete(sup);
   }

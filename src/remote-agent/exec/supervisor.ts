@@ -40,6 +40,8 @@ export interface SupervisorOptions {
   /** Pipes: the workload leads its own group. PTY: job control moves its processes between groups, so signal the tree. */
   signals: "group" | "tree";
   hooks: ExecHooks;
+  /** Ports the exec's env names for Paseo's services (port-watch.ts forwards them first). */
+  namedPorts?: number[];
 }
 
 export class ExecSupervisor {
@@ -54,6 +56,8 @@ export class ExecSupervisor {
   readonly workspaceId: string;
   readonly owner: string;
   readonly hooks: ExecHooks;
+  readonly namedPorts: number[];
+  readonly startedAt = Date.now();
   private record: ExecRecord;
   private readonly signals: "group" | "tree";
 
@@ -65,6 +69,7 @@ export class ExecSupervisor {
     this.hooks = opts.hooks;
     this.record = opts.record;
     this.signals = opts.signals;
+    this.namedPorts = opts.namedPorts ?? [];
   }
 
   get execId(): string {
