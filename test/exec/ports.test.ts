@@ -129,6 +129,26 @@ describe("reaching servers on the host", unless(skip), () => {
     expect(rows).toEqual([expect.objectContaining({ hostPort: port, localPort: port, argv0: "node" })]);
     expect(rows[0]!.pid).toBeGreaterThan(0);
     expect(Date.parse(rows[0]!.since)).toBeGreaterThan(Date.now() - 60_000);
+    // status lists it below its host's row, from the broker that holds it.
+    const status = await runCli(["status", "--options", JSON.stringify(ws.options)]);
+    expect(status.code, status.stderr.toString()).toBe(0);
+    const text = status.stdout.toString();
+    const section = text.slice(text.indexOf("\nFORWARDED PORTS\n"));
+    expect(section).toMatch(
+      new RegExp(`\\n\\S+\\s+${ws.workspaceId}\\s+${port}\\s+${port}\\s+${rows[0]!.pid}\\s+node\\s+${rows[0]!.since}\\n`),
+    );
+    const json = await runCli(["status", "--options", JSON.stringify(ws.options), "--json", "true"]);
+    expect(JSON.parse(json.stdout.toString()).forwards).toEqual([
+      {
+        workspaceId: ws.workspaceId,
+        hostPort: port,
+        localPort: port,
+        pid: rows[0]!.pid,
+        argv0: "node",
+        since: rows[0]!.since,
+        named: true,
+      },
+    ]);
     await h.waitOutput("closed", 20_000);
     const down = await whenAnswer("127.0.0.1", port, (g) => g === REFUSED, 2000);
     console.log(`forward stopped answering ${down} ms after the server closed its listener`);
