@@ -9,7 +9,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
-import { gitIn, gitSourceRepo, seedRepo, treeSnapshot, type FixtureRepo } from "../fixtures/repo.js";
+import { gitIn, seedRepo, treeSnapshot, type FixtureRepo } from "../fixtures/repo.js";
+import { hostGitSource } from "../support/host-git-source.js";
 import { cliDriver, dirInput, gitAsRemoteUser, OWNER, removeRoot, type Driver } from "../support/workspace.js";
 import { hostView, onHost } from "../support/host-view.js";
 import { rig } from "../rig/rig.js";
@@ -32,6 +33,9 @@ function localState(repo: string): Record<string, string> {
     status: gitIn(repo, ["status", "--porcelain", "--untracked-files=all"]),
   };
 }
+
+/** Git on the host in an archive the host kept (its alternates name host paths: read it there). */
+const archived = (archive: string, args: string[]) => gitAsRemoteUser(archive, ["--git-dir", archive, ...args]);
 
 const refsOf = (repo: string, prefix = "") =>
   gitIn(repo, ["for-each-ref", "--format=%(refname) %(objectname)", ...(prefix ? [prefix] : [])])
@@ -224,7 +228,7 @@ describe("work comes back before a workspace is removed", () => {
     const kept = /the work of workspace "wb-unsent" is kept on the host at (\S+) until/.exec(r.stderr);
     expect(kept, r.stderr).not.toBeNull();
     expect(r.stderr).toContain("incomplete");
-    expect(gitIn(base, ["--git-dir", onHost(kept![1]!), "show", `${head}:unsent-2.txt`])).toBe("commit 2\n");
+    expect(archived(kept![1]!, ["show", `${head}:unsent-2.txt`])).toBe("commit 2\n");
     expect(refsOf(fixture.path)).toEqual(before);
     removeRoot(direct.root);
   });
@@ -284,14 +288,15 @@ describe("work comes back before a workspace is removed", () => {
     const archive = kept![1]!;
     expect(archive.startsWith(join(d.root, "archive") + "/")).toBe(true);
     expect(Date.parse(kept![2]!) - Date.now()).toBeGreaterThan(13 * 24 * 3600_000);
-    expect(gitIn(onHost(archive), ["--git-dir", onHost(archive), "rev-parse", "refs/heads/agent/gone"]).trim()).toBe(head);
-    expect(gitIn(onHost(archive), ["--git-dir", onHost(archive), "cat-file", "-p", `${head}:gone.txt`])).toBe("nowhere to go\n");
+    expect(archived(archive, ["rev-parse", "refs/heads/agent/gone"]).trim()).toBe(head);
+    expect(archived(archive, ["cat-file", "-p", `${head}:gone.txt`])).toBe("nowhere to go\n");
   });
 });
 
 describe("a git-source workspace keeps its work on the host", () => {
   let base: string;
   let d: Driver;
+  let src: ReturnType<typeof hostGitSource> | undefined;
   beforeAll(() => {
     base = mkdtempSync(join(tmpdir(), "paseo-work-git-"));
     d = cliDriver("work-git");
@@ -299,14 +304,15 @@ describe("a git-source workspace keeps its work on the host", () => {
   afterAll(() => {
     rmSync(base, { recursive: true, force: true });
     removeRoot(d.root);
+    src?.remove();
   });
 
   it("destroy archives its commits and says where; a clean one leaves nothing behind", async () => {
-    const src = gitSourceRepo(base, rig().user);
+    const source = (src = hostGitSource(base, "work-git-src"));
     const input = (id: string) => ({
       workspaceId: id,
-      project: { projectId: "git-project", source: { kind: "git" as const, url: src.url, revision: "" } },
-      placement: { kind: "branch" as const, branchName: "feat", baseRef: src.pinned },
+      project: { projectId: "git-project", source: { kind: "git" as const, url: source.url, revision: "" } },
+      placement: { kind: "branch" as const, branchName: "feat", baseRef: source.pinned },
     });
     expect((await d.create(input("wg-clean"))).ok).toBe(true);
     const clean = await d.op("destroy", "wg-clean");
@@ -321,6 +327,6 @@ describe("a git-source workspace keeps its work on the host", () => {
     expect(r.ok, r.message).toBe(true);
     const kept = /is kept on the host at (\S+) until/.exec(r.stderr);
     expect(kept, r.stderr).not.toBeNull();
-    expect(gitIn(base, ["--git-dir", onHost(kept![1]!), "show", `refs/paseo-ssh/uncommitted:${rel}`])).toBe("agent\n");
+    expect(archived(kept![1]!, ["show", `refs/paseo-ssh/uncommitted:${rel}`])).toBe("agent\n");
   });
 });

@@ -228,7 +228,8 @@ export class ExecWorkspace {
   async cleanup(): Promise<void> {
     await this.lifecycle("destroy").catch(() => undefined);
     if (this.base) rmSync(this.base, { recursive: true, force: true });
-    rmSync(requireView().path(this.configuredRoot), { recursive: true, force: true });
+    // The host daemon may still be writing its last lines there (a reconnect after a reset): retried.
+    rmSync(requireView().path(this.configuredRoot), { recursive: true, force: true, maxRetries: 50, retryDelay: 100 });
   }
 }
 

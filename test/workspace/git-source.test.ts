@@ -1,17 +1,15 @@
 // Scenario G over SSH: git URL sources are fetched on the remote host into a URL-keyed cache;
 // revision "" checks out the default branch, a branch name that branch, a sha a detached HEAD;
 // the subdirectory becomes the workspace root.
-import { execFileSync } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
-import { gitSourceRepo } from "../fixtures/repo.js";
-import { cliDriver, suiteRoot, type Driver, removeRoot } from "../support/workspace.js";
-import { rig } from "../rig/rig.js";
+import { hostGitSource } from "../support/host-git-source.js";
+import { cliDriver, type Driver, removeRoot } from "../support/workspace.js";
 import type { CreateInput } from "../../src/contract/schemas.js";
-import { hostGit, onHost, requireView } from "../support/host-view.js";
+import { hostGit, onHost } from "../support/host-view.js";
 
 function gitInput(workspaceId: string, url: string, revision: string, subdirectory?: string): CreateInput {
   return {
@@ -23,25 +21,18 @@ function gitInput(workspaceId: string, url: string, revision: string, subdirecto
 
 describe("git URL sources over SSH", () => {
   let base: string;
-  let src: ReturnType<typeof gitSourceRepo>;
+  let src: ReturnType<typeof hostGitSource>;
   let d: Driver;
 
   beforeAll(() => {
     base = mkdtempSync(join(tmpdir(), "paseo-ws-git-"));
-    const made = gitSourceRepo(base);
-    // The host fetches the source by its path there; git refuses repositories owned by another
-    // user, so the remote user owns its copy.
-    const bare = join(suiteRoot("git-src"), "source.git");
-    cpSync(made.bare, onHost(bare), { recursive: true });
-    const { uid, gid } = requireView().idsOf(rig().user);
-    execFileSync("chown", ["-R", `${uid}:${gid}`, onHost(dirname(bare))]);
-    src = { ...made, bare, url: `file://${bare}` };
+    src = hostGitSource(base, "git-src");
     d = cliDriver("git");
   });
   afterAll(() => {
     rmSync(base, { recursive: true, force: true });
     removeRoot(d.root);
-    rmSync(onHost(dirname(src.bare)), { recursive: true, force: true });
+    src.remove();
   });
 
   it("G1: the default revision lands on the default branch; the subdirectory is the root", async () => {
