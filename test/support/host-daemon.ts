@@ -48,7 +48,8 @@ export async function finish(ws: ExecWorkspace): Promise<void> {
   await ws.lifecycle("destroy").catch(() => undefined);
   await stopBroker(parseRuntimeOptions(ws.options), { retireDaemon: true });
   await ws.cleanup();
-  await waitFor(() => runtimeProcesses(ws.configuredRoot).length === 0, 15_000);
+  // A bound against a daemon that never exits; on a loaded machine it has taken over 15 s.
+  await waitFor(() => runtimeProcesses(ws.configuredRoot).length === 0, 30_000);
 }
 
 /** A proxy in front of the rig's sshd and runtime options reaching the host through it. */
