@@ -1,13 +1,14 @@
 // Children that lead their own process group (src/shared/child-group.ts) and the git errors built
 // on them, with real local processes: a timeout ends a whole pipeline, a descendant holding the
-// pipes cannot hold up the end, and a git failure names its subcommand past leading options.
-// The same behaviour over SSH: lfs.test.ts (a hanging LFS filter), pool-hosts-command.test.ts.
+// pipes cannot hold up the end, a git timeout (gitResult and gitStream alike) ends git's children
+// too, and a git failure names its subcommand past leading options.
+// The same behaviour over SSH: lfs.test.ts (a hanging LFS filter), pool.test.ts (hostsCommand pipelines).
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { CLOSE_GRACE_MS, spawnGroup } from "../../src/shared/child-group.js";
-import { gitFailure, gitResult, gitSubcommand } from "../../src/shared/git-exec.js";
+import { gitFailure, gitResult, gitStream, gitSubcommand } from "../../src/shared/git-exec.js";
 
 /** State and process group of `pid` (null once it is gone). */
 function stat(pid: number): { state: string; pgid: number } | null {
@@ -22,6 +23,12 @@ function stat(pid: number): { state: string; pgid: number } | null {
 
 /** A killed process may linger as a zombie until its new parent reaps it: that one has ended. */
 const running = (pid: number): boolean => (stat(pid)?.state ?? "Z") !== "Z";
+
+/** Whether `pid` has ended within a few seconds: a killed process's exit is asynchronous, slower on a loaded machine. */
+async function endsSoon(pid: number): Promise<boolean> {
+  for (let i = 0; i < 250 && running(pid); i++) await new Promise((r) => setTimeout(r, 20));
+  return !running(pid);
+}
 
 /** Pids of process group `pgid` still running. */
 const groupMembers = (pgid: number): number[] =>
@@ -79,10 +86,33 @@ describe("git errors", () => {
       const r = await gitResult(["-c", `alias.held=!${join(repo, "held.sh")}`, "held"], { cwd: repo });
       expect(r.code).toBe(0);
       expect(Date.now() - t0).toBeLessThan(CLOSE_GRACE_MS + 10_000);
-      // Killed with its group when the grace ran out; on a loaded machine its exit may take a moment.
-      const pid = Number(readFileSync(join(repo, "pid"), "utf8"));
-      for (let i = 0; i < 100 && running(pid); i++) await new Promise((r) => setTimeout(r, 20));
-      expect(running(pid)).toBe(false);
+      // Killed with its group when the grace ran out.
+      expect(await endsSoon(Number(readFileSync(join(repo, "pid"), "utf8")))).toBe(true);
+    } finally {
+      rmSync(repo, { recursive: true, force: true });
+    }
+  });
+
+  it("gitResult and gitStream at their timeout: git, its shell and the child holding its stderr are all killed, the error names the subcommand", async () => {
+    const repo = mkdtempSync(join(tmpdir(), "child-group-git-"));
+    try {
+      // An alias runs under a shell git waits for; the backgrounded sleep holds git's stderr.
+      const script = join(repo, "stuck.sh");
+      writeFileSync(script, `#!/bin/sh\nsleep 30 >&2 &\necho "$$ $!" > "$1"\nexec sleep 30\n`, { mode: 0o755 });
+      const alias = ["-c", `alias.stuck=!${script}`, "stuck"];
+      let t0 = Date.now();
+      await expect(gitResult([...alias, join(repo, "result.pid")], { cwd: repo, timeoutMs: 500 })).rejects.toThrow(
+        /^git stuck did not finish within 500 ms$/,
+      );
+      expect(Date.now() - t0).toBeLessThan(CLOSE_GRACE_MS + 10_000);
+      const stream = gitStream([...alias, join(repo, "stream.pid")], { cwd: repo, timeoutMs: 500 });
+      stream.stdin.end();
+      stream.stdout.resume();
+      t0 = Date.now();
+      await expect(stream.done).rejects.toThrow(/^git stuck did not finish within 500 ms$/);
+      expect(Date.now() - t0).toBeLessThan(CLOSE_GRACE_MS + 10_000);
+      for (const which of ["result.pid", "stream.pid"])
+        for (const pid of readFileSync(join(repo, which), "utf8").trim().split(" ")) expect(await endsSoon(Number(pid)), which).toBe(true);
     } finally {
       rmSync(repo, { recursive: true, force: true });
     }
