@@ -12,12 +12,15 @@
 // the PATH a create's checkout and `facts` find git and git-lfs on (a directory holding only git
 // hides git-lfs from this host; one with a stand-in git-lfs makes its filter misbehave);
 // `checkoutTimeoutMs` shortens the time a workspace's `git checkout` may take.
+//   {"host": {"git": {"lfsCheckoutHoldMs": n}}}: a create holds between checking its LFS store's
+// objects and `git lfs checkout` (while `<root>/test-hooks.lfs-held` exists), so a suite can
+// rewrite an object there.
 //   {"host": {"daemon": {"dropClientGone": n}}}: the host daemon refuses the first n client-gone
 // notices it receives without applying them, as a daemon that lost them would.
 //   {"host": {"daemon": {"notices": {"<key>": {…payload}}}}}: the host daemon publishes these as
 // notices of kind "test" (checked every second; a key no longer listed is published gone), so a
 // suite can watch the notices stream carry something from the daemon to the broker.
-import { readFileSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { isRecord, parseJson } from "../shared/guards.js";
 import { sleep } from "../shared/async.js";
@@ -83,6 +86,22 @@ export function hostGitSearchPath(root: string): string | undefined {
 /** The time a workspace's `git checkout` may take (undefined: git-exec's default). */
 export function hostCheckoutTimeoutMs(root: string): number | undefined {
   return ms(hooksFor(root, "host", "git").checkoutTimeoutMs, 600_000) || undefined;
+}
+
+export const LFS_HELD_FILE = "test-hooks.lfs-held";
+
+/** Holds a create before `git lfs checkout` while `lfsCheckoutHoldMs` is set (at most that long). */
+export async function holdLfsCheckout(root: string): Promise<void> {
+  const hold = () => ms(hooksFor(root, "host", "git").lfsCheckoutHoldMs, 60_000);
+  const until = Date.now() + hold();
+  if (Date.now() >= until) return;
+  const marker = join(root, LFS_HELD_FILE);
+  writeFileSync(marker, "");
+  try {
+    while (Date.now() < until && hold() > 0) await sleep(Math.min(HOOK_POLL_MS, until - Date.now()));
+  } finally {
+    rmSync(marker, { force: true });
+  }
 }
 
 /** How many client-gone notices the host daemon refuses unapplied (0: none). */

@@ -59,6 +59,8 @@ export interface HostGitHooks {
   searchPath?: string;
   /** How long a workspace's `git checkout` may take. */
   checkoutTimeoutMs?: number;
+  /** Holds a create before `git lfs checkout` (while `<root>/test-hooks.lfs-held` exists) until withdrawn. */
+  lfsCheckoutHoldMs?: number;
 }
 
 /** Replaces the host's git hooks ({} withdraws them). */

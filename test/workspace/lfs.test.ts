@@ -9,6 +9,7 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { createServer, type AddressInfo, type Socket } from "node:net";
 import {
   chmodSync,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -27,6 +28,8 @@ import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { gitIn, localRepoFingerprint } from "../fixtures/repo.js";
 import { cliDriver, dirInput, progressLines, type Driver, removeRoot } from "../support/workspace.js";
 import { setHostGit, setHostGitSearchPath } from "../support/test-hooks.js";
+import { LFS_HELD_FILE } from "../../src/remote-agent/test-hooks.js";
+import { sleep } from "../../src/shared/async.js";
 import { requireView } from "../support/host-view.js";
 import { runCli } from "../support/run-cli.js";
 import { rig } from "../rig/rig.js";
@@ -320,6 +323,33 @@ describe(
       // The objects left alone are not sent again.
       const third = await d.create(dirInput("lfs-r3", repo.path), progress);
       expect(lfsMark(third.stderr, "lfs-sent")).toMatchObject({ bytes: 0, objects: 0 });
+    });
+
+    it("an object rewritten after the store's check and before `git lfs checkout` fails the create, is never checked out, and is sent again", async () => {
+      const d = driver("lfs-late");
+      expect((await d.create(dirInput("lfs-l1", repo.path), progress)).message).toBe("");
+      const oid = /oid sha256:([0-9a-f]{64})/.exec(gitIn(repo.path, ["cat-file", "-p", "HEAD:model.bin"]))![1]!;
+      const stored = lfsObjectPath(cachePath(d.root, projectKey("fixture-project", repo.path)), oid);
+      const held = join(d.root, LFS_HELD_FILE);
+      let late: Awaited<ReturnType<Driver["create"]>>;
+      try {
+        setHostGit(d.root, { lfsCheckoutHoldMs: 60_000 });
+        const pending = d.create(dirInput("lfs-l2", repo.path), progress);
+        for (let i = 0; i < 1500 && !existsSync(held); i++) await sleep(20);
+        expect(existsSync(held)).toBe(true);
+        // Its sha256 was checked (or its identity found unchanged) just before the hold.
+        writeFileSync(stored, randomBytes(repo.model.length));
+        setHostGit(d.root, {});
+        late = await pending;
+      } finally {
+        setHostGit(d.root, {});
+      }
+      expect(late.ok).toBe(false);
+      expect(late.message).toContain("changed between the check of its objects and their checkout");
+      const again = await d.create(dirInput("lfs-l2", repo.path), progress);
+      expect(again.message).toBe("");
+      expect(lfsMark(again.stderr, "lfs-sent")).toMatchObject({ bytes: 300_000, objects: 1 });
+      expect(readFileSync(join(workspaceLayout(d.root, "lfs-l2").checkout, "model.bin")).equals(repo.model)).toBe(true);
     });
 
     it("a submodule's LFS files come from the Paseo side's store; nothing reaches its .gitmodules URL, which accepts and never answers", async () => {

@@ -25,7 +25,7 @@ import { createUnderWay } from "./spare-checkout.js";
 import { FrameInbox } from "./frame-inbox.js";
 import { fillLfsStore } from "./lfs-store.js";
 import { hasGitLfs } from "./lfs-checkout.js";
-import { hostCheckoutTimeoutMs, hostGitSearchPath } from "../test-hooks.js";
+import { holdLfsCheckout, hostCheckoutTimeoutMs, hostGitSearchPath } from "../test-hooks.js";
 import { killWorkspaceProcesses } from "../proc/process-set.js";
 import { enableAgentForwarding } from "./ssh-agent.js";
 import { isComplete, lifecycleEnvironment, parseRequest, view } from "./common.js";
@@ -193,6 +193,7 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
       searchPath,
       checkoutTimeoutMs: hostCheckoutTimeoutMs(ctx.root),
       report: (paths: string[], reason: string) => ctx.sendJson({ type: "lfs-pointers", paths, reason }),
+      beforeLfsCheckout: () => holdLfsCheckout(ctx.root),
     };
     const finish = (dir: string) => finishCheckout(dir, source.kind === "directory" ? (source.shallow ?? []) : [], modules, lfs);
     // A spare is a plain checkout: an LFS commit's content comes from its store each time.

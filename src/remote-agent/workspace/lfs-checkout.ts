@@ -6,7 +6,7 @@
 // object the store lacks is fetched from that endpoint if the host can reach it (with the host's
 // own credential helpers; nothing of ours carries credentials), else its file stays a pointer and
 // the runtime is told which. Only objects whose sha256 was checked are checked out (lfs-store.ts),
-// and a store object that changes while `git lfs checkout` reads it fails the create. Without git-lfs the lfs filter is switched off in the checkout's
+// and a store object that changes between its check and the end of `git lfs checkout` fails the create. Without git-lfs the lfs filter is switched off in the checkout's
 // config (a system-wide `filter.lfs.required` would otherwise fail every status): pointer files,
 // clean status.
 import { accessSync, constants } from "node:fs";
@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { oneLine, RuntimeError } from "../../shared/errors.js";
 import type { LfsSpec } from "../../shared/agent-api.js";
 import { git, gitResult } from "../../shared/git-exec.js";
-import { hasVerifiedLfsObject, lfsObjectIdentity, lfsStoreDir, uniqueObjects } from "./lfs-store.js";
+import { hasVerifiedLfsObject, lfsObjectIdentity, lfsStoreDir, uniqueObjects, verifiedLfsIdentity } from "./lfs-store.js";
 
 const LFS_TIMEOUT_MS = 600_000;
 /** Bounded: a host that cannot reach the endpoint must not hold the create for long. */
@@ -37,6 +37,8 @@ export interface LfsCheckout {
   checkoutTimeoutMs?: number | undefined;
   /** Tells the runtime which files stay pointers and why. */
   report(paths: string[], reason: string): void;
+  /** Test hook: waits between the check of the store's objects and `git lfs checkout`. */
+  beforeLfsCheckout?: () => Promise<void>;
 }
 
 /** Whether git-lfs is an executable on `searchPath` (where git's filters look for it). */
@@ -114,14 +116,17 @@ export async function finishLfsCheckout(checkout: string, plan: LfsCheckout): Pr
       ).slice(0, 200);
     await verify();
   }
-  // git-lfs copies whatever the store holds: nothing in it may change between the check and the copy.
-  const identities = () => objects.map((p) => lfsObjectIdentity(plan.cache, p.oid)).join("\n");
-  const checked = identities();
+  // git-lfs copies whatever the store holds, unchecked: after the copy each object must still be
+  // the very file whose sha256 was checked (and absent where none was). Compared with the identity
+  // recorded at the check, not one read later: a rewrite while other objects were being hashed
+  // would otherwise pass as the state to keep.
+  const checked = objects.map((p) => (intact.has(p.oid) ? verifiedLfsIdentity(plan.cache, p.oid) : null)).join("\n");
+  await plan.beforeLfsCheckout?.();
   await git(["lfs", "checkout"], opts);
-  if (identities() !== checked)
+  if (objects.map((p) => lfsObjectIdentity(plan.cache, p.oid)).join("\n") !== checked)
     throw new RuntimeError(
       "remote",
-      `the Git LFS store ${lfsStoreDir(plan.cache)} on the remote host changed during the checkout (something there writes to it); create the workspace again`,
+      `the Git LFS store ${lfsStoreDir(plan.cache)} on the remote host changed between the check of its objects and their checkout (something there writes to it); create the workspace again`,
     );
   const left = [...new Set(spec.pointers.filter((p) => !intact.has(p.oid)).map((p) => p.path))];
   if (left.length > 0) {

@@ -59,6 +59,11 @@ async function hashedIdentity(path: string, p: ObjectId): Promise<string | null>
   }
 }
 
+/** The identity `oid`'s object had when this process last found it intact (null: never). */
+export function verifiedLfsIdentity(cache: string, oid: string): string | null {
+  return verifiedObjects.get(lfsObjectPath(cache, oid)) ?? null;
+}
+
 /** The stat identity of the store's object for `oid` now (null: none there), to see whether it changed. */
 export function lfsObjectIdentity(cache: string, oid: string): string | null {
   const st = lstatOrNull(lfsObjectPath(cache, oid));
