@@ -20,6 +20,7 @@ import { brokers, hostProcesses, pids, cmdline, stat, terminate } from "./procs.
 import { shutdownBrokers } from "./broker-shutdown.mjs";
 import { killChild, lastLine, runCommand } from "./runtime-driver.mjs";
 import { interleaved, reason, stats } from "./sampling.mjs";
+import { rigOptions, sshArgs } from "./rig.mjs";
 
 const LATENCY_ALLOWANCE_MS = 5;
 const THROUGHPUT_FACTOR = 0.8;
@@ -112,15 +113,7 @@ export async function benchPorts(ctx, net) {
   const quick = plan.mode === "quick";
   const log = (s) => ctx.log(`[ports ${net.name}] ${s}`);
   const rootName = `.paseo-ssh-test-${rig.runId}-bench-ports-${net.key}`;
-  const options = {
-    host: "127.0.0.1",
-    port: net.port,
-    user: rig.user,
-    identityFile: rig.identityFile,
-    knownHostsFile: ctx.knownHostsFile,
-    root: `~/${rootName}`,
-    brokerIdleMs: 600_000,
-  };
+  const options = rigOptions(ctx, net.port, rootName, { brokerIdleMs: 600_000 });
   const downloadMb = plan.portsMb;
   const idleWorkspaces = plan.portsIdle;
   const out = { name: net.name, key: net.key, rttMs: net.rttMs, downloadMb, rows: {} };
@@ -243,7 +236,7 @@ export async function benchPorts(ctx, net) {
     const fwdHttp = await forwardedPort(ws, http.hostPort);
     const fwdBig = await forwardedPort(ws, big.hostPort);
     const [sshHttp, sshBig] = [await freePort(), await freePort()];
-    const args = ["-p", String(net.port), ...ctx.sshBase, "-N", "-o", "ControlMaster=no", "-o", "ExitOnForwardFailure=yes"];
+    const args = sshArgs(ctx, net.port, "-N", "-o", "ControlMaster=no", "-o", "ExitOnForwardFailure=yes");
     args.push("-L", `${sshHttp}:127.0.0.1:${http.hostPort}`, "-L", `${sshBig}:127.0.0.1:${big.hostPort}`);
     const sshL = spawn("ssh", args, { stdio: ["ignore", "ignore", "pipe"], detached: true });
     let sshErr = "";
@@ -309,7 +302,7 @@ export async function benchPorts(ctx, net) {
     for (const err of await shutdownBrokers(ctx.tmp)) log(`broker shutdown: ${err}`);
     await terminate(brokers(ctx.tmp));
     await terminate(hostProcesses(null, rootName).pids);
-    await runCommand("ssh", ["-p", String(net.port), ...ctx.sshBase, `rm -rf ${rootName}`]);
+    await runCommand("ssh", sshArgs(ctx, net.port, `rm -rf ${rootName}`));
   }
   out.targets = portsTargets(out);
   return out;
