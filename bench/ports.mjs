@@ -27,6 +27,8 @@ const THROUGHPUT_FACTOR = 0.8;
 const DETECT_BUDGET_MS = 1000;
 const IDLE_CPU_LIMIT_PCT = 2;
 const IDLE_TARGET_WORKSPACES = 50;
+/** Local ports above the host's P polled for its forward (the broker takes the first free one). */
+const DETECT_RANGE = 8;
 const IDLE_WINDOW_MS = 10_000;
 /** The servers' and the idle workspaces' execs live through the whole group. */
 const LONG_EXEC_MS = 20 * 60_000;
@@ -100,6 +102,13 @@ async function get(port, nonce, hostPort, timeoutMs) {
   return r;
 }
 
+/** Whether a GET through `port` reaches that server now. */
+const answers = (port, nonce, hostPort, timeoutMs) =>
+  get(port, nonce, hostPort, timeoutMs).then(
+    () => true,
+    () => false,
+  );
+
 /** The host daemon of `rootName` (`node <root>/agent/<hash>/agent.cjs daemon …`). */
 function daemonPid(rootName) {
   return pids().find((pid) => {
@@ -153,11 +162,12 @@ export async function benchPorts(ctx, net) {
       keepStdin: true,
       timeoutMs: LONG_EXEC_MS,
     });
-    cleanups.push(async () => {
+    const endServers = async () => {
       h.endInput();
       await Promise.race([h.done.catch(() => undefined), sleep(5000)]);
       h.kill();
-    });
+    };
+    cleanups.push(endServers);
     if ((await h.started) === null) await h.done;
     const lines = [];
     let waiters = [];
@@ -188,39 +198,31 @@ export async function benchPorts(ctx, net) {
       return lines[seen];
     };
 
-    // Detection: poll the port the broker would take (the first free above P: P itself is the
-    // server's here) every 10 ms; only after 1.5 s ask `ports` too, so its node start-ups do not
-    // load the machine while the common case is timed.
+    // Detection: poll the ports the broker would take (the first free above P, P itself being the
+    // server's here): P+1 every 10 ms, up to P+DETECT_RANGE every 40 ms (each in a loop of its own,
+    // so a stranger's listener that never answers holds up nothing); only after 1.5 s ask `ports`
+    // as well, so its node start-ups do not load the machine while the common case is timed.
     const detectSamples = quick ? 3 : 6;
     const detections = [];
     for (let i = 0; i < detectSamples; i++) {
       const l = await listen("http");
-      const candidates = new Set([l.hostPort + 1]);
-      let asked = false;
-      let answeredAt = null;
-      let answeredOn = null;
-      while (answeredAt === null) {
-        if (Date.now() - l.listenAt > 20_000) throw new Error(`host port ${l.hostPort} not answering here 20 s after its listen`);
-        if (!asked && Date.now() - l.listenAt > 1500) {
-          asked = true;
-          forwardedPort(ws, l.hostPort).then(
-            (p) => candidates.add(p),
-            () => undefined,
-          );
-        }
-        for (const port of candidates) {
-          const ok = await get(port, nonce, l.hostPort, 2000).then(
-            () => true,
-            () => false,
-          );
-          if (ok) {
-            answeredAt = Date.now();
-            answeredOn = port;
-            break;
+      let winner = null;
+      const poll = async (port, everyMs) => {
+        while (!winner && Date.now() - l.listenAt < 20_000) {
+          if (await answers(port, nonce, l.hostPort, 2000)) {
+            winner ??= { port, at: Date.now() };
+            return;
           }
+          await sleep(everyMs);
         }
-        if (answeredAt === null) await sleep(10);
-      }
+      };
+      const asked = sleep(1500).then(async () => {
+        const port = winner ? null : await forwardedPort(ws, l.hostPort).catch(() => null);
+        if (port !== null) await poll(port, 10);
+      });
+      await Promise.all([asked, ...Array.from({ length: DETECT_RANGE }, (_, k) => poll(l.hostPort + k + 1, k === 0 ? 10 : 40))]);
+      if (!winner) throw new Error(`host port ${l.hostPort} not answering here 20 s after its listen`);
+      const { port: answeredOn, at: answeredAt } = winner;
       const reported = await forwardedPort(ws, l.hostPort);
       if (reported !== answeredOn) throw new Error(`host port ${l.hostPort} answered on ${answeredOn} but ports says ${reported}`);
       detections.push(answeredAt - l.listenAt);
@@ -245,13 +247,7 @@ export async function benchPorts(ctx, net) {
     const t0 = performance.now();
     for (;;) {
       if (sshL.exitCode !== null) throw new Error(`ssh -L exited ${sshL.exitCode}: ${lastLine(sshErr)}`);
-      if (
-        await get(sshHttp, nonce, http.hostPort, 2000).then(
-          () => true,
-          () => false,
-        )
-      )
-        break;
+      if (await answers(sshHttp, nonce, http.hostPort, 2000)) break;
       if (performance.now() - t0 > 15_000) throw new Error(`ssh -L did not answer within 15 s: ${lastLine(sshErr)}`);
       await sleep(20);
     }
@@ -292,6 +288,8 @@ export async function benchPorts(ctx, net) {
       ),
     );
 
+    killChild(sshL);
+    await endServers();
     if (net.key === "direct") out.idle = await idleCpu(ctx, rt, options, create, idleWorkspaces, rootName, log);
   } catch (err) {
     out.error = reason(err);
@@ -309,17 +307,44 @@ export async function benchPorts(ctx, net) {
 }
 
 /**
- * `n` workspaces (the first is bench-ports's host daemon's already), each with a live `cat`; the
- * daemon's CPU time (utime + stime) over IDLE_WINDOW_MS once all are up.
+ * The host daemon's CPU (utime + stime of its own process) and our brokers' over IDLE_WINDOW_MS,
+ * as % of one CPU, with the daemon's per-second figures so a burst shows against a steady cost.
+ */
+async function cpuOver(ctx, pid) {
+  const brokerCpu = () => brokers(ctx.tmp).reduce((a, p) => a + (stat(p)?.cpuMs ?? 0), 0);
+  const [d0, b0, w0] = [stat(pid).cpuMs, brokerCpu(), performance.now()];
+  const perSecond = [];
+  for (let last = d0; performance.now() - w0 < IDLE_WINDOW_MS;) {
+    await sleep(1000);
+    const now = stat(pid)?.cpuMs;
+    if (now === undefined) throw new Error("the host daemon exited during the measurement");
+    perSecond.push(+((now - last) / 10).toFixed(1));
+    last = now;
+  }
+  const [d1, b1, w1] = [stat(pid).cpuMs, brokerCpu(), performance.now()];
+  const pct = (ms) => +((ms / (w1 - w0)) * 100).toFixed(2);
+  return { windowMs: Math.round(w1 - w0), daemonPct: pct(d1 - d0), brokersPct: pct(b1 - b0), perSecond };
+}
+
+/**
+ * `n` workspaces; the host daemon's CPU first with no live exec in the root (the port watch is
+ * off: what the daemon costs anyway), then with a live `cat` in each (the watch ticks for all).
  */
 async function idleCpu(ctx, rt, options, create, n, rootName, log) {
   const ids = Array.from({ length: n }, (_, i) => `bench-ports-idle-${i}`);
-  const t0 = performance.now();
-  for (let i = 0; i < n; i += 5) await Promise.all(ids.slice(i, i + 5).map(create));
-  const createMs = performance.now() - t0;
-  log(`${n} workspaces created in ${Math.round(createMs)} ms; starting a live cat in each`);
   const handles = [];
   try {
+    const t0 = performance.now();
+    for (let i = 0; i < n; i += 5) await Promise.all(ids.slice(i, i + 5).map(create));
+    const createMs = Math.round(performance.now() - t0);
+    const pid = daemonPid(rootName);
+    if (!pid) throw new Error(`no host daemon found under ${rootName}`);
+    // Let the creates' own work (the host's spare checkout) settle first.
+    await sleep(3000);
+    const noExecs = await cpuOver(ctx, pid);
+    log(
+      `${n} workspaces created in ${createMs} ms; no live exec: host daemon ${noExecs.daemonPct} % (per second: ${noExecs.perSecond.join(", ")})`,
+    );
     let failed = 0;
     for (let i = 0; i < n; i += 10) {
       const batch = ids.slice(i, i + 10).map((id) => rt.startExec(options, id, ["/bin/cat"], { keepStdin: true, timeoutMs: LONG_EXEC_MS }));
@@ -327,25 +352,10 @@ async function idleCpu(ctx, rt, options, create, n, rootName, log) {
       failed += (await Promise.all(batch.map((h) => h.started))).filter((s) => s === null).length;
     }
     if (failed) throw new Error(`${failed} of ${n} live execs did not start`);
-    const pid = daemonPid(rootName);
-    if (!pid) throw new Error(`no host daemon found under ${rootName}`);
-    // Let the start-ups' own work settle first.
-    await sleep(2000);
-    const brokerCpu = () => brokers(ctx.tmp).reduce((a, p) => a + (stat(p)?.cpuMs ?? 0), 0);
-    const [d0, b0, w0] = [stat(pid).cpuMs, brokerCpu(), performance.now()];
-    await sleep(IDLE_WINDOW_MS);
-    const [d1, b1, w1] = [stat(pid)?.cpuMs, brokerCpu(), performance.now()];
-    if (d1 === undefined) throw new Error("the host daemon exited during the measurement");
-    const pct = (ms) => +((ms / (w1 - w0)) * 100).toFixed(2);
-    const r = {
-      workspaces: n,
-      createMs: Math.round(createMs),
-      windowMs: Math.round(w1 - w0),
-      daemonPct: pct(d1 - d0),
-      brokersPct: pct(b1 - b0),
-    };
-    log(`host daemon ${r.daemonPct} % of one CPU over ${r.windowMs} ms (brokers ${r.brokersPct} %)`);
-    return r;
+    await sleep(3000);
+    const live = await cpuOver(ctx, pid);
+    log(`a live cat in each: host daemon ${live.daemonPct} % (per second: ${live.perSecond.join(", ")}; brokers ${live.brokersPct} %)`);
+    return { workspaces: n, createMs, ...live, noExecs };
   } catch (err) {
     return { workspaces: n, unavailable: reason(err) };
   } finally {
@@ -404,7 +414,7 @@ function portsTargets(out) {
     const what = `host daemon CPU with ${IDLE_TARGET_WORKSPACES} idle workspaces (live exec each) ≤ ${IDLE_CPU_LIMIT_PCT} % of one CPU`;
     if (!i || i.unavailable) t.push({ id: "P4", what, ...na(i) });
     else {
-      const text = `${i.daemonPct} % over ${r0(i.windowMs / 1000)} s with ${i.workspaces} workspaces (brokers ${i.brokersPct} %)`;
+      const text = `${i.daemonPct} % over ${r0(i.windowMs / 1000)} s with ${i.workspaces} workspaces (no live exec: ${i.noExecs.daemonPct} %; brokers ${i.brokersPct} %)`;
       const fewer = i.workspaces < IDLE_TARGET_WORKSPACES;
       t.push({
         id: "P4",
