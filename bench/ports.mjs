@@ -343,7 +343,7 @@ async function idleCpu(ctx, rt, options, create, n, rootName, log) {
     await sleep(3000);
     const noExecs = await cpuOver(ctx, pid);
     log(
-      `${n} workspaces created in ${createMs} ms; no live exec: host daemon ${noExecs.daemonPct} % (per second: ${noExecs.perSecond.join(", ")})`,
+      `${n} workspace(s) created in ${createMs} ms; no live exec: host daemon ${noExecs.daemonPct} % (per second: ${noExecs.perSecond.join(", ")})`,
     );
     let failed = 0;
     for (let i = 0; i < n; i += 10) {
@@ -414,7 +414,7 @@ function portsTargets(out) {
     const what = `host daemon CPU with ${IDLE_TARGET_WORKSPACES} idle workspaces (live exec each) ≤ ${IDLE_CPU_LIMIT_PCT} % of one CPU`;
     if (!i || i.unavailable) t.push({ id: "P4", what, ...na(i) });
     else {
-      const text = `${i.daemonPct} % over ${r0(i.windowMs / 1000)} s with ${i.workspaces} workspaces (no live exec: ${i.noExecs.daemonPct} %; brokers ${i.brokersPct} %)`;
+      const text = `${i.daemonPct} % over ${r0(i.windowMs / 1000)} s with ${i.workspaces} workspace(s) (no live exec: ${i.noExecs.daemonPct} %; brokers ${i.brokersPct} %)`;
       const fewer = i.workspaces < IDLE_TARGET_WORKSPACES;
       t.push({
         id: "P4",
