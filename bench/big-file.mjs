@@ -13,6 +13,7 @@ import { git } from "./repos.mjs";
 import { lastLine, runCommand } from "./runtime-driver.mjs";
 import { reason } from "./sampling.mjs";
 import { loadavg } from "node:os";
+import { rigOptions, sshArgs } from "./rig.mjs";
 
 const MiB = 1024 * 1024;
 /** Ours: the runtime process, its broker and the host agent. */
@@ -45,15 +46,8 @@ export async function benchBigFile(ctx, { cacheDir, sizeMb }) {
   const { rt, rig } = ctx;
   const log = (s) => ctx.log(`[big file] ${s}`);
   const rootName = `.paseo-ssh-test-${rig.runId}-bench-big`;
-  const options = {
-    host: "127.0.0.1",
-    port: rig.port,
-    user: rig.user,
-    identityFile: rig.identityFile,
-    knownHostsFile: ctx.knownHostsFile,
-    root: `~/${rootName}`,
-  };
-  const ssh = (...args) => ["-p", String(rig.port), ...ctx.sshBase, ...args];
+  const options = rigOptions(ctx, rig.port, rootName);
+  const ssh = (...args) => sshArgs(ctx, rig.port, ...args);
   const out = { sizeMb, label: `one committed ${sizeMb} MiB file of random bytes, loose` };
   try {
     const repo = await bigRepo(cacheDir, sizeMb, log);

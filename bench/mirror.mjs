@@ -15,6 +15,7 @@ import { join } from "node:path";
 import { git } from "./repos.mjs";
 import { lastLine, runCommand } from "./runtime-driver.mjs";
 import { median } from "./sampling.mjs";
+import { rigOptions, sshArgs } from "./rig.mjs";
 
 const COMMITS = 10;
 const BLOB = 16 * 1024;
@@ -38,16 +39,8 @@ export async function benchMirror(ctx, net) {
   const { rt, rig } = ctx;
   const log = (s) => ctx.log(`[mirror ${net.name}] ${s}`);
   const rootName = `.paseo-ssh-test-${rig.runId}-bench-mirror-${net.key}`;
-  const options = {
-    host: "127.0.0.1",
-    port: net.port,
-    user: rig.user,
-    identityFile: rig.identityFile,
-    knownHostsFile: ctx.knownHostsFile,
-    root: `~/${rootName}`,
-    brokerIdleMs: 600_000,
-  };
-  const ssh = (cmd) => runCommand("ssh", ["-p", String(net.port), ...ctx.sshBase, cmd]);
+  const options = rigOptions(ctx, net.port, rootName, { brokerIdleMs: 600_000 });
+  const ssh = (cmd) => runCommand("ssh", sshArgs(ctx, net.port, cmd));
   const base = mkdtempSync(join(ctx.tmp, `mirror-${net.key}-`));
   const repo = join(base, "repo");
   await git(["clone", "-q", ctx.repos.tiny.path, repo], { cwd: base });

@@ -15,6 +15,7 @@ import { runCommand, lastLine } from "./runtime-driver.mjs";
 import { childCommands, execPhases, medianPhases, opPhases, takeCliTrace, traceEnv, wireTrace } from "./exec-profile.mjs";
 import { startProxy } from "./proxy-process.mjs";
 import { benchPool } from "./pool.mjs";
+import { rigOptions, sshArgs } from "./rig.mjs";
 
 const mb = (kb) => +(kb / 1024).toFixed(1);
 
@@ -22,15 +23,8 @@ export async function benchNetwork(ctx, net) {
   const { rt, rig, plan } = ctx;
   const log = (s) => ctx.log(`[${net.name}] ${s}`);
   const rootName = `.paseo-ssh-test-${rig.runId}-bench-${net.key}`;
-  const options = {
-    host: "127.0.0.1",
-    port: net.port,
-    user: rig.user,
-    identityFile: rig.identityFile,
-    knownHostsFile: ctx.knownHostsFile,
-    root: `~/${rootName}`,
-  };
-  const ssh = (...args) => ["-p", String(net.port), ...ctx.sshBase, ...args];
+  const options = rigOptions(ctx, net.port, rootName);
+  const ssh = (...args) => sshArgs(ctx, net.port, ...args);
   const out = { name: net.name, rttMs: net.rttMs, rows: {}, creates: {}, profiles: {}, procs: {} };
   const rows = out.rows;
   const host = () => hostProcesses(ctx.sshdPid, rootName);

@@ -8,6 +8,7 @@ import { appendFileSync } from "node:fs";
 import { startProxy } from "./proxy-process.mjs";
 import { shutdownBrokers } from "./broker-shutdown.mjs";
 import { interleaved, reason, unavailable } from "./sampling.mjs";
+import { rigOptions } from "./rig.mjs";
 
 const LABELS = {
   createSingle: "create, one-file workspace, one host entry",
@@ -30,14 +31,7 @@ export async function benchPool(ctx, net, { rootName, createInput, log }) {
     for (let i = 0; i < 3; i++) proxies.push(await startProxy(rig.port, net.delayMs, 30 * 60_000));
     const keys = rig.hostPublicKeys.map((k) => k.split(" ").slice(0, 2).join(" "));
     appendFileSync(ctx.knownHostsFile, proxies.flatMap((p) => keys.map((k) => `[127.0.0.1]:${p.port} ${k}\n`)).join(""));
-    const entry = (i) => ({
-      host: "127.0.0.1",
-      port: proxies[i].port,
-      user: rig.user,
-      identityFile: rig.identityFile,
-      knownHostsFile: ctx.knownHostsFile,
-      root: `~/${rootName}-pool-${i}`,
-    });
+    const entry = (i) => rigOptions(ctx, proxies[i].port, `${rootName}-pool-${i}`);
     single = entry(0);
     pool = { hosts: [0, 1, 2].map(entry) };
     /** A one-file workspace (one project: the hosts' caches are warm after the first round). */

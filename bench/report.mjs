@@ -5,6 +5,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { NOTES, OP_NOTES, OP_PHASES, PHASES } from "./exec-profile.mjs";
 import { bigFileMarkdown } from "./big-file.mjs";
 import { mirrorMarkdown } from "./mirror.mjs";
+import { portsMarkdown, portsSummary } from "./ports.mjs";
 import { scaleMarkdown } from "./scale.mjs";
 
 const r0 = (x) => (Number.isFinite(x) ? Math.round(x) : "–");
@@ -233,6 +234,7 @@ export function markdown(results) {
   }
   out.push(...bigFileMarkdown(results.bigFile, table));
   out.push(...mirrorMarkdown(results.mirror, table));
+  out.push(...portsMarkdown(results.ports, table));
   out.push(...scaleMarkdown(results, table));
   if (timelines.length) {
     out.push("", "### Where a create's time goes (processes sampled from /proc every 25 ms; shorter ones may be missing)", ...timelines);
@@ -251,6 +253,7 @@ export function summary(results) {
     }
   }
   for (const m of results.mirror ?? []) lines.push(`  work comes back (${m.name}): ${m.target.met ? "met   " : "MISSED"} ${m.target.text}`);
+  lines.push(...portsSummary(results.ports));
   if (results.bigFile?.target)
     lines.push(`  large object: ${results.bigFile.target.met ? "met   " : "MISSED"} ${results.bigFile.target.text}`);
   if (results.submodules?.target)

@@ -40,3 +40,15 @@ export async function startRig() {
     throw err;
   }
 }
+
+/**
+ * Runtime options that reach the rig's sshd through `port` (its own, or a delay proxy's in front
+ * of it) with `~/<rootName>` as the remote root; every group keeps a root of its own.
+ */
+export function rigOptions(ctx, port, rootName, extra = {}) {
+  const { rig, knownHostsFile } = ctx;
+  return { host: "127.0.0.1", port, user: rig.user, identityFile: rig.identityFile, knownHostsFile, root: `~/${rootName}`, ...extra };
+}
+
+/** OpenSSH client arguments for the rig's sshd through `port` (the bench's known_hosts and key), then `args`. */
+export const sshArgs = (ctx, port, ...args) => ["-p", String(port), ...ctx.sshBase, ...args];

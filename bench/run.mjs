@@ -5,12 +5,13 @@
 // block of bench/RESULTS.md. Everything it starts (sshd, proxies, brokers, host processes, remote
 // roots, temp files) is removed at the end, on Ctrl-C and on its own time limit.
 //
-//   node bench/run.mjs [--quick] [--only=create,exec,signal,rss,profile,big,pool,submodules,files,mirror] [--write]
+//   node bench/run.mjs [--quick] [--only=create,exec,signal,rss,profile,big,pool,submodules,files,mirror,ports] [--write]
 //
 // --quick (or BENCH_QUICK=1): fewer samples, creates and the 100 live execs at 50 ms RTT only, a
 // 512 MiB large object instead of 1.5 GiB (BENCH_BIG_MB sets its size in any run), 200 submodules
 // instead of 1,000 (BENCH_SUBMODULES), 50,000 files instead of 200,000 (BENCH_FILES; the big file
-// beside them: BENCH_FILES_BIG_MB, 300 MiB).
+// beside them: BENCH_FILES_BIG_MB, 300 MiB), forwarded-port downloads of 20 MB instead of 100
+// (BENCH_PORTS_MB; BENCH_PORTS_IDLE: how many idle workspaces the daemon's CPU row holds, 50).
 // --only: just those groups. --write: also rewrite RESULTS.md after a quick or partial run.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, connect } from "node:net";
@@ -28,10 +29,11 @@ import { evaluate } from "./targets.mjs";
 import { markdown, summary, writeResults } from "./report.mjs";
 import { benchBigFile } from "./big-file.mjs";
 import { benchMirror } from "./mirror.mjs";
+import { benchPorts } from "./ports.mjs";
 import { benchManyFiles, benchSubmodules } from "./scale.mjs";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
-const GROUPS = ["create", "exec", "signal", "rss", "profile", "big", "pool", "submodules", "files", "mirror"];
+const GROUPS = ["create", "exec", "signal", "rss", "profile", "big", "pool", "submodules", "files", "mirror", "ports"];
 /** Whole-bench guard: nothing here may hang a terminal or a CI job. */
 const BENCH_LIMIT_MS = 30 * 60_000;
 const DELAY_MS = 25;
@@ -53,6 +55,8 @@ function parseArgs(argv) {
     profileSamples: quick ? 3 : 7,
     createSamples: quick ? 1 : 3,
     liveExecs: 100,
+    portsMb: Number(process.env.BENCH_PORTS_MB) || (quick ? 20 : 100),
+    portsIdle: Number(process.env.BENCH_PORTS_IDLE) || 50,
     onlyRtt50: quick ? { create: true, rss: true } : {},
   };
 }
@@ -199,6 +203,7 @@ async function main() {
       res.targets = evaluate(res);
       results.networks[net.key] = res;
       if (plan.groups.has("mirror")) (results.mirror ??= []).push(await benchMirror(ctx, { ...net, rttMs: rtt.p50 }));
+      if (plan.groups.has("ports")) (results.ports ??= []).push(await benchPorts(ctx, { ...net, rttMs: rtt.p50 }));
     }
 
     if (plan.groups.has("big")) {

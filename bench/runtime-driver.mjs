@@ -119,9 +119,15 @@ export function runtime({ root, tmp }) {
   /**
    * Starts an exec and returns a handle: `started` (ms after spawn), `done` (ms after spawn of fd4
    * `started`, first fd1 byte, fd4 `exit` and process close; the `exit` event itself),
-   * `endInput()` (closes fd0: a `cat` workload then exits), `kill()`.
+   * `endInput()` (closes fd0: a `cat` workload then exits), `kill()`. `timeoutMs`: how long it may
+   * live before it is killed as hung (long-lived workloads raise it).
    */
-  function startExec(options, workspaceId, argv, { pty = false, purpose = "workspace-script", extraEnv, keepStdin = false } = {}) {
+  function startExec(
+    options,
+    workspaceId,
+    argv,
+    { pty = false, purpose = "workspace-script", extraEnv, keepStdin = false, timeoutMs = EXEC_TIMEOUT_MS } = {},
+  ) {
     const execId = randomBytes(16).toString("hex");
     const t0 = performance.now();
     const spawnEpoch = performance.timeOrigin + t0;
@@ -177,9 +183,9 @@ export function runtime({ root, tmp }) {
       }
     });
     const timer = setTimeout(() => {
-      failure ??= `no fd4 exit within ${EXEC_TIMEOUT_MS} ms`;
+      failure ??= `no fd4 exit within ${timeoutMs} ms`;
       killChild(child);
-    }, EXEC_TIMEOUT_MS);
+    }, timeoutMs);
     const done = new Promise((resolve, reject) => {
       child.on("error", (e) => reject(e));
       child.on("close", (code) => {

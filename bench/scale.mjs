@@ -18,6 +18,7 @@ import { brokers, sshdSessions, startTimeline, summariseTimeline } from "./procs
 import { git } from "./repos.mjs";
 import { runCommand } from "./runtime-driver.mjs";
 import { reason } from "./sampling.mjs";
+import { rigOptions, sshArgs } from "./rig.mjs";
 
 const OURS = /^(runtime process|broker|host agent)/;
 const OWN_LIMIT_MB = 150;
@@ -37,15 +38,8 @@ function resetPeak(pid) {
 function rowContext(ctx, rowName) {
   const { rt, rig } = ctx;
   const rootName = `.paseo-ssh-test-${rig.runId}-bench-${rowName}`;
-  const options = {
-    host: "127.0.0.1",
-    port: rig.port,
-    user: rig.user,
-    identityFile: rig.identityFile,
-    knownHostsFile: ctx.knownHostsFile,
-    root: `~/${rootName}`,
-  };
-  const ssh = (...args) => ["-p", String(rig.port), ...ctx.sshBase, ...args];
+  const options = rigOptions(ctx, rig.port, rootName);
+  const ssh = (...args) => sshArgs(ctx, rig.port, ...args);
   // The project cache is keyed by the project id and the path: a new path is a cold cache.
   const input = (workspaceId, path) => ({
     input: {
