@@ -110,6 +110,12 @@ export type LfsPointer = Infer<typeof LfsPointer>;
 export const LfsSpec = withMessage(
   object({
     pointers: arrayOf(LfsPointer),
+    /**
+     * Set when the tree also holds pointer-shaped files that are not these pointers (they name an
+     * object held here with another size): git lfs checkout must visit only these paths, since it
+     * deletes a stored object whose size disagrees with a pointer it visits.
+     */
+    only: optional(isBoolean),
     /** The repository's real LFS endpoint, as the git config key to set in the checkout (none: git-lfs derives it). */
     endpoint: nullable(
       object({

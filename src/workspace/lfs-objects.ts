@@ -138,8 +138,13 @@ export async function lfsPlan(repo: string, commit: string): Promise<LfsPlan | n
   if (!(await usesLfs(repo, commit))) return null;
   const [found, objects, endpoint] = await Promise.all([treePointers(repo, commit), localObjects(repo), lfsEndpoint(repo)]);
   if (found.length === 0) return null;
-  const pointers = found.map((p) => ({ ...p, local: heldLocally(objects, p.oid, p.size) }));
-  return { spec: { pointers, endpoint }, objects };
+  const all = found.map((p) => ({ ...p, local: heldLocally(objects, p.oid, p.size) }));
+  // An object's sha256 fixes its size: beside the object held here, a pointer naming its oid with
+  // another size points at nothing, and is an ordinary file (the host keeps one pointer per oid,
+  // and that one must not cost the real files their content).
+  const held = new Set(all.filter((p) => p.local).map((p) => p.oid));
+  const pointers = all.filter((p) => p.local || !held.has(p.oid));
+  return { spec: { pointers, endpoint, ...(pointers.length < all.length ? { only: true } : {}) }, objects };
 }
 
 /** Paths for a progress line: the first few by name, then how many more (a tree may hold thousands). */

@@ -25,6 +25,8 @@ describe("resolveWorkloadCwd", () => {
   mkdirSync(join(root, "sub"), { recursive: true });
   symlinkSync("..", join(root, "up"));
   symlinkSync("sub", join(root, "inside"));
+  const link = join(base, "link");
+  symlinkSync(root, link);
   afterAll(() => rmSync(base, { recursive: true, force: true }));
 
   it("accepts the root and subdirectories, following symlinks that stay inside", () => {
@@ -51,6 +53,10 @@ describe("resolveWorkloadCwd", () => {
   it("a missing directory inside the root is not an escape", () => {
     expect(() => resolveWorkloadCwd(root, "missing")).toThrow("Workspace cwd does not exist: missing");
     expect(() => resolveWorkloadCwd(root, join(root, "missing"))).toThrow(/^Workspace cwd does not exist/);
+    // The root spelled through a symlink, either way round.
+    expect(() => resolveWorkloadCwd(realpathSync(root), join(link, "missing/deeper"))).toThrow(/^Workspace cwd does not exist/);
+    expect(() => resolveWorkloadCwd(link, join(realpathSync(root), "missing"))).toThrow(/^Workspace cwd does not exist/);
+    expect(() => resolveWorkloadCwd(link, join(base, "missing"))).toThrow(/^Workspace cwd escapes its runtime root$/);
   });
 });
 

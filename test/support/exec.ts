@@ -9,6 +9,7 @@ import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Readable, Writable } from "node:stream";
+import { expect } from "vitest";
 import { ControlFrameSchema, ProcessEventSchema, decodeFrames, encodeCanonical, type Options } from "../../src/contract/index.js";
 import { TEST_RUNTIME_INSTANCE_ID, cliCommand, lifecycleRequest, runCli, type CliResult } from "./run-cli.js";
 import { startExec } from "../../src/demo/driver.js";
@@ -230,6 +231,19 @@ export class ExecWorkspace {
     if (this.base) rmSync(this.base, { recursive: true, force: true });
     // The host daemon may still be writing its last lines there (a reconnect after a reset): retried.
     rmSync(requireView().path(this.configuredRoot), { recursive: true, force: true, maxRetries: 50, retryDelay: 100 });
+  }
+}
+
+/** Runs `pwd -P` with each `[cwd, expected]`: it must run, in exactly the real directory expected. */
+export async function expectRunsIn(ws: ExecWorkspace, cases: Array<[string, string]>): Promise<void> {
+  for (const [cwd, expected] of cases) {
+    const r = await ws.run({ argv: ["/bin/pwd", "-P"], cwd });
+    expect({ cwd, exit: exitOf(r), stdout: r.stdout.toString(), stderr: r.stderr }).toEqual({
+      cwd,
+      exit: { code: 0, signal: null },
+      stdout: `${expected}\n`,
+      stderr: "",
+    });
   }
 }
 

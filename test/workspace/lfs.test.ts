@@ -266,6 +266,34 @@ describe(
       expect(lfsMark(r.stderr, "lfs-sent")).toMatchObject({ objects: 2 });
     });
 
+    it("pointer-shaped files that name a real object with another size, or carry extra lines, never cost the real files their content", async () => {
+      const d = driver("lfs-odd");
+      const clone = join(base, "odd-pointers");
+      execFileSync("cp", ["-a", repo.path, clone]);
+      const oid = /oid sha256:([0-9a-f]{64})/.exec(gitIn(clone, ["cat-file", "-p", "HEAD:model.bin"]))![1]!;
+      const head = `version https://git-lfs.github.com/spec/v1\noid sha256:${oid}\n`;
+      // Sorted before model.bin, so they are the first the tree names with that oid.
+      const odd: Record<string, string> = {
+        "a-wrong-size.bin": `${head}size 5\n`,
+        "b-extra-line.bin": `${head}size ${repo.model.length}\nnot a key\n`,
+        "c-upper.bin": `version https://git-lfs.github.com/spec/v1\noid sha256:${oid.toUpperCase()}\nsize ${repo.model.length}\n`,
+      };
+      for (const [name, text] of Object.entries(odd)) {
+        writeFileSync(join(clone, name), text);
+        const blob = gitIn(clone, ["hash-object", "-w", name]).trim();
+        gitIn(clone, ["update-index", "--add", "--cacheinfo", `100644,${blob},${name}`]);
+      }
+      gitIn(clone, ["commit", "-q", "-m", "odd pointers"]);
+      const r = await d.create(dirInput("lfs-odd", clone), progress);
+      expect(r.message).toBe("");
+      expect(r.ok).toBe(true);
+      const checkout = workspaceLayout(d.root, "lfs-odd").checkout;
+      expect(readFileSync(join(checkout, "model.bin")).equals(repo.model)).toBe(true);
+      expect(readFileSync(join(checkout, "nested dir", "weights.bin")).equals(repo.weights)).toBe(true);
+      expect(lfsMark(r.stderr, "lfs-pointers")).toBeUndefined();
+      for (const name of ["b-extra-line.bin", "c-upper.bin"]) expect(readFileSync(join(checkout, name), "utf8")).toBe(odd[name]);
+    });
+
     it("an LFS object missing on the Paseo side stays a pointer, named in the progress; the create does not fail", async () => {
       const d = driver("lfs-missing");
       const clone = join(base, "partial");

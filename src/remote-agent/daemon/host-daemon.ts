@@ -17,6 +17,7 @@ import {
   mkdirSync,
   readFileSync,
   readdirSync,
+  realpathSync,
   renameSync,
   rmSync,
   statSync,
@@ -191,11 +192,18 @@ class Daemon {
     return this.paths.agentFile.slice(0, this.paths.agentFile.lastIndexOf("/"));
   }
 
-  /** A daemon serves exactly its own root: a request naming another one reached the wrong daemon. */
+  /**
+   * A daemon serves exactly its own root: a request naming another one reached the wrong daemon.
+   * Judged after realpath, because node started the daemon from its script's real path: a root
+   * configured through a symlink names the same directory, and is served in the daemon's spelling
+   * so that every path it hands out (placement cwd, sweeps) is one spelling.
+   */
   private resolveRoot(root: string): string {
     const abs = expandRoot(root);
-    if (abs !== this.paths.root) throw new Error(`agent request for root ${abs} reached the daemon of ${this.paths.root}`);
-    return abs;
+    const real = abs === this.paths.root ? abs : realpathOrNull(abs);
+    if (real === null || (real !== this.paths.root && real !== realpathOrNull(this.paths.root)))
+      throw new Error(`agent request for root ${abs} reached the daemon of ${this.paths.root}`);
+    return this.paths.root;
   }
 
   private retire(): void {
@@ -310,6 +318,14 @@ class Daemon {
     if (reap) for (const failure of await execSessions.abandonAll()) log(`reaping failed: ${oneLine(failure)}`);
     for (const m of this.muxes) m.close("daemon exiting");
     setTimeout(() => process.exit(0), 50);
+  }
+}
+
+function realpathOrNull(path: string): string | null {
+  try {
+    return realpathSync(path);
+  } catch {
+    return null;
   }
 }
 

@@ -7,6 +7,7 @@ import { isAbsolute, join, relative, resolve } from "node:path";
 import type { StdioOptions } from "node:child_process";
 import { RuntimeError } from "../../shared/errors.js";
 import { TAG_FD } from "../proc/process-set.js";
+import { realSpelling } from "../proc/process-tags.js";
 import { verifiedFile } from "../verified-file.js";
 
 declare const __HELPER_SOURCE__: string;
@@ -54,8 +55,9 @@ export function resolveWorkloadCwd(root: string, cwd: string | undefined): strin
   try {
     target = realpathSync(resolve(realRoot, cwd));
   } catch {
-    // A path that does not exist still escapes if it lies outside lexically (`../outside`).
-    if (outside(realRoot, resolve(realRoot, cwd)) && outside(root, resolve(root, cwd))) throw cwdEscapes();
+    // A path that does not exist still escapes if it would lie outside (`../outside`); judged
+    // where its deepest existing directory really is, so the root spelled through a symlink is in.
+    if (outside(realRoot, realSpelling(resolve(realRoot, cwd)))) throw cwdEscapes();
     throw new RuntimeError("input", `Workspace cwd does not exist: ${cwd}`);
   }
   if (outside(realRoot, target)) throw cwdEscapes();

@@ -22,8 +22,11 @@ export interface TagSet {
 
 const idOf = (st: { dev: number; ino: number }) => `${st.dev}:${st.ino}`;
 
-/** `path` as the kernel would show it: the real path of its longest existing prefix, plus the rest. */
-function realSpelling(path: string): string {
+/**
+ * `path` as the kernel would show it: the real path of its longest existing prefix, plus the rest
+ * (also where exec's cwd check judges a directory that does not exist).
+ */
+export function realSpelling(path: string): string {
   try {
     return realpathSync(path);
   } catch {

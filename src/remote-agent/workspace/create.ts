@@ -73,7 +73,7 @@ function parseCreate(req: ReceivedRequest): CreateRequest {
   const i = r.integration;
   const integration = i && { localPath: i.localPath, baseBranch: i.baseBranch, seal: i.seal };
   const workHome = r.workHome ? { gitDir: r.workHome.gitDir, seal: r.workHome.seal } : null;
-  const lfs = r.lfs ? { pointers: r.lfs.pointers, endpoint: r.lfs.endpoint } : null;
+  const lfs = r.lfs ? { pointers: r.lfs.pointers, endpoint: r.lfs.endpoint, ...(r.lfs.only ? { only: true } : {}) } : null;
   return {
     workspaceId,
     owner,

@@ -82,6 +82,28 @@ export async function prepareLfsCheckout(checkout: string, plan: LfsCheckout): P
   if (e) await git(["config", e.key, e.url], opts);
 }
 
+/**
+ * git lfs checkout's path arguments for exactly `paths`: rooted (a bare name would match that name
+ * in every directory) and with pattern characters escaped, in batches that fit a command line.
+ */
+function rootedPatterns(paths: string[], maxChars = 64 * 1024): string[][] {
+  const batches: string[][] = [];
+  let batch: string[] = [];
+  let chars = 0;
+  for (const path of paths) {
+    const pattern = "/" + path.replace(/[\\*?[\]!#]/g, "\\$&");
+    if (batch.length > 0 && chars + pattern.length > maxChars) {
+      batches.push(batch);
+      batch = [];
+      chars = 0;
+    }
+    batch.push(pattern);
+    chars += pattern.length + 1;
+  }
+  if (batch.length > 0) batches.push(batch);
+  return batches;
+}
+
 /** Writes the LFS content into a checked-out tree and reports the files left as pointers. */
 export async function finishLfsCheckout(checkout: string, plan: LfsCheckout): Promise<void> {
   const spec = plan.spec;
@@ -122,7 +144,8 @@ export async function finishLfsCheckout(checkout: string, plan: LfsCheckout): Pr
   // would otherwise pass as the state to keep.
   const checked = objects.map((p) => (intact.has(p.oid) ? verifiedLfsIdentity(plan.cache, p.oid) : null)).join("\n");
   await plan.beforeLfsCheckout?.();
-  await git(["lfs", "checkout"], opts);
+  if (spec.only) for (const paths of rootedPatterns(all)) await git(["lfs", "checkout", "--", ...paths], opts);
+  else await git(["lfs", "checkout"], opts);
   if (objects.map((p) => lfsObjectIdentity(plan.cache, p.oid)).join("\n") !== checked)
     throw new RuntimeError(
       "remote",

@@ -62,7 +62,7 @@ export function parseSubmodules(v: unknown): SubmoduleSpec[] {
     commit,
     url,
     shallow,
-    ...(lfs ? { lfs: { pointers: lfs.pointers, endpoint: lfs.endpoint } } : {}),
+    ...(lfs ? { lfs: { pointers: lfs.pointers, endpoint: lfs.endpoint, ...(lfs.only ? { only: true } : {}) } } : {}),
     ...(origin ? { origin: { branches: origin.branches.map((b) => ({ name: b.name, commit: b.commit })), head: origin.head } } : {}),
   }));
 }
