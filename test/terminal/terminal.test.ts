@@ -245,6 +245,9 @@ describe("a relay started ahead of its exec (python3)", unless(needs.terminalMet
     expect(t.relayPid).toBe(idle.pid);
     expect(idle.usable).toBe(false);
     await collect(t).wait("33 101");
+    // stty (a child of sh holding fd 47 too) prints before it exits: sh has waited for it once it is sleep.
+    const until = Date.now() + 10_000;
+    while (readFileSync(`/proc/${t.pid}/comm`, "utf8").trim() !== "sleep" && Date.now() < until) await sleep(10);
     expect(readlinkSync(`/proc/${t.pid}/fd/47`)).toBe(tagPath);
     expect(tagHolders(tagPath)).toEqual([t.pid]);
     const links = readdirSync(`/proc/${t.relayPid}/fd`).map((fd) => readlinkSync(`/proc/${t.relayPid}/fd/${fd}`));
