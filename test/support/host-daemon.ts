@@ -1,7 +1,7 @@
 // What the host daemon tests share: the runtime's own processes on the host for a root (through
 // host-view.ts), a workspace's end-of-test check that nothing of the runtime runs for it any more, and a
 // fault proxy in front of the rig's sshd with runtime options that reach the host through it.
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
@@ -9,7 +9,7 @@ import { startDelayProxy, type DelayProxy } from "../../bench/delay-proxy.mjs";
 import { stopBroker } from "./broker.js";
 import type { ExecWorkspace } from "./exec.js";
 import { rig, waitFor } from "../rig/rig.js";
-import { requireView } from "./host-view.js";
+import { onHost, requireView } from "./host-view.js";
 
 export interface HostProc {
   pid: number;
@@ -47,9 +47,24 @@ export function relaysOf(root: string): HostProc[] {
 export async function finish(ws: ExecWorkspace): Promise<void> {
   await ws.lifecycle("destroy").catch(() => undefined);
   await stopBroker(parseRuntimeOptions(ws.options), { retireDaemon: true });
+  // What the daemons said up to here: the logs go with the root, and a daemon that stays is explained by them.
+  const logs = (() => {
+    try {
+      const run = onHost(join(ws.configuredRoot, "run"));
+      return readdirSync(run)
+        .filter((n) => /^daemon-.*\.log$/.test(n))
+        .map((n) => readFileSync(join(run, n), "utf8").split("\n").slice(-15).join("\n"))
+        .join("\n");
+    } catch (e) {
+      return `(no daemon log: ${(e as Error).message})`;
+    }
+  })();
   await ws.cleanup();
   // A bound against a daemon that never exits; on a loaded machine it has taken over 15 s.
-  await waitFor(() => runtimeProcesses(ws.configuredRoot).length === 0, 30_000);
+  await waitFor(() => runtimeProcesses(ws.configuredRoot).length === 0, 30_000).catch((err: Error) => {
+    const left = runtimeProcesses(ws.configuredRoot).map((p) => `${p.pid} ${p.args}`);
+    throw new Error(`${err.message}: runtime processes left for ${ws.configuredRoot}: ${left.join(" | ") || "(none now)"}\n${logs}`);
+  });
 }
 
 /** A proxy in front of the rig's sshd and runtime options reaching the host through it. */

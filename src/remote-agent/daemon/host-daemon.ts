@@ -30,7 +30,7 @@ import { Mux, type MuxStream } from "../../shared/mux.js";
 import type { ConversationPort } from "../serve-conversation.js";
 import { serveConversation } from "../serve-conversation.js";
 import { execSessions } from "../exec/sessions.js";
-import { clientGone, setSessionLog } from "../exec/exec-session.js";
+import { clientGone, loseDetached, setSessionLog } from "../exec/exec-session.js";
 import { ClientGoneHeader, NoticesHeader } from "../../shared/agent-api.js";
 import { readProcStat } from "../../shared/proc-stat.js";
 import { expandRoot } from "../root.js";
@@ -270,6 +270,8 @@ class Daemon {
       // stderr is not a file (started by hand)
     }
     this.publishTestNotices();
+    // Unreachable now: a wrapper's re-attach would reach whichever daemon holds the path.
+    if (this.lostPath && this.muxes.size === 0) loseDetached();
     if (this.draining) return;
     // A spare checkout being written counts as work: leaving would strand it half-made.
     if (execSessions.size > 0 || this.openStreams() > 0 || spareBuildsRunning() > 0) {

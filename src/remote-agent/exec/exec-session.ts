@@ -151,6 +151,14 @@ export class ExecSession {
     this.lose("client-gone");
   }
 
+  /** Ends the session if it is detached (see loseDetached); true when it did. */
+  unreachable(): boolean {
+    if (this.isDone || this.current !== null || this.graceTimer === undefined) return false;
+    note("a detached exec can no longer be re-attached (this daemon's socket path leads elsewhere): reaping it");
+    this.lose("expired");
+    return true;
+  }
+
   private bind(ctx: AgentContext): Promise<void> {
     this.current?.release();
     let release!: () => void;
@@ -238,6 +246,17 @@ export class ExecSession {
     this.current = null;
     this.resolveDone();
   }
+}
+
+/**
+ * The daemon can no longer be reached (its socket path leads elsewhere and no channel is open): no
+ * wrapper can re-attach, so every detached session ends now instead of when its grace runs out
+ * (up to reconnectGraceMs, by default ten minutes of a daemon and a workload nobody can reach).
+ */
+export function loseDetached(): number {
+  let n = 0;
+  for (const s of [...byToken.values()]) if (s.unreachable()) n++;
+  return n;
 }
 
 /** The longest reconnect grace (the option's bound); a timer past 2^31 ms would fire at once. */
