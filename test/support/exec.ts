@@ -83,10 +83,12 @@ export class ExecWorkspace {
     this.options = rigOptions({ root: this.configuredRoot, ...extra }) as Options;
   }
 
-  async create(): Promise<void> {
+  /** `prepare`: what the Paseo side repository gets before the create reads it (remotes, config). */
+  async create(prepare?: (repo: string) => void): Promise<void> {
     this.base = mkdtempSync(join(tmpdir(), "paseo-exec-fixture-"));
     const repo = seedRepo(this.base);
     this.localRepo = repo.path;
+    prepare?.(repo.path);
     const r = await this.lifecycle("create", { input: dirInput(this.workspaceId, repo.path) });
     if (r.code !== 0) throw new Error(`create failed: ${r.stderr}`);
     const state = JSON.parse(r.stdout.toString("utf8")) as { placement: { cwd: string } };
