@@ -69,7 +69,8 @@ async function fill(repo: string, a: Partial<CredentialAttributes>): Promise<Git
     const eq = line.indexOf("=");
     if (eq > 0) got[line.slice(0, eq)] = line.slice(eq + 1);
   }
-  if (got.username === undefined || got.password === undefined) return { refused: "git credential fill on the Paseo side gave no username and password" };
+  if (got.username === undefined || got.password === undefined)
+    return { refused: "git credential fill on the Paseo side gave no username and password" };
   return { username: got.username, password: got.password };
 }
 
@@ -112,11 +113,21 @@ export async function localCredentialCheck(cwd: string): Promise<{ ok: boolean; 
     const got: GitCredentialAnswer = await fill(repo, { protocol: u.protocol.slice(0, -1), host: u.host }).catch((err: Error) => ({
       refused: err.message,
     }));
-    if (got.username !== undefined) return { ok: true, detail: `git credential answers for ${first} (user ${got.username}), a remote of ${repo}` };
-    return { ok: false, detail: `${got.refused ?? "no answer"} for ${first}, a remote of ${repo}: pushes from workspaces get no credential` };
+    if (got.username !== undefined)
+      return { ok: true, detail: `git credential answers for ${first} (user ${got.username}), a remote of ${repo}` };
+    return {
+      ok: false,
+      detail: `${got.refused ?? "no answer"} for ${first}, a remote of ${repo}: pushes from workspaces get no credential`,
+    };
   }
-  const helpers = await gitResult(["config", "--get-all", "credential.helper"], { cwd, okCodes: [1], errorClass: "input" }).catch(() => null);
+  const helpers = await gitResult(["config", "--get-all", "credential.helper"], { cwd, okCodes: [1], errorClass: "input" }).catch(
+    () => null,
+  );
   const names = (helpers?.stdout ?? "").split("\n").filter((h) => h !== "");
-  if (names.length === 0) return { ok: false, detail: "no git credential helper is configured here: pushes from workspaces get no credential" };
-  return { ok: true, detail: `git credential helpers here: ${names.join(", ")} (run doctor in a repository to ask them for its remotes' hosts)` };
+  if (names.length === 0)
+    return { ok: false, detail: "no git credential helper is configured here: pushes from workspaces get no credential" };
+  return {
+    ok: true,
+    detail: `git credential helpers here: ${names.join(", ")} (run doctor in a repository to ask them for its remotes' hosts)`,
+  };
 }

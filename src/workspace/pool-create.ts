@@ -23,9 +23,7 @@ export async function createInPool(request: LifecycleRequest, raw: Record<string
   if (earlier) {
     const host = recordedHost(raw, earlier);
     progress.mark("placed", { host: host.label });
-    return onPoolHost(host.label, () =>
-      withHost(host.options, (h) => runCreate(h, prepared, progress, host.options), { failFast: true }),
-    );
+    return onPoolHost(host.label, () => withHost(host.options, (h) => runCreate(h, prepared, progress, host.options), { failFast: true }));
   }
   const source = prepared.request.source;
   const projectKey = source.kind === "directory" ? source.projectKey : null;

@@ -90,16 +90,19 @@ async function startForge(dir: string): Promise<Forge> {
   return forge;
 }
 
-describe("forwardGitCredentials: git in the workspace pushes over HTTP with the Paseo side's credential helper", { timeout: 120_000, ...needed }, () => {
-  const cleanups: Array<() => Promise<void> | void> = [];
-  let dir: string;
-  let forge: Forge;
-  let url: string;
-  let proxy: DelayProxy;
-  let withCreds: ExecWorkspace;
-  let without: ExecWorkspace;
-  /** The Paseo side's helper: answers the token from a file, or fails, or sleeps first, as told by files. */
-  const helperScript = (d: string) => `#!/bin/sh
+describe(
+  "forwardGitCredentials: git in the workspace pushes over HTTP with the Paseo side's credential helper",
+  { timeout: 120_000, ...needed },
+  () => {
+    const cleanups: Array<() => Promise<void> | void> = [];
+    let dir: string;
+    let forge: Forge;
+    let url: string;
+    let proxy: DelayProxy;
+    let withCreds: ExecWorkspace;
+    let without: ExecWorkspace;
+    /** The Paseo side's helper: answers the token from a file, or fails, or sleeps first, as told by files. */
+    const helperScript = (d: string) => `#!/bin/sh
 [ "$1" = get ] || exit 0
 touch '${d}/asked'
 [ -f '${d}/fail' ] && exit 1
@@ -107,132 +110,142 @@ touch '${d}/asked'
 echo username=u
 echo password=$(cat '${d}/token')
 `;
-  const prepare = (repo: string) => {
-    execFileSync("git", ["-C", repo, "remote", "add", "origin", url]);
-    execFileSync("git", ["-C", repo, "config", "credential.helper", join(dir, "helper.sh")]);
-  };
-
-  beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "paseo-cred-"));
-    chmodSync(dir, 0o755);
-    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-    writeFileSync(join(dir, "token"), TOKEN, { mode: 0o600 });
-    writeFileSync(join(dir, "helper.sh"), helperScript(dir), { mode: 0o700 });
-    forge = await startForge(dir);
-    cleanups.push(() => forge.close());
-    url = `http://127.0.0.1:${forge.port}/forge.git`;
-    const through = await throughProxy(cleanups, { forwardGitCredentials: true, sshConfig: false });
-    proxy = through.proxy;
-    withCreds = new ExecWorkspace("cred-on", { ...through.options, sshConfig: false });
-    cleanups.push(() => finish(withCreds));
-    without = new ExecWorkspace("cred-off", { sshConfig: false });
-    cleanups.push(() => finish(without));
-    await Promise.all([withCreds.create(prepare), without.create(prepare)]);
-  });
-  afterAll(async () => {
-    await proxy?.close();
-    const failures: unknown[] = [];
-    for (const c of cleanups.splice(0).reverse()) await Promise.resolve(c()).catch((err: unknown) => failures.push(err));
-    if (failures.length > 0) throw failures[0];
-  });
-
-  const git = (ws: ExecWorkspace, args: string[], stdin?: string) =>
-    ws.run({ argv: ["git", ...args], env: ENV, cwd: ws.root }, stdin === undefined ? {} : { stdin, keepStdinOpen: false });
-  const forgeHas = (branch: string) =>
-    spawnSync("git", ["-C", forge.bare, "rev-parse", "--verify", "--quiet", `refs/heads/${branch}`]).status === 0;
-  const flag = (name: string, on: boolean) => (on ? writeFileSync(join(dir, name), "") : rmSync(join(dir, name), { force: true }));
-  const leaks = () => {
-    const r = rig();
-    const found = secretLeaks(TOKEN, withCreds.configuredRoot, new Set());
-    const home = r.remoteHome ? secretLeaks(TOKEN, r.remoteHome, new Set()).files : [];
-    return { ...found, files: [...found.files, ...home] };
-  };
-
-  it("a push succeeds with the option, and the token is in no file, argv or environment on the host", async () => {
-    const during: Array<ReturnType<typeof leaks>> = [];
-    forge.onPack = async () => {
-      during.push(leaks());
+    const prepare = (repo: string) => {
+      execFileSync("git", ["-C", repo, "remote", "add", "origin", url]);
+      execFileSync("git", ["-C", repo, "config", "credential.helper", join(dir, "helper.sh")]);
     };
-    const ok = await git(withCreds, ["push", "-q", "origin", "HEAD:refs/heads/with-creds"]);
-    forge.onPack = null;
-    expect(ok.stderr.toString()).toBe("");
-    expect(exitOf(ok)).toEqual({ code: 0, signal: null });
-    expect(forgeHas("with-creds")).toBe(true);
-    expect(during).toEqual([{ argv: [], environ: [], files: [] }]);
-    expect(leaks()).toEqual({ argv: [], environ: [], files: [] });
-    // The workspace's git names our helper, after an empty one that drops the host's own.
-    expect(hostGit(withCreds.root, ["config", "--get-all", "credential.helper"])).toMatch(/^\n!'.*' '.*agent\.cjs' git-credential [0-9a-f]{20}\n$/);
-    const env = await withCreds.run({ argv: ["/usr/bin/env"], env: ENV });
-    expect(env.stdout.toString()).toBe("PATH=/usr/local/bin:/usr/bin:/bin\nCRED_TEST=exact\n");
-  });
 
-  it("without the option the same push fails at once with git's own error", async () => {
-    const started = Date.now();
-    const refused = await git(without, ["push", "-q", "origin", "HEAD:refs/heads/without"]);
-    expect(exitOf(refused).code).not.toBe(0);
-    expect(refused.stderr.toString()).toMatch(/could not read Username/);
-    expect(Date.now() - started).toBeLessThan(15_000);
-    expect(forgeHas("without")).toBe(false);
-  });
-
-  it("a host that is not among the Paseo side repository's remotes gets nothing, even when the workspace's config names it", async () => {
-    flag("asked", false);
-    const evil = await git(withCreds, ["push", "-q", `http://127.0.0.2:${forge.port}/forge.git`, "HEAD:refs/heads/evil"]);
-    expect(exitOf(evil).code).not.toBe(0);
-    expect(evil.stderr.toString()).toMatch(/no credential for http:\/\/127\.0\.0\.2:\d+ from the Paseo side: .* is not the host of a remote/);
-    expect(forgeHas("evil")).toBe(false);
-    const fill = await git(withCreds, ["credential", "fill"], "protocol=https\nhost=evil.example\n\n");
-    expect(exitOf(fill).code).not.toBe(0);
-    expect(fill.stdout.toString()).not.toMatch(/password/);
-    expect(fill.stderr.toString()).toMatch(/no credential for https:\/\/evil\.example/);
-    // The Paseo side's helper was never even asked.
-    expect(spawnSync("test", ["-e", join(dir, "asked")]).status).not.toBe(0);
-  });
-
-  it("a failing helper on the Paseo side fails the push at once, saying so", async () => {
-    flag("fail", true);
-    try {
-      const started = Date.now();
-      const failed = await git(withCreds, ["push", "-q", "origin", "HEAD:refs/heads/helper-failed"]);
-      expect(exitOf(failed).code).not.toBe(0);
-      expect(failed.stderr.toString()).toMatch(/no credential for http:\/\/127\.0\.0\.1:\d+ from the Paseo side: git credential fill on the Paseo side gave none/);
-      expect(Date.now() - started).toBeLessThan(15_000);
-      expect(forgeHas("helper-failed")).toBe(false);
-    } finally {
-      flag("fail", false);
-    }
-  });
-
-  it("a link lost while the Paseo side is asked fails the push at once, never a hang", async () => {
-    flag("slow", true);
-    flag("asked", false);
-    try {
-      const push = withCreds.start({ argv: ["git", "push", "-q", "origin", "HEAD:refs/heads/link-lost"], env: ENV, cwd: withCreds.root });
-      const until = Date.now() + 20_000;
-      while (spawnSync("test", ["-e", join(dir, "asked")]).status !== 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
-      const cut = Date.now();
-      proxy.cutAll({ reset: true });
-      const r = await push.done;
-      expect(exitOf(r).code).not.toBe(0);
-      expect(r.stderr.toString()).toMatch(/no credential for http:\/\/127\.0\.0\.1:\d+ from the Paseo side: the Paseo side did not answer/);
-      // Well before the helper on the Paseo side would have answered (8 s).
-      expect(Date.now() - cut).toBeLessThan(7_000);
-      expect(forgeHas("link-lost")).toBe(false);
-    } finally {
-      flag("slow", false);
-    }
-  });
-
-  it("doctor says credential forwarding is on and whether git credential answers here", () => {
-    const options = rigOptions({ root: withCreds.configuredRoot, forwardGitCredentials: true, sshConfig: false });
-    const doctor = spawnSync(process.execPath, [CLI_PATH, "doctor", "--options", JSON.stringify(options)], {
-      cwd: withCreds.localRepo,
-      encoding: "utf8",
-      timeout: 60_000,
+    beforeAll(async () => {
+      dir = mkdtempSync(join(tmpdir(), "paseo-cred-"));
+      chmodSync(dir, 0o755);
+      cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+      writeFileSync(join(dir, "token"), TOKEN, { mode: 0o600 });
+      writeFileSync(join(dir, "helper.sh"), helperScript(dir), { mode: 0o700 });
+      forge = await startForge(dir);
+      cleanups.push(() => forge.close());
+      url = `http://127.0.0.1:${forge.port}/forge.git`;
+      const through = await throughProxy(cleanups, { forwardGitCredentials: true, sshConfig: false });
+      proxy = through.proxy;
+      withCreds = new ExecWorkspace("cred-on", { ...through.options, sshConfig: false });
+      cleanups.push(() => finish(withCreds));
+      without = new ExecWorkspace("cred-off", { sshConfig: false });
+      cleanups.push(() => finish(without));
+      await Promise.all([withCreds.create(prepare), without.create(prepare)]);
     });
-    expect(doctor.stdout).toMatch(
-      /^ok +git credentials .*forwarded for the hosts of each workspace's remotes; git credential answers for http:\/\/127\.0\.0\.1:\d+ \(user u\)/m,
-    );
-    expect(doctor.stdout).not.toContain(TOKEN);
-  });
-});
+    afterAll(async () => {
+      // The proxy closes after the workspaces' removal (cleanups), which goes through it.
+      const failures: unknown[] = [];
+      for (const c of cleanups.splice(0).reverse()) await Promise.resolve(c()).catch((err: unknown) => failures.push(err));
+      if (failures.length > 0) throw failures[0];
+    });
+
+    const git = (ws: ExecWorkspace, args: string[], stdin?: string) =>
+      ws.run({ argv: ["git", ...args], env: ENV, cwd: ws.root }, stdin === undefined ? {} : { stdin, keepStdinOpen: false });
+    const forgeHas = (branch: string) =>
+      spawnSync("git", ["-C", forge.bare, "rev-parse", "--verify", "--quiet", `refs/heads/${branch}`]).status === 0;
+    const flag = (name: string, on: boolean) => (on ? writeFileSync(join(dir, name), "") : rmSync(join(dir, name), { force: true }));
+    const leaks = () => {
+      const r = rig();
+      const found = secretLeaks(TOKEN, withCreds.configuredRoot, new Set());
+      const home = r.remoteHome ? secretLeaks(TOKEN, r.remoteHome, new Set()).files : [];
+      return { ...found, files: [...found.files, ...home] };
+    };
+
+    it("a push succeeds with the option, and the token is in no file, argv or environment on the host", async () => {
+      const during: Array<ReturnType<typeof leaks>> = [];
+      forge.onPack = async () => {
+        during.push(leaks());
+      };
+      const ok = await git(withCreds, ["push", "-q", "origin", "HEAD:refs/heads/with-creds"]);
+      forge.onPack = null;
+      expect(ok.stderr.toString()).toBe("");
+      expect(exitOf(ok)).toEqual({ code: 0, signal: null });
+      expect(forgeHas("with-creds")).toBe(true);
+      expect(during).toEqual([{ argv: [], environ: [], files: [] }]);
+      expect(leaks()).toEqual({ argv: [], environ: [], files: [] });
+      // The workspace's git names our helper, after an empty one that drops the host's own.
+      expect(hostGit(withCreds.root, ["config", "--get-all", "credential.helper"])).toMatch(
+        /^\n!'.*' '.*agent\.cjs' git-credential [0-9a-f]{20}\n$/,
+      );
+      const env = await withCreds.run({ argv: ["/usr/bin/env"], env: ENV });
+      expect(env.stdout.toString()).toBe("PATH=/usr/local/bin:/usr/bin:/bin\nCRED_TEST=exact\n");
+    });
+
+    it("without the option the same push fails at once with git's own error", async () => {
+      const started = Date.now();
+      const refused = await git(without, ["push", "-q", "origin", "HEAD:refs/heads/without"]);
+      expect(exitOf(refused).code).not.toBe(0);
+      expect(refused.stderr.toString()).toMatch(/could not read Username/);
+      expect(Date.now() - started).toBeLessThan(15_000);
+      expect(forgeHas("without")).toBe(false);
+    });
+
+    it("a host that is not among the Paseo side repository's remotes gets nothing, even when the workspace's config names it", async () => {
+      flag("asked", false);
+      const evil = await git(withCreds, ["push", "-q", `http://127.0.0.2:${forge.port}/forge.git`, "HEAD:refs/heads/evil"]);
+      expect(exitOf(evil).code).not.toBe(0);
+      expect(evil.stderr.toString()).toMatch(
+        /no credential for http:\/\/127\.0\.0\.2:\d+ from the Paseo side: .* is not the host of a remote/,
+      );
+      expect(forgeHas("evil")).toBe(false);
+      const fill = await git(withCreds, ["credential", "fill"], "protocol=https\nhost=evil.example\n\n");
+      expect(exitOf(fill).code).not.toBe(0);
+      expect(fill.stdout.toString()).not.toMatch(/password/);
+      expect(fill.stderr.toString()).toMatch(/no credential for https:\/\/evil\.example/);
+      // The Paseo side's helper was never even asked.
+      expect(spawnSync("test", ["-e", join(dir, "asked")]).status).not.toBe(0);
+    });
+
+    it("a failing helper on the Paseo side fails the push at once, saying so", async () => {
+      flag("fail", true);
+      try {
+        const started = Date.now();
+        const failed = await git(withCreds, ["push", "-q", "origin", "HEAD:refs/heads/helper-failed"]);
+        expect(exitOf(failed).code).not.toBe(0);
+        expect(failed.stderr.toString()).toMatch(
+          /no credential for http:\/\/127\.0\.0\.1:\d+ from the Paseo side: git credential fill on the Paseo side gave none/,
+        );
+        expect(Date.now() - started).toBeLessThan(15_000);
+        expect(forgeHas("helper-failed")).toBe(false);
+      } finally {
+        flag("fail", false);
+      }
+    });
+
+    it("a link lost while the Paseo side is asked fails the push at once, never a hang", async () => {
+      flag("slow", true);
+      flag("asked", false);
+      try {
+        const push = withCreds.start({ argv: ["git", "push", "-q", "origin", "HEAD:refs/heads/link-lost"], env: ENV, cwd: withCreds.root });
+        const until = Date.now() + 20_000;
+        while (spawnSync("test", ["-e", join(dir, "asked")]).status !== 0 && Date.now() < until)
+          await new Promise((r) => setTimeout(r, 50));
+        const cut = Date.now();
+        proxy.cutAll({ reset: true });
+        const r = await push.done;
+        expect(exitOf(r).code).not.toBe(0);
+        expect(r.stderr.toString()).toMatch(
+          /no credential for http:\/\/127\.0\.0\.1:\d+ from the Paseo side: the Paseo side did not answer/,
+        );
+        // Well before the helper on the Paseo side would have answered (8 s).
+        expect(Date.now() - cut).toBeLessThan(7_000);
+        expect(forgeHas("link-lost")).toBe(false);
+      } finally {
+        flag("slow", false);
+      }
+    });
+
+    it("doctor says credential forwarding is on and whether git credential answers here", () => {
+      const options = rigOptions({ root: withCreds.configuredRoot, forwardGitCredentials: true, sshConfig: false });
+      const doctor = spawnSync(process.execPath, [CLI_PATH, "doctor", "--options", JSON.stringify(options)], {
+        cwd: withCreds.localRepo,
+        encoding: "utf8",
+        timeout: 60_000,
+      });
+      expect(doctor.stdout).toMatch(
+        /^ok +git credentials .*forwarded for the hosts of each workspace's remotes; git credential answers for http:\/\/127\.0\.0\.1:\d+ \(user u\)/m,
+      );
+      expect(doctor.stdout).not.toContain(TOKEN);
+    });
+  },
+);

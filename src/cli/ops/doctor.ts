@@ -90,7 +90,8 @@ async function forwardLine(host: SshHost, say: (verdict: "ok" | "warn", detail: 
  * git in the workspaces gets). Not a failure when it does not: only HTTPS pushes need it.
  */
 async function credentialsLine(options: RuntimeOptions): Promise<{ ok: boolean; detail: string }> {
-  if (!options.broker) return { ok: false, detail: "on, but not forwarded: the host's asks reach this side through the broker (broker: false)" };
+  if (!options.broker)
+    return { ok: false, detail: "on, but not forwarded: the host's asks reach this side through the broker (broker: false)" };
   const { localCredentialCheck } = await import("../../workspace/forwarded-credentials.js");
   const c = await localCredentialCheck(process.cwd());
   return { ok: c.ok, detail: `forwarded for the hosts of each workspace's remotes; ${c.detail}` };

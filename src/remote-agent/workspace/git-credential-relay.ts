@@ -139,7 +139,8 @@ function askDaemon(agentFile: string, request: GitCredentialRequest): Promise<Gi
           if (f.kind !== FrameKind.Json) continue;
           const m = parseJson(f.payload);
           if (isRecord(m) && m.type === "result" && GitCredentialAnswer(m.value)) return finish(m.value);
-          if (isRecord(m) && m.type === "error") return finish(refused(typeof m.message === "string" ? m.message : "the host daemon failed"));
+          if (isRecord(m) && m.type === "error")
+            return finish(refused(typeof m.message === "string" ? m.message : "the host daemon failed"));
         }
       });
       stream.once("close", () => finish(refused("the host daemon closed the conversation")));
