@@ -7,15 +7,15 @@
 // gets nothing, even when the workspace's own config names it; a failing helper or a lost link
 // fails the push with a line saying why, never a prompt or a hang.
 import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rig, rigOptions } from "../rig/rig.js";
-import { ExecWorkspace, exitOf, secretLeaks } from "../support/exec.js";
+import { ExecWorkspace, exitOf, secretLeaks, sleep } from "../support/exec.js";
 import { finish, throughProxy } from "../support/host-daemon.js";
-import { needs, unless } from "../support/needs.js";
+import { needs, skipUnless, unless } from "../support/needs.js";
 import { CLI_PATH } from "../support/run-cli.js";
 import { hostGit } from "../support/host-view.js";
 import type { DelayProxy } from "../../bench/delay-proxy.mjs";
@@ -180,9 +180,10 @@ echo password=$(cat '${d}/token')
       expect(forgeHas("without")).toBe(false);
     });
 
-    it("a host that is not among the Paseo side repository's remotes gets nothing, even when the workspace's config names it", async () => {
+    it("a host that is not among the Paseo side repository's remotes gets nothing, even when the workspace's config names it", async (ctx) => {
       flag("asked", false);
-      const evil = await git(withCreds, ["push", "-q", `http://127.0.0.2:${forge.port}/forge.git`, "HEAD:refs/heads/evil"]);
+      expect(exitOf(await git(withCreds, ["remote", "add", "evil", `http://127.0.0.2:${forge.port}/forge.git`])).code).toBe(0);
+      const evil = await git(withCreds, ["push", "-q", "evil", "HEAD:refs/heads/evil"]);
       expect(exitOf(evil).code).not.toBe(0);
       expect(evil.stderr.toString()).toMatch(
         /no credential for http:\/\/127\.0\.0\.2:\d+ from the Paseo side: .* is not the host of a remote/,
@@ -193,7 +194,20 @@ echo password=$(cat '${d}/token')
       expect(fill.stdout.toString()).not.toMatch(/password/);
       expect(fill.stderr.toString()).toMatch(/no credential for https:\/\/evil\.example/);
       // The Paseo side's helper was never even asked.
-      expect(spawnSync("test", ["-e", join(dir, "asked")]).status).not.toBe(0);
+      expect(existsSync(join(dir, "asked"))).toBe(false);
+      // On a terminal git would prompt for a username and wait: it stops instead.
+      skipUnless(ctx, needs.pty());
+      const onTty = withCreds.start({
+        argv: ["git", "push", "-q", "evil", "HEAD:refs/heads/evil-tty"],
+        env: ENV,
+        cwd: withCreds.root,
+        stdio: { kind: "pty", rows: 24, cols: 200 },
+      });
+      const r = await Promise.race([onTty.done, sleep(15_000).then(() => null)]);
+      if (r === null) await withCreds.signal(onTty.execId, "SIGKILL");
+      expect(r && exitOf(r).code).not.toBe(0);
+      expect(r?.stdout.toString()).toMatch(/told us to quit/);
+      expect(r?.stdout.toString()).not.toMatch(/Username for/);
     });
 
     it("a failing helper on the Paseo side fails the push at once, saying so", async () => {
@@ -218,8 +232,7 @@ echo password=$(cat '${d}/token')
       try {
         const push = withCreds.start({ argv: ["git", "push", "-q", "origin", "HEAD:refs/heads/link-lost"], env: ENV, cwd: withCreds.root });
         const until = Date.now() + 20_000;
-        while (spawnSync("test", ["-e", join(dir, "asked")]).status !== 0 && Date.now() < until)
-          await new Promise((r) => setTimeout(r, 50));
+        while (!existsSync(join(dir, "asked")) && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
         const cut = Date.now();
         proxy.cutAll({ reset: true });
         const r = await push.done;
