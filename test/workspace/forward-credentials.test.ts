@@ -7,7 +7,7 @@
 // gets nothing, even when the workspace's own config names it; a failing helper or a lost link
 // fails the push with a line saying why, never a prompt or a hang.
 import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -17,7 +17,7 @@ import { ExecWorkspace, exitOf, secretLeaks, sleep } from "../support/exec.js";
 import { finish, throughProxy } from "../support/host-daemon.js";
 import { needs, skipUnless, unless } from "../support/needs.js";
 import { CLI_PATH } from "../support/run-cli.js";
-import { hostGit } from "../support/host-view.js";
+import { hostGit, requireView } from "../support/host-view.js";
 import type { DelayProxy } from "../../bench/delay-proxy.mjs";
 
 const needed = unless(needs.localHost("the host's git pushes to a forge listening on this machine's loopback"));
@@ -144,11 +144,25 @@ echo password=$(cat '${d}/token')
     const forgeHas = (branch: string) =>
       spawnSync("git", ["-C", forge.bare, "rev-parse", "--verify", "--quiet", `refs/heads/${branch}`]).status === 0;
     const flag = (name: string, on: boolean) => (on ? writeFileSync(join(dir, name), "") : rmSync(join(dir, name), { force: true }));
+    /**
+     * Where the token could be on the host: every process's argv and environment, every file under
+     * the root (workspaces, run/, tmp/), and the host user's own files where git and its helpers
+     * keep credentials (the files directly in the home, ~/.config); the rest of the home holds
+     * other suites' roots, written and removed meanwhile.
+     */
     const leaks = () => {
-      const r = rig();
       const found = secretLeaks(TOKEN, withCreds.configuredRoot, new Set());
-      const home = r.remoteHome ? secretLeaks(TOKEN, r.remoteHome, new Set()).files : [];
-      return { ...found, files: [...found.files, ...home] };
+      const home = rig().remoteHome;
+      if (home) {
+        const view = requireView();
+        for (const name of readdirSync(view.path(home))) {
+          const p = join(home, name);
+          const st = lstatSync(view.path(p), { throwIfNoEntry: false });
+          if (st?.isFile() && readFileSync(view.path(p)).includes(TOKEN)) found.files.push(p);
+        }
+        if (existsSync(view.path(join(home, ".config")))) found.files.push(...secretLeaks(TOKEN, join(home, ".config"), new Set()).files);
+      }
+      return found;
     };
 
     it("a push succeeds with the option, and the token is in no file, argv or environment on the host", async () => {

@@ -155,7 +155,14 @@ function askDaemon(agentFile: string, request: GitCredentialRequest): Promise<Gi
  */
 export async function credentialHelperMain(agentFile: string, args: string[]): Promise<void> {
   const [key = "", action = ""] = args;
-  const done = (out: string): void => void process.stdout.write(out, () => process.exit(0));
+  let answered = false;
+  // One answer, then exit (a late one after the bound is dropped); git gone meanwhile is no failure.
+  const done = (out: string): void => {
+    if (answered) return;
+    answered = true;
+    process.stdout.on("error", () => process.exit(0));
+    process.stdout.write(out, () => process.exit(0));
+  };
   // git's helpers ignore operations they do not know (the protocol may grow).
   if (!CredentialAction(action)) return done("");
   setTimeout(() => {
