@@ -14,6 +14,8 @@ const CREDENTIAL_TIMEOUT_MS = 30_000;
 
 /** `protocol://host[:port]` as the credential protocol names it, normalised (null: not a URL with a host). */
 function origin(protocol: string, host: string): string | null {
+  // A host with a path, user, query or fragment in it would be another string to the helpers than to the URL parser.
+  if (!/^[a-z][a-z0-9+.-]*$/.test(protocol) || /[/?#@\\\s]/.test(host)) return null;
   try {
     const u = new URL(`${protocol}://${host}`);
     return u.host === "" ? null : `${u.protocol}//${u.host}`;
