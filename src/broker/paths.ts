@@ -72,6 +72,8 @@ export function brokerKey(options: RuntimeOptions, version: string, plan?: Conne
     forwardPorts: options.forwardPorts,
     // A broker forwarding the agent is another connection than one that does not.
     forwardAgent: options.forwardAgent,
+    // Only a broker started with the option answers the host's credential requests.
+    forwardGitCredentials: options.forwardGitCredentials,
     agentSocket: process.env.SSH_AUTH_SOCK ?? null,
   };
   return sha256Hex(JSON.stringify(material)).slice(0, 24);

@@ -130,6 +130,13 @@ const HELP: Record<OperationName, OperationHelp> = {
     notes: ["Reads {options, target, notice} on stdin from the broker; not for use by hand."],
     example: `echo '{"options":{…},"target":{…},"notice":{…}}' | paseo-ssh-runtime work-notice`,
   },
+  "git-credential": {
+    summary: "Internal: the broker runs it when git in a workspace asks for a credential (forwardGitCredentials).",
+    usage: "",
+    flags: [],
+    notes: ["Reads {options, target, ask} on stdin from the broker and prints the answer on stdout; not for use by hand."],
+    example: `echo '{"options":{…},"target":{…},"ask":{…}}' | paseo-ssh-runtime git-credential`,
+  },
 };
 
 export function operationHelp(name: OperationName): string {

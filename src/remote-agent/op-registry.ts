@@ -6,12 +6,14 @@ import { systemOps } from "./ops-system.js";
 import { loadOps } from "./ops-load.js";
 import { workspaceOps } from "./workspace/workspace-ops.js";
 import { execAttach, execOps, execRun } from "./exec/exec-ops.js";
+import { gitCredential } from "./workspace/git-credential-relay.js";
 
 const ONE_SHOT: OneShotHandlers = {
   ...systemOps,
   ...loadOps,
   ...workspaceOps,
   ...execOps,
+  "git.credential": gitCredential,
 };
 
 function isOneShot(op: string): op is OneShotOp {

@@ -7,7 +7,9 @@
 //               refuses stream-local forwarding)
 //   pty-attach  the workload side of a PTY exec on an sshd pseudo-terminal
 //   agent-hold  holds the session sshd forwards the Paseo side's ssh-agent to (workspace/ssh-agent.ts)
-// Every mode writes the ready marker first (so login-shell noise before it can be skipped).
+//   git-credential  git's credential helper in a workspace created with forwardGitCredentials
+//               (workspace/git-credential-relay.ts); started by git, not by the runtime
+// Every mode the runtime starts writes the ready marker first (so login-shell noise before it can be skipped).
 // Secrets (workload env) arrive only in frames, never on a command line or in a file.
 import { dirname } from "node:path";
 import { AGENT_READY_MARKER } from "../shared/frames.js";
@@ -21,6 +23,7 @@ import { daemonMain } from "./daemon/host-daemon.js";
 import { daemonUpMain, relayMain } from "./daemon/up.js";
 import { daemonPaths } from "./daemon/paths.js";
 import { agentHoldMain } from "./workspace/ssh-agent.js";
+import { credentialHelperMain } from "./workspace/git-credential-relay.js";
 
 function stdioPort(): ConversationPort {
   const out = process.stdout;
@@ -77,6 +80,8 @@ function main(): void {
   if (mode === "daemon") return daemonMain(__filename, process.argv.slice(3));
   if (mode === "daemon-up") return daemonUpMain(__filename, process.argv.slice(3));
   if (mode === "relay") return relayMain(__filename, process.argv.slice(3));
+  // git reads its helper's stdout: no marker.
+  if (mode === "git-credential") return void credentialHelperMain(__filename, process.argv.slice(3));
   if (mode === "agent-hold") {
     process.stdout.write(AGENT_READY_MARKER);
     return agentHoldMain(daemonPaths(__filename).root);

@@ -437,6 +437,8 @@ export const CreateRequest = object({
   scope: optional(nullable(SCOPE)),
   /** Git in the workspace reaches the Paseo side's forwarded ssh-agent (runtime option forwardAgent). */
   forwardAgent: optional(isBoolean),
+  /** Git in the workspace asks the Paseo side's credential helpers (runtime option forwardGitCredentials). */
+  forwardGitCredentials: optional(isBoolean),
 });
 export type CreateRequest = Infer<typeof CreateRequest>;
 
@@ -539,6 +541,63 @@ export const ExecProcessesRequest = object({
 export type ExecProcessesRequest = Infer<typeof ExecProcessesRequest>;
 
 /** Each one-shot op: the fields of its request (besides `op` and `root`) and the value it answers. */
+// ---- git credentials (host → Paseo side; docs/architecture.md "Asks") ---------------------------
+
+/** A value of git's credential protocol (git-credential(1)): one line, bounded. */
+const isCredentialValue: Guard<string> = (v): v is string => typeof v === "string" && v.length <= 4096 && !/[\0\n\r]/.test(v);
+
+/**
+ * The attributes of git's request that are relayed; anything else git sends (capabilities,
+ * `wwwauth[]`, …) stays on the host. `password` only in `store`/`erase`.
+ */
+export const CredentialAttributes = withMessage(
+  object({
+    protocol: isCredentialValue,
+    host: isCredentialValue,
+    path: optional(isCredentialValue),
+    username: optional(isCredentialValue),
+    password: optional(isCredentialValue),
+  }),
+  "malformed git credential attributes",
+);
+export type CredentialAttributes = Infer<typeof CredentialAttributes>;
+
+/** git's operation on a credential helper: `fill` runs `get`, `approve` `store`, `reject` `erase`. */
+export const CredentialAction = withMessage(literal("get", "store", "erase"), "git credential action must be get, store or erase");
+export type CredentialAction = Infer<typeof CredentialAction>;
+
+/** `git.credential`: our credential helper in a workspace's git, on behalf of that workspace (its directory's key). */
+export const GitCredentialRequest = object({
+  workspaceKey: withMessage(matching(/^[0-9a-f]{20}$/), "git.credential needs the workspace's key (20 hex characters)"),
+  action: CredentialAction,
+  attributes: CredentialAttributes,
+});
+export type GitCredentialRequest = Infer<typeof GitCredentialRequest>;
+
+/**
+ * The daemon's ask to the Paseo side (topic `git-credential`): the workspace as its manifest
+ * records it, with the sealed home that names the Paseo side repository (src/mirror/seal.ts).
+ */
+export const GitCredentialAsk = object({
+  workspaceId: isString,
+  owner: isString,
+  createdFrom: isString,
+  workHome: SealedRepo,
+  action: CredentialAction,
+  attributes: CredentialAttributes,
+});
+export type GitCredentialAsk = Infer<typeof GitCredentialAsk>;
+
+/** The Paseo side's answer (and the helper's): a credential for `get`, or why there is none. */
+export const GitCredentialAnswer = object({
+  username: optional(isCredentialValue),
+  password: optional(isCredentialValue),
+  /** One line for git's stderr: why nothing was answered (or stored). */
+  refused: optional(isString),
+});
+export type GitCredentialAnswer = Infer<typeof GitCredentialAnswer>;
+
+/** Each one-shot op: the fields of its request (besides `op` and `root`) and the value it answers. */
 export interface AgentOps {
   ping: { request: NoFields; response: { pong: true } };
   facts: { request: NoFields; response: HostFacts };
@@ -558,6 +617,8 @@ export interface AgentOps {
   "workspace.export-objects": { request: ExportObjectsRequest; response: { head: string; bytes: number } };
   "exec.signal": { request: ExecSignalRequest; response: { state: string } };
   "exec.processes": { request: ExecProcessesRequest; response: { processes: ProcessInfo[] } };
+  /** From our credential helper on the host: relayed to the Paseo side (forwardGitCredentials). */
+  "git.credential": { request: GitCredentialRequest; response: GitCredentialAnswer };
 }
 
 export type OneShotOp = keyof AgentOps;
@@ -595,8 +656,9 @@ export const RetireHeader = object({ kind: literal("retire") });
  * The one stream on which the host tells the Paseo side what it should know (NoticeMessage): the
  * broker opens it on every new channel; the daemon answers with a snapshot of every notice it
  * holds, then each change. It is not work: it keeps neither the daemon nor the channel from idling.
+ * `answers`: the ask topics this broker answers on it (HOST_ASK_TOPICS; none: it answers no ask).
  */
-export const NoticesHeader = object({ kind: literal("notices") });
+export const NoticesHeader = object({ kind: literal("notices"), answers: optional(arrayOf(isNonEmptyString)) });
 
 /** Every stream the Paseo side may open on the daemon's channel, told apart by `kind`. */
 export const StreamHeader = variant("kind", {
@@ -624,8 +686,23 @@ export type Notice = Infer<typeof Notice> & Record<string, unknown>;
 export const NoticeMessage = variant("type", {
   snapshot: object({ type: literal("snapshot"), notices: arrayOf(Notice) }),
   notice: object({ type: literal("notice"), notice: Notice }),
+  ask: object({ type: literal("ask"), id: isPositiveInt, topic: isNonEmptyString, body: isUnknown }),
 });
 export type NoticeMessage = Infer<typeof NoticeMessage>;
+
+/**
+ * Asks: the host's requests to the Paseo side, the one way the host asks for something (a
+ * credential for git in a workspace). They ride the notices stream of a broker that declared the
+ * topic in its header: `ask` down, one `answer` (the same id) up. Each topic's body and answer
+ * have their schemas (git-credential: GitCredentialAsk, GitCredentialAnswer). An ask whose stream
+ * closes, or that is not answered in time, is answered null on the host, at once.
+ */
+export const HOST_ASK_TOPICS = ["git-credential"] as const;
+export type HostAskTopic = (typeof HOST_ASK_TOPICS)[number];
+
+/** The broker's answer to an ask, on the same notices stream (`body` null: no answer). */
+export const AskAnswer = object({ type: literal("answer"), id: isPositiveInt, body: isUnknown });
+export type AskAnswer = Infer<typeof AskAnswer>;
 
 // ---- messages --------------------------------------------------------------------------------
 
@@ -768,6 +845,7 @@ export const ANSWERS: { [Op in OneShotOp]: Guard<AgentAnswer<Op>> } = {
   "workspace.export-objects": object({ head: isString, bytes: isInteger }),
   "exec.signal": object({ state: isString }),
   "exec.processes": object({ processes: arrayOf(ProcessInfo) }),
+  "git.credential": GitCredentialAnswer,
 };
 
 /** True when `value` is what `op` answers. */

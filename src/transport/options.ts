@@ -99,6 +99,11 @@ export const runtimeOptionFields = {
    * workspaces created with it, through the broker's connection; never into a workload's env.
    */
   forwardAgent: z._default(z.boolean(), false),
+  /**
+   * Git in the workspaces created with it asks the Paseo side's `git credential fill` for the
+   * hosts of the workspace's own remotes (HTTPS pushes), through the broker; nothing on the host keeps them.
+   */
+  forwardGitCredentials: z._default(z.boolean(), false),
 };
 
 /** What each key must look like, phrased for the one-line error message. */
@@ -121,6 +126,8 @@ const EXPECTED: Record<keyof typeof runtimeOptionFields, string> = {
   reconnectGraceMs: "expected an integer number of milliseconds 0-86400000 (0: a lost link ends the exec at once)",
   forwardPorts: "expected true, false, or a non-empty array of at most 1000 port numbers 1-65535",
   forwardAgent: "expected true or false (true lets git in new workspaces use the Paseo side's ssh-agent)",
+  forwardGitCredentials:
+    "expected true or false (true lets git in new workspaces ask the Paseo side's git credential helpers for the hosts of their remotes)",
 };
 
 const schema = z.strictObject(runtimeOptionFields);

@@ -157,12 +157,15 @@ export async function prepareCreate(input: CreateInput, owner: string): Promise<
   };
 }
 
-/** `forwardAgent`: the host's runtime option; git in the workspace then reaches the forwarded ssh-agent. */
+/**
+ * `forward`: the host's runtime options that reach git in the workspace (forwardAgent: the
+ * forwarded ssh-agent; forwardGitCredentials: the Paseo side's credential helpers).
+ */
 export async function runCreate(
   host: RemoteHost,
   prepared: PreparedCreate,
   progress: Progress,
-  forwardAgent = false,
+  forward: { forwardAgent?: boolean; forwardGitCredentials?: boolean } = {},
 ): Promise<CreateResult> {
   for (const path of prepared.missingModules) progress.mark("submodule-not-initialised", { path });
   const channel = await host.openAgent();
@@ -247,7 +250,11 @@ export async function runCreate(
   channel.on("frame", onFrame);
   const requestedAt = performance.now();
   try {
-    const request = forwardAgent ? { ...prepared.request, forwardAgent } : prepared.request;
+    const request = {
+      ...prepared.request,
+      ...(forward.forwardAgent ? { forwardAgent: true } : {}),
+      ...(forward.forwardGitCredentials ? { forwardGitCredentials: true } : {}),
+    };
     const result = await channel.request(requestFor(host, "workspace.create", request), CREATE_TIMEOUT_MS);
     noObjects();
     progress.mark("done");

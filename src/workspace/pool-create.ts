@@ -23,9 +23,7 @@ export async function createInPool(request: LifecycleRequest, raw: Record<string
   if (earlier) {
     const host = recordedHost(raw, earlier);
     progress.mark("placed", { host: host.label });
-    return onPoolHost(host.label, () =>
-      withHost(host.options, (h) => runCreate(h, prepared, progress, host.options.forwardAgent), { failFast: true }),
-    );
+    return onPoolHost(host.label, () => withHost(host.options, (h) => runCreate(h, prepared, progress, host.options), { failFast: true }));
   }
   const source = prepared.request.source;
   const projectKey = source.kind === "directory" ? source.projectKey : null;
@@ -52,7 +50,7 @@ export async function createInPool(request: LifecycleRequest, raw: Record<string
     if (!placement.existing) fields.score = Math.round(placement.score * 100) / 100;
     progress.mark("placed", fields);
     const result = await onPoolHost(placement.entry.label, () =>
-      withHost(placement.entry.options, (host) => runCreate(host, prepared, progress, placement.entry.options.forwardAgent), {
+      withHost(placement.entry.options, (host) => runCreate(host, prepared, progress, placement.entry.options), {
         failFast: true,
       }),
     );

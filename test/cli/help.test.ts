@@ -28,7 +28,8 @@ describe("--help", () => {
       const out = r.stdout.toString();
       expect(out.startsWith(`Usage: paseo-ssh-runtime ${name}`)).toBe(true);
       expect(out).toMatch(/\nExample:\n {2}.*paseo-ssh-runtime .*\n$/);
-      if (name !== "describe" && name !== "reconcile" && name !== "work-notice") expect(out).toContain("Flags:\n  --");
+      if (name !== "describe" && name !== "reconcile" && name !== "work-notice" && name !== "git-credential")
+        expect(out).toContain("Flags:\n  --");
     }
   });
 

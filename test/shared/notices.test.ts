@@ -1,6 +1,8 @@
 // The pure parts of the notices seam: the table both ends keep (a change once, a repeat never, a
 // snapshot as the changes it makes), and the daemon's board feeding the broker's registry over an
-// in-memory mux, where a second channel's snapshot tells handlers what vanished meanwhile.
+// in-memory mux, where a second channel's snapshot tells handlers what vanished meanwhile; and the
+// host's asks on the same streams: answered by the broker that declared the topic, null at once
+// when none did or the stream closes first.
 import { Duplex } from "node:stream";
 import { describe, expect, it } from "vitest";
 import type { Notice } from "../../src/shared/agent-api.js";
@@ -72,7 +74,7 @@ function duplexPair(): [Duplex, Duplex] {
 function channel(): Mux {
   const [a, b] = duplexPair();
   const server = new Mux(b, { role: "server", build: "t" });
-  server.on("stream", (s) => noticeBoard.subscribe(s));
+  server.on("stream", (s) => noticeBoard.subscribe(s, (s.header as { answers?: string[] }).answers ?? []));
   return new Mux(a, { role: "client", build: "t" });
 }
 
@@ -122,5 +124,60 @@ describe("notice board to registry", () => {
     expect(seen.at(-1)).toEqual({ kind: "ports", key: "w2", gone: true });
     expect(reg.live).toBe(0);
     second.close("done");
+  });
+});
+
+describe("asks on the notices stream", () => {
+  it("go to the newest broker that declared the topic and come back answered; none, or a stream lost first, is null at once", async () => {
+    expect(await noticeBoard.ask("git-credential", { q: 0 }, 5000)).toBeNull();
+    const reg = new NoticeRegistry();
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((r) => (release = r));
+    const asked: unknown[] = [];
+    reg.onAsk("git-credential", async (body) => {
+      asked.push(body);
+      if ((body as { q: number }).q === 2) await gate;
+      return { a: (body as { q: number }).q };
+    });
+    expect(() => reg.onAsk("git-credential", async () => null)).toThrow(/already/);
+    expect(reg.answers).toEqual(["git-credential"]);
+    // A broker answering nothing is never asked.
+    const silent = channel();
+    new NoticeRegistry().attach(silent.open({ kind: "notices" }));
+    await settle();
+    expect(noticeBoard.answers("git-credential")).toBe(false);
+    const first = channel();
+    reg.attach(first.open({ kind: "notices", answers: reg.answers }));
+    await settle();
+    expect(noticeBoard.answers("git-credential")).toBe(true);
+    // What the board still holds from the test before counts too; an ask in progress adds one.
+    const held = reg.live;
+    expect(await noticeBoard.ask("git-credential", { q: 1 }, 5000)).toEqual({ a: 1 });
+    expect(reg.live).toBe(held);
+
+    // Lost while the Paseo side works on it: the host's answer is null at once, not after the bound.
+    const pending = noticeBoard.ask("git-credential", { q: 2 }, 60_000);
+    await settle();
+    expect(reg.live).toBe(held + 1);
+    const lostAt = Date.now();
+    first.close("link reset");
+    expect(await pending).toBeNull();
+    expect(Date.now() - lostAt).toBeLessThan(1000);
+    release();
+    await settle();
+    expect(reg.live).toBe(held);
+    expect(noticeBoard.answers("git-credential")).toBe(false);
+    expect(await noticeBoard.ask("git-credential", { q: 3 }, 5000)).toBeNull();
+    expect(asked).toEqual([{ q: 1 }, { q: 2 }]);
+
+    // No answer within the bound: null.
+    const second = channel();
+    const slow = new NoticeRegistry();
+    slow.onAsk("git-credential", () => new Promise(() => undefined));
+    slow.attach(second.open({ kind: "notices", answers: slow.answers }));
+    await settle();
+    expect(await noticeBoard.ask("git-credential", { q: 4 }, 100)).toBeNull();
+    second.close("done");
+    silent.close("done");
   });
 });

@@ -83,10 +83,12 @@ export class ExecWorkspace {
     this.options = rigOptions({ root: this.configuredRoot, ...extra }) as Options;
   }
 
-  async create(): Promise<void> {
+  /** `prepare`: what the Paseo side repository gets before the create reads it (remotes, config). */
+  async create(prepare?: (repo: string) => void): Promise<void> {
     this.base = mkdtempSync(join(tmpdir(), "paseo-exec-fixture-"));
     const repo = seedRepo(this.base);
     this.localRepo = repo.path;
+    prepare?.(repo.path);
     const r = await this.lifecycle("create", { input: dirInput(this.workspaceId, repo.path) });
     if (r.code !== 0) throw new Error(`create failed: ${r.stderr}`);
     const state = JSON.parse(r.stdout.toString("utf8")) as { placement: { cwd: string } };
@@ -353,11 +355,27 @@ export function secretLeaks(secret: string, root: string, allowed: Set<number>):
     }
   }
   const walk = (dir: string) => {
-    for (const entry of readdirSync(dir)) {
+    // Scanned while git and the daemon write (lock files, temporary objects): what vanished meanwhile held nothing.
+    const gone = (err: unknown) => {
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+    };
+    let entries: string[] = [];
+    try {
+      entries = readdirSync(dir);
+    } catch (err) {
+      gone(err);
+    }
+    for (const entry of entries) {
       const p = join(dir, entry);
       const st = lstatSync(p, { throwIfNoEntry: false });
       if (st?.isDirectory()) walk(p);
-      else if (st?.isFile() && st.size < 50_000_000 && readFileSync(p).includes(secret)) found.files.push(p);
+      else if (st?.isFile() && st.size < 50_000_000) {
+        try {
+          if (readFileSync(p).includes(secret)) found.files.push(p);
+        } catch (err) {
+          gone(err);
+        }
+      }
     }
   };
   walk(view.path(root));

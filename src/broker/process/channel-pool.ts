@@ -504,7 +504,8 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
   private async openNotices(host: SshHost): Promise<void> {
     if (this.closed || this.conns[0]?.host !== host) return;
     try {
-      this.notices.attach(await host.link.stream({ kind: "notices" }));
+      const answers = this.notices.answers;
+      this.notices.attach(await host.link.stream({ kind: "notices", ...(answers.length > 0 ? { answers } : {}) }));
     } catch (err) {
       this.log(`opening the notices stream failed: ${oneLine((err as Error).message)}`);
     }

@@ -11,10 +11,16 @@
 // its key holds the same notice; one that succeeded is not run again for the same notice, so a
 // reconnect's snapshot costs nothing when nothing moved. While runs are going or queued the
 // broker does not idle out (hold()).
+//
+// The host's asks of a topic registered with `answerAsks` are handed off the same way, one run per
+// ask: `{options, target, ask}` on stdin, and the operation's stdout (one JSON value) is the
+// answer (git credentials: the `git-credential` operation). Its stdout goes nowhere else: it may
+// hold a secret, so it is neither logged nor kept.
 import { spawn } from "node:child_process";
 import { dirname, join } from "node:path";
-import type { Notice } from "../../shared/agent-api.js";
+import type { HostAskTopic, Notice } from "../../shared/agent-api.js";
 import { oneLine } from "../../shared/errors.js";
+import { parseJson } from "../../shared/guards.js";
 import type { NoticeRegistry } from "./notices.js";
 
 const MAX_RUNNING = 2;
@@ -23,6 +29,8 @@ const RUN_TIMEOUT_MS = 15 * 60_000;
 const RETRY_FIRST_MS = 5_000;
 const RETRY_MAX_MS = 5 * 60_000;
 const STDERR_KEEP = 2000;
+/** An answer larger than this is no answer. */
+const MAX_ANSWER_BYTES = 64 * 1024;
 
 export interface HandOffContext {
   /** The runtime executable's entry (dist/cli.js beside dist/broker.js). */
@@ -155,29 +163,59 @@ export class HandOff {
     }
   }
 
-  private run(notice: Notice): Promise<boolean> {
-    return new Promise((resolve) => {
-      let stderr = "";
-      const child = spawn(process.execPath, [this.ctx.cli, this.operation], {
-        stdio: ["pipe", "ignore", "pipe"],
-        env: this.ctx.env ?? process.env,
-      });
-      const timer = setTimeout(() => child.kill("SIGKILL"), RUN_TIMEOUT_MS);
-      child.stderr.on("data", (d: Buffer) => (stderr = (stderr + d.toString("utf8")).slice(-STDERR_KEEP)));
-      child.stdin.on("error", () => undefined);
-      child.stdin.end(JSON.stringify({ ...this.ctx.input, notice }));
-      child.on("error", (err) => {
-        clearTimeout(timer);
-        this.ctx.log(`${this.operation} ${JSON.stringify(notice.key)} could not start: ${oneLine(err.message)}`);
-        resolve(false);
-      });
-      child.on("close", (code, signal) => {
-        clearTimeout(timer);
-        const said = oneLine(stderr.trim());
-        if (said) this.ctx.log(`${this.operation} ${JSON.stringify(notice.key)}: ${said}`);
-        if (code !== 0) this.ctx.log(`${this.operation} ${JSON.stringify(notice.key)} failed (${signal ?? code}); tried again later`);
-        resolve(code === 0);
-      });
-    });
+  private async run(notice: Notice): Promise<boolean> {
+    const label = `${this.operation} ${JSON.stringify(notice.key)}`;
+    return (await runOperation(this.ctx, this.operation, { ...this.ctx.input, notice }, label, RUN_TIMEOUT_MS, "tried again later")).ok;
   }
+}
+
+/**
+ * Runs `node <cli> <operation>` with `input` on stdin, bounded by `timeoutMs` (then killed); its
+ * stderr goes to the broker's log under `label`, its stdout (at most MAX_ANSWER_BYTES) to the caller.
+ */
+function runOperation(
+  ctx: HandOffContext,
+  operation: string,
+  input: Record<string, unknown>,
+  label: string,
+  timeoutMs: number,
+  onFailure: string,
+): Promise<{ ok: boolean; stdout: Buffer }> {
+  return new Promise((resolve) => {
+    let stderr = "";
+    const out: Buffer[] = [];
+    let outBytes = 0;
+    const child = spawn(process.execPath, [ctx.cli, operation], { stdio: ["pipe", "pipe", "pipe"], env: ctx.env ?? process.env });
+    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    child.stdout.on("data", (d: Buffer) => {
+      outBytes += d.length;
+      if (outBytes <= MAX_ANSWER_BYTES) out.push(d);
+    });
+    child.stderr.on("data", (d: Buffer) => (stderr = (stderr + d.toString("utf8")).slice(-STDERR_KEEP)));
+    child.stdin.on("error", () => undefined);
+    child.stdin.end(JSON.stringify(input));
+    child.on("error", (err) => {
+      clearTimeout(timer);
+      ctx.log(`${label} could not start: ${oneLine(err.message)}`);
+      resolve({ ok: false, stdout: Buffer.alloc(0) });
+    });
+    child.on("close", (code, signal) => {
+      clearTimeout(timer);
+      const said = oneLine(stderr.trim());
+      if (said) ctx.log(`${label}: ${said}`);
+      if (code !== 0) ctx.log(`${label} failed (${signal ?? code}); ${onFailure}`);
+      resolve({ ok: code === 0 && outBytes <= MAX_ANSWER_BYTES, stdout: Buffer.concat(out) });
+    });
+  });
+}
+
+/**
+ * The host's asks of `topic` answered by the runtime's `operation`, one run each (bounded by
+ * `timeoutMs`): the JSON value it prints is the answer; a failed run answers null.
+ */
+export function answerAsks(registry: NoticeRegistry, topic: HostAskTopic, operation: string, ctx: HandOffContext, timeoutMs: number): void {
+  registry.onAsk(topic, async (ask) => {
+    const r = await runOperation(ctx, operation, { ...ctx.input, ask }, `${operation} (an ask of the host)`, timeoutMs, "answered nothing");
+    return r.ok ? (parseJson(r.stdout) ?? null) : null;
+  });
 }

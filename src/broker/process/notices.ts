@@ -3,20 +3,26 @@
 // (`onNotice`); the registry knows nothing of what a kind or a key means (the broker knows nothing
 // of workspaces): it keeps what it was told (src/shared/notices.ts), so a snapshot after a
 // reconnect comes to each handler as just the changes, keys that vanished meanwhile as `gone`.
+// The host's asks arrive on the same stream: one handler per topic (`onAsk`), whose answer goes
+// back on the stream the ask came on; the topics with a handler are declared when the stream opens.
 import { EventEmitter } from "node:events";
-import { NoticeMessage, type Notice } from "../../shared/agent-api.js";
-import { BinaryFrameDecoder, FrameKind } from "../../shared/frames.js";
+import { NoticeMessage, type AskAnswer, type HostAskTopic, type Notice } from "../../shared/agent-api.js";
+import { BinaryFrameDecoder, FrameKind, encodeJson } from "../../shared/frames.js";
 import { parseJson } from "../../shared/guards.js";
 import type { MuxStream } from "../../shared/mux.js";
 import { NoticeTable } from "../../shared/notices.js";
 
 export type NoticeHandler = (notice: Notice) => void;
 
+/** Answers one ask of its topic (null: no answer); it must settle within its own bound. */
+export type AskHandler = (body: unknown) => Promise<unknown>;
+
 /** What a handler may add to the answer of a client's `notices` request about one notice. */
 export type NoticeView = (notice: Notice) => Record<string, unknown>;
 
 export class NoticeRegistry extends EventEmitter<{ log: [string]; link: [boolean] }> {
   private readonly handlers = new Map<string, { handle: NoticeHandler; view?: NoticeView; keepsAlive: boolean }>();
+  private readonly askHandlers = new Map<HostAskTopic, AskHandler>();
   /** Holds taken by handlers with work in progress (hold()). */
   private holds = 0;
   private readonly table = new NoticeTable();
@@ -34,6 +40,17 @@ export class NoticeRegistry extends EventEmitter<{ log: [string]; link: [boolean
   onNotice(kind: string, handle: NoticeHandler, view?: NoticeView, opts: { keepsAlive?: boolean } = {}): void {
     if (this.handlers.has(kind)) throw new Error(`notices of kind ${kind} already have a handler`);
     this.handlers.set(kind, { handle, ...(view ? { view } : {}), keepsAlive: opts.keepsAlive ?? true });
+  }
+
+  /** One handler per ask topic; registered before the first stream opens (the header declares them). */
+  onAsk(topic: HostAskTopic, handle: AskHandler): void {
+    if (this.askHandlers.has(topic)) throw new Error(`asks of topic ${topic} already have a handler`);
+    this.askHandlers.set(topic, handle);
+  }
+
+  /** The ask topics this broker answers (the notices stream's header says them to the daemon). */
+  get answers(): HostAskTopic[] {
+    return [...this.askHandlers.keys()];
   }
 
   /** Keys that keep the broker up, and handlers' work in progress: while there are any, the broker stays up and reconnects. */
@@ -110,8 +127,9 @@ export class NoticeRegistry extends EventEmitter<{ log: [string]; link: [boolean
   }
 
   private take(stream: MuxStream, message: unknown): void {
-    if (stream !== this.current) return;
     if (!NoticeMessage(message)) throw new Error("a message that is not a notice");
+    if (message.type === "ask") return void this.answer(stream, message.id, message.topic, message.body);
+    if (stream !== this.current) return;
     if (message.type === "snapshot") {
       this.dispatch(this.table.replace(message.notices as Notice[]));
       this.synced = true;
@@ -120,6 +138,21 @@ export class NoticeRegistry extends EventEmitter<{ log: [string]; link: [boolean
     }
     const change = this.table.apply(message.notice as Notice);
     if (change) this.dispatch([change]);
+  }
+
+  /** Runs the topic's handler (the broker stays up meanwhile) and sends its answer back where the ask came from. */
+  private async answer(stream: MuxStream, id: number, topic: string, body: unknown): Promise<void> {
+    const handle = this.askHandlers.get(topic as HostAskTopic);
+    const release = this.hold();
+    let answer: unknown = null;
+    try {
+      if (handle) answer = await handle(body);
+    } catch (err) {
+      this.emit("log", `answering an ask of topic ${topic} failed: ${(err as Error).message}`);
+    } finally {
+      release();
+    }
+    if (!stream.closed) stream.write(encodeJson({ type: "answer", id, body: answer ?? null } satisfies AskAnswer));
   }
 
   private dispatch(changes: Notice[]): void {

@@ -10,7 +10,7 @@ import type { ConnectionPlan } from "../../transport/ssh-config/resolve.js";
 import type { BrokerLaunch } from "../launch.js";
 import { brokerVersion } from "../paths.js";
 import { BrokerServer } from "./broker-server.js";
-import { HandOff, cliBeside } from "./hand-off.js";
+import { HandOff, answerAsks, cliBeside } from "./hand-off.js";
 
 const STDIN_TIMEOUT_MS = 5000;
 
@@ -106,15 +106,20 @@ async function main(): Promise<void> {
     log(`broker ${process.pid}: another broker already serves this configuration`);
     process.exit(0);
   }
-  server.pool.warmUp();
+  // Before the first channel: its notices stream declares the asks answered.
   // The live mirror: a workspace whose refs moved is brought back by the runtime's `work-notice`
   // operation, connecting back through this broker (hand-off.ts).
   const script = process.argv[1]!;
-  new HandOff(server.pool.notices, "work", "work-notice", {
+  const handOff = {
     cli: cliBeside(script),
     input: { options: launch.options, target: { paths: launch.paths, version, script, ...(launch.plan ? { plan: launch.plan } : {}) } },
     log,
-  });
+  };
+  new HandOff(server.pool.notices, "work", "work-notice", handOff);
+  // git in a workspace asks for a credential: the runtime's `git-credential` operation decides and
+  // answers (it bounds git credential to 30 s; this reaps a stuck run).
+  if (launch.options.forwardGitCredentials) answerAsks(server.pool.notices, "git-credential", "git-credential", handOff, 34_000);
+  server.pool.warmUp();
   process.on("SIGTERM", () => void server.stop("SIGTERM"));
   process.on("SIGINT", () => void server.stop("SIGINT"));
 }

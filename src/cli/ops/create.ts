@@ -24,7 +24,7 @@ const operation: CliOperation = {
       const options = parseRuntimeOptions(request.options);
       // Local resolution (and cwd validation) happens before any connection is opened.
       const prepared = await prepareCreate(request.input!, request.runtimeInstanceId);
-      result = await withHost(options, (host) => runCreate(host, prepared, progress, options.forwardAgent));
+      result = await withHost(options, (host) => runCreate(host, prepared, progress, options));
     }
     await writeResponse(io.stdout, stateResponse(workspaceId, result.view, result.materializedFreshContent));
   },

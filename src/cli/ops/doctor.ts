@@ -20,7 +20,7 @@ function gib(bytes: number | null): string {
   return bytes === null ? "unknown" : `${(bytes / 1024 ** 3).toFixed(1)} GiB`;
 }
 
-type Step = ConnectStep | "config" | "agent" | "facts" | "terminals" | "ports" | "forward";
+type Step = ConnectStep | "config" | "agent" | "facts" | "terminals" | "ports" | "forward" | "credentials";
 const STEP_NAMES: Record<Step, string> = {
   config: "ssh_config",
   tcp: "connect",
@@ -31,6 +31,7 @@ const STEP_NAMES: Record<Step, string> = {
   terminals: "terminals",
   ports: "forwarded ports",
   forward: "ssh-agent forward",
+  credentials: "git credentials",
 };
 
 /** The chain as doctor shows it: one line per hop, then the config lines its values came from. */
@@ -84,6 +85,18 @@ async function forwardLine(host: SshHost, say: (verdict: "ok" | "warn", detail: 
   }
 }
 
+/**
+ * forwardGitCredentials: on for this host, and whether this side's `git credential` answers (what
+ * git in the workspaces gets). Not a failure when it does not: only HTTPS pushes need it.
+ */
+async function credentialsLine(options: RuntimeOptions): Promise<{ ok: boolean; detail: string }> {
+  if (!options.broker)
+    return { ok: false, detail: "on, but not forwarded: the host's asks reach this side through the broker (broker: false)" };
+  const { localCredentialCheck } = await import("../../workspace/forwarded-credentials.js");
+  const c = await localCredentialCheck(process.cwd());
+  return { ok: c.ok, detail: `forwarded for the hosts of each workspace's remotes; ${c.detail}` };
+}
+
 /** Every step to one host, one line each; throws the first failure (after its FAIL line). */
 async function doctorHost(options: RuntimeOptions, io: OperationIO): Promise<void> {
   const line = (verdict: "ok" | "FAIL" | "warn", step: Step, ms: number, detail: string) =>
@@ -133,6 +146,10 @@ async function doctorHost(options: RuntimeOptions, io: OperationIO): Promise<voi
     pass("terminals", terminalLine(f.terminal));
     pass("ports", portsLine(options, f.os, await host.tcpForwardingRefused()));
     if (options.forwardAgent) await forwardLine(host, (verdict, detail) => line(verdict, "forward", elapsed(), detail));
+    if (options.forwardGitCredentials) {
+      const c = await credentialsLine(options);
+      line(c.ok ? "ok" : "warn", "credentials", elapsed(), c.detail);
+    }
   } catch (err) {
     const cls = err instanceof RuntimeError ? err.errorClass : "remote";
     line("FAIL", expected[0] ?? "facts", elapsed(), `[${cls}]`);

@@ -26,6 +26,7 @@ export const OPERATIONS = {
   adopt: () => import("./adopt.js"),
   work: () => import("./work.js"),
   "work-notice": () => import("./work-notice.js"),
+  "git-credential": () => import("./git-credential.js"),
 } satisfies Record<string, Loader>;
 
 export type OperationName = keyof typeof OPERATIONS;

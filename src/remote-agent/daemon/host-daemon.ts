@@ -152,7 +152,7 @@ class Daemon {
     if (header.kind === "notices") {
       // Not work: the broker keeps one open on every channel, idle or not.
       if (!NoticesHeader(header)) return stream.reset("refused", "malformed notices header");
-      noticeBoard.subscribe(stream);
+      noticeBoard.subscribe(stream, header.answers ?? []);
       return;
     }
     this.lastBusy = Date.now();

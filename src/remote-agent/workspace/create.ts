@@ -28,6 +28,7 @@ import { hasGitLfs } from "./lfs-checkout.js";
 import { holdLfsCheckout, hostCheckoutTimeoutMs, hostGitSearchPath } from "../test-hooks.js";
 import { killWorkspaceProcesses } from "../proc/process-set.js";
 import { enableAgentForwarding } from "./ssh-agent.js";
+import { enableCredentialForwarding } from "./git-credential-relay.js";
 import { isComplete, lifecycleEnvironment, parseRequest, view } from "./common.js";
 
 /** Name prefix of checkouts being built in `<root>/tmp` (pruned by reconcile when abandoned). */
@@ -85,6 +86,7 @@ function parseCreate(req: ReceivedRequest): CreateRequest {
     lfs,
     scope: r.scope ?? null,
     forwardAgent: r.forwardAgent === true,
+    forwardGitCredentials: r.forwardGitCredentials === true,
   };
 }
 
@@ -128,6 +130,7 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
     lfs: lfsSpec = null,
     scope = null,
     forwardAgent,
+    forwardGitCredentials,
   } = parseCreate(ctx.request);
   const hooks = workspaceHooks(ctx.root, workspaceId);
   const inbox = new FrameInbox(ctx);
@@ -213,6 +216,7 @@ async function createWorkspace(ctx: AgentContext): Promise<CreateResult> {
       finish,
     });
     if (forwardAgent) await enableAgentForwarding(ctx.root, layout);
+    if (forwardGitCredentials) await enableCredentialForwarding(layout, ctx.nodePath, join(ctx.agentDir, "agent.cjs"));
     const workspaceRoot = resolveWorkspaceRoot(layout.checkout, source.subdirectory, relativeCwd);
     const current = verifyOwned(ctx.root, workspaceId, owner);
     const done = replaceManifest(layout, {

@@ -71,8 +71,8 @@ function pointWorkspaces(root: string, target: string): void {
   }
 }
 
-/** Quoted for the shell git runs core.sshCommand with. */
-function shellWord(path: string): string {
+/** Quoted for the shell git runs core.sshCommand (and a `!` credential helper) with. */
+export function shellWord(path: string): string {
   return `'${path.replace(/'/g, `'\\''`)}'`;
 }
 
