@@ -67,13 +67,14 @@ export async function finish(ws: ExecWorkspace): Promise<void> {
   });
 }
 
-/** A proxy in front of the rig's sshd and runtime options reaching the host through it. */
+/** A proxy in front of the rig's sshd (`delayMs` each way) and runtime options reaching the host through it. */
 export async function throughProxy(
   cleanups: Array<() => Promise<void> | void>,
   extra: Record<string, unknown> = {},
+  delayMs = 0,
 ): Promise<{ proxy: DelayProxy; options: Record<string, unknown>; knownHostsFile: string }> {
   const r = rig();
-  const proxy = await startDelayProxy({ targetPort: r.port, delayMs: 0 });
+  const proxy = await startDelayProxy({ targetPort: r.port, delayMs });
   cleanups.push(() => proxy.close());
   const dir = mkdtempSync(join(tmpdir(), "paseo-daemon-kh-"));
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));

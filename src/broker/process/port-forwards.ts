@@ -12,6 +12,7 @@ import { oneLine } from "../../shared/errors.js";
 import type { Notice } from "../../shared/agent-api.js";
 import { arrayOf, isInteger, isString, object, optional } from "../../shared/guards.js";
 import type { Duplex } from "node:stream";
+import { pipeChannel } from "../../transport/ssh2-channel-window.js";
 
 /** One port as the daemon reports it. */
 const PortEntry = object({
@@ -186,6 +187,7 @@ export class PortForwarder {
     f.sockets.add(sock);
     sock.once("close", () => f.sockets.delete(sock));
     sock.on("error", () => undefined);
+    const asked = performance.now();
     this.deps.open(f.target, f.hostPort).then(
       (ch) => {
         if (!ch) return sock.resetAndDestroy();
@@ -193,8 +195,9 @@ export class PortForwarder {
         ch.on("error", () => sock.destroy());
         sock.once("close", () => ch.destroy());
         ch.once("close", () => sock.destroy());
-        sock.pipe(ch);
-        ch.pipe(sock);
+        // Both ways, and the channel's receive window kept open as OpenSSH's client keeps it (the
+        // open took one round trip: a long one lets the window grow).
+        pipeChannel(ch, sock, { rttMs: performance.now() - asked });
       },
       (err: Error) => {
         this.deps.log(`a connection to forwarded port ${f.hostPort} failed: ${oneLine(err.message)}`);
