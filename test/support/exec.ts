@@ -228,8 +228,9 @@ export class ExecWorkspace {
     return this.start(spec, opts).done;
   }
 
-  async cleanup(): Promise<void> {
-    await this.lifecycle("destroy").catch(() => undefined);
+  /** `destroy: false`: the caller destroyed it already (a destroy here would start a broker and daemon anew). */
+  async cleanup({ destroy = true }: { destroy?: boolean } = {}): Promise<void> {
+    if (destroy) await this.lifecycle("destroy").catch(() => undefined);
     if (this.base) rmSync(this.base, { recursive: true, force: true });
     // The host daemon may still be writing its last lines there (a reconnect after a reset): retried.
     rmSync(requireView().path(this.configuredRoot), { recursive: true, force: true, maxRetries: 50, retryDelay: 100 });

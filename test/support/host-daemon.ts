@@ -59,7 +59,7 @@ export async function finish(ws: ExecWorkspace): Promise<void> {
       return `(no daemon log: ${(e as Error).message})`;
     }
   })();
-  await ws.cleanup();
+  await ws.cleanup({ destroy: false });
   // A bound against a daemon that never exits; on a loaded machine it has taken over 15 s.
   await waitFor(() => runtimeProcesses(ws.configuredRoot).length === 0, 30_000).catch((err: Error) => {
     const left = runtimeProcesses(ws.configuredRoot).map((p) => `${p.pid} ${p.args}`);
