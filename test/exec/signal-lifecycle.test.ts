@@ -174,6 +174,7 @@ describe("signal operation and process set over SSH", () => {
       expect((err as NodeJS.ErrnoException).code).toBe("ESRCH");
     }
     const paused = await ws.lifecycle("pause");
+    console.log(`A27: signal ${sig.ms.toFixed(0)} ms, pause ${paused.ms.toFixed(0)} ms, ${Date.now() - t0} ms from SIGTERM to paused`);
     expect(paused.code).toBe(0);
     expect(Date.now() - t0).toBeLessThan(5000);
     expect(paused.ms).toBeLessThan(3000);
