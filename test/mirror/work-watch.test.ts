@@ -4,7 +4,7 @@
 // that comes, moves a nested branch, detaches HEAD or goes is reported as such.
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SAFETY_LOOK_MS, watchWork } from "../../src/remote-agent/workspace/work-watch.js";
@@ -109,6 +109,25 @@ describe("the host's watch of workspaces' refs", () => {
       await w.until("its commit", () => w.last("ws-4")?.head === x, 1_000);
       rmSync(join(co, ".."), { recursive: true, force: true });
       await w.until("its removal", () => w.gone.includes("ws-4"), 1_000);
+    } finally {
+      w.h.stop();
+    }
+  });
+
+  it("a manifest rewritten by pause is no news; one whose work home changed is reported again", async () => {
+    const co = workspace("ws-p");
+    const w = watcher();
+    try {
+      await w.until("the first look", () => w.last("ws-p") !== undefined);
+      const file = join(co, "..", "manifest.json");
+      const m = JSON.parse(readFileSync(file, "utf8")) as Record<string, unknown>;
+      const reports = () => w.moved.filter((s) => s.workspaceId === "ws-p").length;
+      const before = reports();
+      writeFileSync(file, JSON.stringify({ ...m, phase: "paused", updatedAt: new Date().toISOString() }));
+      await sleep(1_000);
+      expect(reports()).toBe(before);
+      writeFileSync(file, JSON.stringify({ ...m, workHome: { gitDir: "/elsewhere/.git", seal: "1".repeat(64) } }));
+      await w.until("the new work home", () => w.last("ws-p")?.workHome?.gitDir === "/elsewhere/.git", 1_000);
     } finally {
       w.h.stop();
     }

@@ -159,6 +159,11 @@ interface Watched {
   watch: RefWatch;
 }
 
+/** What a work state takes from the manifest (work-state.ts): a change there is reported even with the refs still. */
+function workFields(m: WorkspaceManifest): string {
+  return JSON.stringify([m.workspaceId, m.owner, m.commit, m.workHome ?? null]);
+}
+
 /** Reads a workspace directory's manifest if it is one of ours that is ready and has a work home. */
 function readMirrored(dir: string): WorkspaceManifest | null {
   try {
@@ -250,7 +255,9 @@ export function watchWork(root: string, w: WorkWatcher, intervalMs = WORK_LOOK_I
           entry.manifest = null;
           w.gone(id);
         }
-        Object.assign(entry, { manifestStamp, manifest, fingerprint: null });
+        // A pause or resume rewrites the manifest without touching what a work state says of it: no git then.
+        const same = entry.manifest !== null && manifest !== null && workFields(entry.manifest) === workFields(manifest);
+        Object.assign(entry, { manifestStamp, manifest, fingerprint: same ? entry.fingerprint : null });
       }
       if (!entry.manifest) {
         entry.watch.closeCheckout();
