@@ -281,12 +281,17 @@ export type MergeInfo = Infer<typeof MergeInfo>;
  * comes back to the Paseo side (src/mirror/). Names and ids are the host's word: the runtime checks
  * each before it touches anything local.
  */
-export const WorkState = object({
+/** Who a workspace is, as its manifest records it: what a seal of its work home binds (src/mirror/seal.ts). */
+const SEALED_WORKSPACE_FIELDS = {
   workspaceId: isString,
   /** The manifest's owner (the runtime instance the seal binds). */
   owner: isString,
   /** The commit the workspace was created from. */
   createdFrom: isString,
+};
+
+export const WorkState = object({
+  ...SEALED_WORKSPACE_FIELDS,
   /** Where the work comes back to (null: a git source, or a workspace created before this existed). */
   workHome: nullable(object({ gitDir: isString, seal: isString })),
   /** The commit HEAD is at, and the branch it is on (null: detached). */
@@ -579,9 +584,7 @@ export type GitCredentialRequest = Infer<typeof GitCredentialRequest>;
  * records it, with the sealed home that names the Paseo side repository (src/mirror/seal.ts).
  */
 export const GitCredentialAsk = object({
-  workspaceId: isString,
-  owner: isString,
-  createdFrom: isString,
+  ...SEALED_WORKSPACE_FIELDS,
   workHome: SealedRepo,
   action: CredentialAction,
   attributes: CredentialAttributes,
