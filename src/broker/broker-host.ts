@@ -41,6 +41,8 @@ export interface HostOpening {
   session?: string;
   /** A pool's workspace: with the link down, fail after connectTimeoutMs instead of the reconnect window. */
   failFast?: boolean;
+  /** Only a broker that runs now: never start one (a hand-off run of the broker itself). */
+  noStart?: boolean;
 }
 
 export class BrokerHost implements RemoteHost {
@@ -74,7 +76,7 @@ export class BrokerHost implements RemoteHost {
   }
 
   private async dial(early?: string): Promise<Socket> {
-    const sock = await connectBroker(this.options, this.target, early);
+    const sock = await connectBroker(this.options, this.target, early, this.first.noStart !== true);
     this.open.add(sock);
     sock.once("close", () => this.open.delete(sock));
     return sock;

@@ -129,8 +129,12 @@ async function dropUntrustedSocket(paths: BrokerPaths): Promise<void> {
   });
 }
 
-/** A connected socket whose hello matched our version; `early` as for dial(). */
-export async function connectBroker(options: RuntimeOptions, initial: BrokerTarget, early?: string): Promise<Socket> {
+/**
+ * A connected socket whose hello matched our version; `early` as for dial(). `start: false`: only
+ * a broker that runs now will do (the broker's own hand-off runs, which must not bring back a
+ * broker, and with it a host daemon, that was stopped while they ran).
+ */
+export async function connectBroker(options: RuntimeOptions, initial: BrokerTarget, early?: string, start = true): Promise<Socket> {
   const until = Date.now() + BROKER_START_MS;
   let target = initial;
   let started = false;
@@ -151,6 +155,9 @@ export async function connectBroker(options: RuntimeOptions, initial: BrokerTarg
         failed = false;
         continue;
       }
+    }
+    if (!start) {
+      throw new RuntimeError("network", `the SSH broker for ${options.host} that started this operation is gone (${last})`);
     }
     if (failed) {
       throw new RuntimeError(

@@ -221,6 +221,28 @@ describe("broker", () => {
     expect(existsSync((await targetOf(options)).paths.socket)).toBe(false);
   });
 
+  it("a hand-off run of a stopped broker (noStart) fails clearly and starts no broker of its own", async () => {
+    // A `work-notice` run still going when its broker is stopped must not bring the broker (and
+    // with it a host daemon) back after the stop.
+    const options = track(brokerOptions());
+    await ping(options);
+    const target = await targetOf(options);
+    const { pid } = (await brokerStats(options))!;
+    await stopBroker(options);
+    await waitFor(() => !alive(pid), 10_000);
+    await expect(new BrokerHost(options, target, { noStart: true }).connect()).rejects.toMatchObject({
+      errorClass: "network",
+      message: expect.stringMatching(/that started this operation is gone/),
+    });
+    await new Promise((r) => setTimeout(r, 500));
+    expect(existsSync(target.paths.socket)).toBe(false);
+    expect(await brokerStats(options)).toBeNull();
+    // Without noStart, the same connect starts one (what every other operation wants).
+    const host = await new BrokerHost(options, target).connect();
+    host.close();
+    expect(await brokerStats(options)).not.toBeNull();
+  });
+
   it("does not idle out while a channel is live, however long it lasts", async () => {
     const options = track(brokerOptions({ brokerIdleMs: 1000 }));
     const host = await openHost(options);

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { startDelayProxy, type DelayProxy } from "../../bench/delay-proxy.mjs";
-import { stopBroker } from "./broker.js";
+import { stopBroker, targetOf } from "./broker.js";
 import type { ExecWorkspace } from "./exec.js";
 import { rig, waitFor } from "../rig/rig.js";
 import { onHost, requireView } from "./host-view.js";
@@ -59,11 +59,14 @@ export async function finish(ws: ExecWorkspace): Promise<void> {
       return `(no daemon log: ${(e as Error).message})`;
     }
   })();
+  const brokerLog = await targetOf(parseRuntimeOptions(ws.options))
+    .then((t) => readFileSync(t.paths.log, "utf8").split("\n").slice(-15).join("\n"))
+    .catch((e: Error) => `(no broker log: ${e.message})`);
   await ws.cleanup({ destroy: false });
   // A bound against a daemon that never exits; on a loaded machine it has taken over 15 s.
   await waitFor(() => runtimeProcesses(ws.configuredRoot).length === 0, 30_000).catch((err: Error) => {
     const left = runtimeProcesses(ws.configuredRoot).map((p) => `${p.pid} ${p.args}`);
-    throw new Error(`${err.message}: runtime processes left for ${ws.configuredRoot}: ${left.join(" | ") || "(none now)"}\n${logs}`);
+    throw new Error(`${err.message}: runtime processes left for ${ws.configuredRoot}: ${left.join(" | ") || "(none now)"}\n${logs}\nbroker log:\n${brokerLog}`);
   });
 }
 

@@ -29,7 +29,9 @@ const operation: CliOperation = {
       throw new RuntimeError("input", "work-notice: malformed notice on stdin");
     }
     if (sealedHome(state) === null) return 0;
-    const host = await new BrokerHost(input.options as unknown as RuntimeOptions, input.target as unknown as BrokerTarget).connect();
+    const host = await new BrokerHost(input.options as unknown as RuntimeOptions, input.target as unknown as BrokerTarget, {
+      noStart: true,
+    }).connect();
     try {
       const r = await bringBack(host, state);
       const moved = r.branches.filter((b) => b.local === "created" || b.local === "moved");
