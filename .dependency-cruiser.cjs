@@ -1,10 +1,9 @@
 // Import boundaries between the layers of docs/architecture.md, checked by `npm run lint`.
 // Layers only point down: cli -> workspace, exec, demo -> mirror, broker -> transport -> contract, shared.
 // The remote agent and the helper are separate bundles that run on the host with Node built-ins
-// only; src/shared is bundled into the agent too. The broker process (src/broker/process/, its own
-// bundle) and the operation side of src/broker meet only in the broker modules both share.
-/** The src/broker modules both the broker process and the operation side use. */
-const BROKER_SHARED = "wire|paths|dial|lock|launch";
+// only; src/shared is bundled into the agent too. src/broker has three rooms: the broker process
+// (process/, its own bundle), the operation side that reaches it (client/), and what both share
+// (common/); the process and the client side meet only in common/.
 const NPM = ["npm", "npm-dev", "npm-optional", "npm-peer", "npm-bundled", "npm-no-pkg", "npm-unknown"];
 
 /** @type {import('dependency-cruiser').IConfiguration} */
@@ -89,26 +88,42 @@ module.exports = {
       to: { path: "^src/broker/process/" },
     },
     {
-      name: "broker-process-uses-only-shared-broker-modules",
+      name: "broker-process-uses-only-common-broker-modules",
       comment:
-        "The broker process meets the operation side of src/broker (open-host, broker-host, client, environment, host-pool) only through the modules both share.",
+        "The broker process meets the operation side of the broker (src/broker/client/: open-host, broker-host, connect-broker) only through src/broker/common/.",
       severity: "error",
       from: { path: "^src/broker/process/" },
-      to: { path: "^src/broker/", pathNot: ["^src/broker/process/", `^src/broker/(${BROKER_SHARED})[.]ts$`] },
+      to: { path: "^src/broker/", pathNot: "^src/broker/(process|common)/" },
     },
     {
-      name: "shared-broker-modules-import-neither-side",
-      comment: "What both broker sides share depends on neither of them.",
+      name: "common-broker-modules-import-neither-side",
+      comment: "What both broker sides share (src/broker/common/) depends on neither of them.",
       severity: "error",
-      from: { path: `^src/broker/(${BROKER_SHARED})[.]ts$` },
-      to: { path: "^src/broker/", pathNot: `^src/broker/(${BROKER_SHARED})[.]ts$` },
+      from: { path: "^src/broker/common/" },
+      to: { path: "^src/broker/", pathNot: "^src/broker/common/" },
+    },
+    {
+      name: "broker-has-three-rooms",
+      comment: "Every broker module is in process/, client/ or common/: a file beside them would fall outside the rules above.",
+      severity: "error",
+      from: { path: "^src/" },
+      to: { path: "^src/broker/[^/]+$" },
+    },
+    {
+      name: "pool-placement-stands-alone",
+      comment:
+        "src/workspace/pool/ (where a pool's workspace lives) is reached by exec and the CLI too: it uses the broker's client side and nothing else of src/workspace.",
+      severity: "error",
+      from: { path: "^src/workspace/pool/" },
+      to: { path: "^src/workspace/", pathNot: "^src/workspace/pool/" },
     },
     {
       name: "operations-do-not-import-each-other",
-      comment: "The Paseo-host side of workspaces and of exec are siblings; the demo drives the CLI as a process.",
+      comment:
+        "The Paseo-host side of workspaces and of exec are siblings (exec finds a pool workspace's host through src/workspace/pool/); the demo drives the CLI as a process.",
       severity: "error",
       from: { path: "^src/(workspace|exec)/" },
-      to: { path: "^src/(workspace|exec|demo)/", pathNot: "^src/$1/" },
+      to: { path: "^src/(workspace|exec|demo)/", pathNot: ["^src/$1/", "^src/workspace/pool/"] },
     },
     {
       name: "no-circular",

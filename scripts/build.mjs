@@ -63,7 +63,7 @@ const ssh2Parts = {
 // The broker, started once per host configuration, is one CommonJS bundle (an ES module entry
 // costs its ESM loader in memory for the broker's whole life): a content-hashed file under
 // dist/cli-chunks/ that dist/broker.js only requires. The hash of dist/broker.js is the broker
-// version (src/broker/paths.ts): a one-line file that still changes with every change of the
+// version (src/broker/common/broker-paths.ts): a one-line file that still changes with every change of the
 // broker or anything it bundles. Built first, so the operations are built with that hash in them
 // instead of each process reading and hashing the file. Old bundles are left in place: a process
 // started by a concurrent build still finds the one it names.

@@ -4,7 +4,7 @@ import type { Readable } from "node:stream";
 import { parseRuntimeOptions, type RuntimeOptions } from "../transport/options.js";
 import { readLifecycleRequest, type LifecycleInputOptions } from "./lifecycle-input.js";
 import type { LifecycleRequest } from "../contract/schemas.js";
-import { withHost } from "../broker/open-host.js";
+import { withHost } from "../broker/client/open-host.js";
 import type { CliOperation, OperationIO } from "./operation.js";
 import { writeResponse } from "./respond.js";
 import type { OperationResponse } from "../contract/index.js";

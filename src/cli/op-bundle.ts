@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Script } from "node:vm";
-import { brokerDirCandidates } from "../broker/paths.js";
+import { brokerDirCandidates } from "../broker/common/broker-paths.js";
 import * as errors from "../shared/errors.js";
 import type { CliOperation } from "./operation.js";
 

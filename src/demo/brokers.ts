@@ -5,9 +5,9 @@
 // broker is gone, so the demo leaves no process behind.
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { BrokerResultSchema, readLine, writeLine } from "../broker/wire.js";
-import { dial } from "../broker/dial.js";
-import { brokerDirCandidates } from "../broker/paths.js";
+import { BrokerResultSchema, readLine, writeLine } from "../broker/common/wire.js";
+import { dial } from "../broker/common/dial.js";
+import { brokerDirCandidates } from "../broker/common/broker-paths.js";
 import { isGone } from "../shared/proc-stat.js";
 import { sleep } from "../shared/async.js";
 

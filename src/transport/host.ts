@@ -1,6 +1,6 @@
 // What the runtime's operations need from a remote host, independent of how it is reached:
 // agent conversations (framed channels) and PTY channels. Implemented over one ssh2 connection
-// (ssh-host.ts) and through the shared per-host broker (src/broker/broker-host.ts).
+// (ssh-host.ts) and through the shared per-host broker (src/broker/client/broker-host.ts).
 import type { AgentChannel } from "./agent-channel.js";
 import type { Readable, Writable } from "node:stream";
 import type { AgentAnswer, AgentOp, AgentRequest, ExecAttachRequest, ExecRunRequest, OneShotOp, OpRequest } from "../shared/agent-api.js";

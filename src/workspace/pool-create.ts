@@ -3,7 +3,7 @@
 // (src/broker/host-pool/pool.ts). The chosen host is named in progress and recorded once the
 // workspace exists, so every later operation goes straight there.
 import type { LifecycleRequest } from "../contract/schemas.js";
-import { withHost } from "../broker/open-host.js";
+import { withHost } from "../broker/client/open-host.js";
 import { loadPool, placeWorkspace, recordPlacement } from "../broker/host-pool/pool.js";
 import { readPlacement } from "../broker/host-pool/state.js";
 import { onPoolHost } from "../broker/host-pool/detect.js";

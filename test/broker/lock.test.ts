@@ -6,7 +6,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { withLock } from "../../src/broker/lock.js";
+import { withLock } from "../../src/broker/common/lock.js";
 
 let dir = "";
 beforeEach(() => {

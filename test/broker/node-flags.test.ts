@@ -2,7 +2,7 @@
 // node versions known to take them, and this node must start with them.
 import { spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
-import { BROKER_NODE_FLAGS, maxOptKnown } from "../../src/broker/client.js";
+import { BROKER_NODE_FLAGS, maxOptKnown } from "../../src/broker/client/connect-broker.js";
 
 describe("broker node flags", () => {
   it("this node starts with them", () => {

@@ -4,7 +4,7 @@
 // brings it up to date (a key removed during the outage is gone, one added is there); the stream
 // keeps the broker up while it holds notices, and keeps neither it nor the daemon up otherwise.
 import { afterEach, describe, expect, it } from "vitest";
-import { openHost } from "../../src/broker/open-host.js";
+import { openHost } from "../../src/broker/client/open-host.js";
 import type { RuntimeOptions } from "../../src/transport/options.js";
 import { suiteRoot } from "../support/workspace.js";
 import { brokerNotices, brokerOptions, brokerStats, stopBroker } from "../support/broker.js";

@@ -4,8 +4,8 @@ import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, sta
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { brokerDir, brokerVersion, socketPathFits } from "../../src/broker/paths.js";
-import { brokerTarget } from "../../src/broker/client.js";
+import { brokerDir, brokerVersion, socketPathFits } from "../../src/broker/common/broker-paths.js";
+import { brokerTarget } from "../../src/broker/client/connect-broker.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { needs, unless } from "../support/needs.js";
 

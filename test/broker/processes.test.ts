@@ -11,7 +11,7 @@ import { needsOpenSsh } from "../rig/needs-openssh.js";
 import { rig, rigOptions, sshdLogOffset, uniqueTestRoot } from "../rig/rig.js";
 import { ownLogin, type OwnLogin } from "../support/own-login.js";
 import { brokerStats, stopBroker, targetOf } from "../support/broker.js";
-import { BROKER_NODE_FLAGS } from "../../src/broker/client.js";
+import { BROKER_NODE_FLAGS } from "../../src/broker/client/connect-broker.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 
 const cleanups: Array<() => Promise<void>> = [];

@@ -7,7 +7,7 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { brokerDirCandidates } from "../../src/broker/paths.js";
+import { brokerDirCandidates } from "../../src/broker/common/broker-paths.js";
 import { runCli } from "../support/run-cli.js";
 
 const tmp = mkdtempSync(join(tmpdir(), "paseo-code-cache-"));

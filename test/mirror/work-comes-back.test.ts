@@ -16,7 +16,7 @@ import { hostView, onHost } from "../support/host-view.js";
 import { rig } from "../rig/rig.js";
 import { randomBytes } from "node:crypto";
 import { bringBack } from "../../src/mirror/bring-back.js";
-import { withHost } from "../../src/broker/open-host.js";
+import { withHost } from "../../src/broker/client/open-host.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 
 /** The bytes of what the user works with: HEAD, index, config, the working tree's files, and every ref. */

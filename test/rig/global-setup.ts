@@ -217,7 +217,7 @@ export default async function setup(): Promise<() => Promise<void>> {
   // sshd reads AuthorizedKeysFile as the target user, so the directory must be traversable.
   chmodSync(tmpDir, 0o755);
   // The run's TMPDIR, like /tmp but the run's own: brokers go to <TMPDIR>/paseo-ssh-<uid> when
-  // XDG_RUNTIME_DIR is unset (src/broker/paths.ts), and test scratch files end with the run.
+  // XDG_RUNTIME_DIR is unset (src/broker/common/broker-paths.ts), and test scratch files end with the run.
   const runTmp = join(tmpDir, "tmp");
   mkdirSync(runTmp);
   chmodSync(runTmp, 0o1777);

@@ -1,10 +1,10 @@
 // Test helpers for the per-host broker: options for a broker of one's own (unique root, short idle
 // time), asking a broker for its stats, and stopping it so no test leaves one running.
 import { parseRuntimeOptions, type RuntimeOptions } from "../../src/transport/options.js";
-import { brokerTarget, type BrokerTarget } from "../../src/broker/client.js";
-import { dial } from "../../src/broker/dial.js";
+import { brokerTarget, type BrokerTarget } from "../../src/broker/client/connect-broker.js";
+import { dial } from "../../src/broker/common/dial.js";
 import { resolvePlan } from "../../src/transport/ssh-config/resolve.js";
-import { BrokerResultSchema, readLine, writeLine, type BrokerResult, type BrokerStats } from "../../src/broker/wire.js";
+import { BrokerResultSchema, readLine, writeLine, type BrokerResult, type BrokerStats } from "../../src/broker/common/wire.js";
 import { rigOptions, uniqueTestRoot } from "../rig/rig.js";
 import { isGone } from "../../src/shared/proc-stat.js";
 

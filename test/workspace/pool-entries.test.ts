@@ -10,7 +10,7 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { readPlacement, removePlacement } from "../../src/broker/host-pool/state.js";
-import { brokerDir } from "../../src/broker/paths.js";
+import { brokerDir } from "../../src/broker/common/broker-paths.js";
 import { FANOUT } from "../../src/broker/host-pool/pool.js";
 import { sha256Hex } from "../../src/shared/sha256.js";
 import { seedRepo, type FixtureRepo } from "../fixtures/repo.js";

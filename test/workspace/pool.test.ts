@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { readPlacement, recentlyDown, removePlacement } from "../../src/broker/host-pool/state.js";
 import { parseEntries } from "../../src/broker/host-pool/options.js";
-import { brokerDir } from "../../src/broker/paths.js";
+import { brokerDir } from "../../src/broker/common/broker-paths.js";
 import { seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { runCli, TEST_RUNTIME_INSTANCE_ID } from "../support/run-cli.js";
 import { dirInput, progressLines } from "../support/workspace.js";

@@ -4,8 +4,8 @@
 // state.ts only remembers answers so the next operation asks less.
 import type { RemoteHost } from "../../transport/host.js";
 import { join } from "node:path";
-import { withHost } from "../open-host.js";
-import { withLock } from "../lock.js";
+import { withHost } from "../client/open-host.js";
+import { withLock } from "../common/lock.js";
 import { RuntimeError, oneLine } from "../../shared/errors.js";
 import type { AgentAnswer, HostLoad, OneShotOp, OpRequest, PoolLoadRequest } from "../../shared/agent-api.js";
 import { parseEntries, parsePoolSpec, type Located, type PoolEntry } from "./options.js";

@@ -9,12 +9,12 @@ import { RuntimeError, oneLine, toWireError } from "../../shared/errors.js";
 import type { RuntimeOptions } from "../../transport/options.js";
 import type { ConnectionPlan } from "../../transport/ssh-config/resolve.js";
 import type { PtyChannel } from "../../transport/host.js";
-import { dial } from "../dial.js";
-import { withLock } from "../lock.js";
-import type { BrokerPaths } from "../paths.js";
+import { dial } from "../common/dial.js";
+import { withLock } from "../common/lock.js";
+import type { BrokerPaths } from "../common/broker-paths.js";
 import { ChannelPool, type Lease, type StreamLease } from "./channel-pool.js";
 import { PortForwarder } from "./port-forwards.js";
-import { BrokerRequestSchema, WindowMessageSchema, readLine, writeLine, type BrokerResult } from "../wire.js";
+import { BrokerRequestSchema, WindowMessageSchema, readLine, writeLine, type BrokerResult } from "../common/wire.js";
 import { isUnknown, parseJson, windowDimension } from "../../shared/guards.js";
 import { listenUnix } from "../../shared/listen-unix.js";
 

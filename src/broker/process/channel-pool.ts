@@ -17,7 +17,7 @@ import type { PtyChannel, PtyRequest } from "../../transport/host.js";
 import { agentBundle } from "../../transport/bootstrap.js";
 import { connectSsh } from "../../transport/ssh-connection.js";
 import { SshHost } from "../../transport/ssh-host.js";
-import { ACQUIRE_WAIT_MS } from "../wire.js";
+import { ACQUIRE_WAIT_MS } from "../common/wire.js";
 import { CountedConnection } from "./counted-connection.js";
 import { reconnect } from "./reconnect.js";
 import { NoticeRegistry } from "./notices.js";

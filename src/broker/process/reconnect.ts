@@ -5,7 +5,7 @@
 import pRetry, { AbortError } from "p-retry";
 import { RuntimeError, oneLine } from "../../shared/errors.js";
 import type { RuntimeOptions } from "../../transport/options.js";
-import { reconnectWindowMs } from "../wire.js";
+import { reconnectWindowMs } from "../common/wire.js";
 
 export async function reconnect<T>(
   connectOnce: () => Promise<T>,

@@ -1,14 +1,14 @@
 // The per-host broker (bundled to dist/broker.js, run after entry.ts). Started detached by the first
 // runtime process of a host configuration; its command line is just `node <V8 flags>
 // dist/broker.js`: the configuration (options, the resolved hop chain, paths; no workspace id, no
-// secret) arrives as one JSON document on stdin (its type: ../launch.ts). Diagnostics go to
+// secret) arrives as one JSON document on stdin (its type: ../common/broker-launch.ts). Diagnostics go to
 // stderr, which the starter points at a 0600 log file next to the socket.
 import * as z from "../../contract/zod-mini.js";
 import { RuntimeError, oneLine } from "../../shared/errors.js";
 import { parseRuntimeOptions } from "../../transport/options.js";
 import type { ConnectionPlan } from "../../transport/ssh-config/resolve.js";
-import type { BrokerLaunch } from "../launch.js";
-import { brokerVersion } from "../paths.js";
+import type { BrokerLaunch } from "../common/broker-launch.js";
+import { brokerVersion } from "../common/broker-paths.js";
 import { BrokerServer } from "./broker-server.js";
 import { HandOff, answerAsks, cliBeside } from "./hand-off.js";
 

@@ -1,6 +1,6 @@
 // `exec --workspace-id <id>`: the fd0–fd4 wrapper around one remote execution (src/exec/run-exec.ts).
 import type { CliOperation } from "../operation.js";
-import { openHost } from "../../broker/open-host.js";
+import { openHost } from "../../broker/client/open-host.js";
 import { runExec } from "../../exec/run-exec.js";
 
 const operation: CliOperation = {

@@ -3,7 +3,7 @@
 // `{"ports":[{"hostPort","localPort","pid","argv0","since","named"}…]}` (`since`: ISO time it was first
 // seen listening). The broker holds the forwards (docs/architecture.md "Notices"), so this asks it.
 import { RuntimeError } from "../../shared/errors.js";
-import { BrokerHost } from "../../broker/broker-host.js";
+import { BrokerHost } from "../../broker/client/broker-host.js";
 import type { CliOperation } from "../operation.js";
 import { writeBytes } from "../write-bytes.js";
 import { readWorkspaceRequest, withWorkspaceHost } from "../lifecycle-command.js";

@@ -12,7 +12,7 @@ import { isPoolOptions } from "../../broker/host-pool/detect.js";
 import { acrossHosts, callOn, loadPool } from "../../broker/host-pool/pool.js";
 import { parseEntries } from "../../broker/host-pool/options.js";
 import type { HostLoad } from "../../shared/agent-api.js";
-import { heldNotices } from "../../broker/held-notices.js";
+import { heldNotices } from "../../broker/client/held-notices.js";
 import { isInteger, isString } from "../../shared/guards.js";
 
 const GiB = 1024 ** 3;

@@ -11,8 +11,8 @@ import { RuntimeError } from "../../shared/errors.js";
 import { isRecord, parseJson } from "../../shared/guards.js";
 import { WorkState } from "../../shared/agent-api.js";
 import type { RuntimeOptions } from "../../transport/options.js";
-import { BrokerHost } from "../../broker/broker-host.js";
-import type { BrokerTarget } from "../../broker/client.js";
+import { BrokerHost } from "../../broker/client/broker-host.js";
+import type { BrokerTarget } from "../../broker/client/connect-broker.js";
 import { bringBack, sealedHome } from "../../mirror/bring-back.js";
 
 const MAX_NOTICE_BYTES = 64 * 1024 * 1024;

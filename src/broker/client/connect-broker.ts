@@ -4,12 +4,12 @@
 // settle among themselves who serves the socket (process/broker-server.ts), so racing starters are harmless.
 import { closeSync, existsSync, openSync, readFileSync, rmSync, statSync, truncateSync } from "node:fs";
 import type { Socket } from "node:net";
-import { RuntimeError, oneLine } from "../shared/errors.js";
-import type { RuntimeOptions } from "../transport/options.js";
-import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
-import { dial } from "./dial.js";
+import { RuntimeError, oneLine } from "../../shared/errors.js";
+import type { RuntimeOptions } from "../../transport/options.js";
+import type { ConnectionPlan } from "../../transport/ssh-config/resolve.js";
+import { dial } from "../common/dial.js";
 import { brokerEnvironment, proxyEnvironment } from "./environment.js";
-import { withLock } from "./lock.js";
+import { withLock } from "../common/lock.js";
 import {
   brokerDir,
   brokerKey,
@@ -19,9 +19,9 @@ import {
   builtBrokerVersion,
   socketTrustworthy,
   type BrokerPaths,
-} from "./paths.js";
-import type { BrokerLaunch } from "./launch.js";
-import { sleep } from "../shared/async.js";
+} from "../common/broker-paths.js";
+import type { BrokerLaunch } from "../common/broker-launch.js";
+import { sleep } from "../../shared/async.js";
 
 /** How long a started broker may take to listen (node start-up plus module loading). */
 export const BROKER_START_MS = 10_000;

@@ -6,9 +6,9 @@
 // replaced it by its own fresh lock by the time the other acts: so removal happens only inside a
 // second, tiny lock (`<lock>.break`), after re-reading that the lock there is still the stale one.
 import { linkSync, readFileSync, statSync, unlinkSync, writeFileSync } from "node:fs";
-import { RuntimeError } from "../shared/errors.js";
-import { sleep } from "../shared/async.js";
-import { randomHex } from "../shared/random.js";
+import { RuntimeError } from "../../shared/errors.js";
+import { sleep } from "../../shared/async.js";
+import { randomHex } from "../../shared/random.js";
 
 const STALE_LOCK_MS = 10_000;
 const LOCK_WAIT_MS = 15_000;

@@ -3,10 +3,10 @@
 // operations see the same interface as SshHost, so nothing above the transport changes.
 import type { Socket } from "node:net";
 import { PassThrough, Writable } from "node:stream";
-import { RuntimeError, fromWireError } from "../shared/errors.js";
-import { FrameKind, encodeData, encodeFrame, encodeJson } from "../shared/frames.js";
-import type { RuntimeOptions } from "../transport/options.js";
-import { connectBroker, type BrokerTarget } from "./client.js";
+import { RuntimeError, fromWireError } from "../../shared/errors.js";
+import { FrameKind, encodeData, encodeFrame, encodeJson } from "../../shared/frames.js";
+import type { RuntimeOptions } from "../../transport/options.js";
+import { connectBroker, type BrokerTarget } from "./connect-broker.js";
 import {
   ACQUIRE_WAIT_MS,
   BrokerLineError,
@@ -18,10 +18,10 @@ import {
   type BrokerRequest,
   type BrokerResult,
   type WindowMessage,
-} from "./wire.js";
-import { AGENT_READY_TIMEOUT_MS, AgentChannel } from "../transport/agent-channel.js";
-import { callAgent, type AgentOpenOptions, type PtyChannel, type PtyRequest, type RemoteHost } from "../transport/host.js";
-import type { AgentAnswer, OneShotOp, OpRequest } from "../shared/agent-api.js";
+} from "../common/wire.js";
+import { AGENT_READY_TIMEOUT_MS, AgentChannel } from "../../transport/agent-channel.js";
+import { callAgent, type AgentOpenOptions, type PtyChannel, type PtyRequest, type RemoteHost } from "../../transport/host.js";
+import type { AgentAnswer, OneShotOp, OpRequest } from "../../shared/agent-api.js";
 
 /**
  * The header of an agent conversation (`token`, `reattach`, `gen`: a resumable exec's, see

@@ -3,17 +3,17 @@
 // PASEO_SSH_NO_BROKER=1 is set (debugging), or no private broker directory can be had; and for a
 // look-up across a large pool, on a host whose broker is not running.
 import { existsSync } from "node:fs";
-import type { RuntimeOptions } from "../transport/options.js";
-import { brokerTarget } from "./client.js";
-import { brokerDir } from "./paths.js";
+import type { RuntimeOptions } from "../../transport/options.js";
+import { brokerTarget } from "./connect-broker.js";
+import { brokerDir } from "../common/broker-paths.js";
 import { BrokerHost, type HostOpening } from "./broker-host.js";
-import type { RemoteHost } from "../transport/host.js";
-import { resolvePlan, type ConnectionPlan } from "../transport/ssh-config/resolve.js";
+import type { RemoteHost } from "../../transport/host.js";
+import { resolvePlan, type ConnectionPlan } from "../../transport/ssh-config/resolve.js";
 
 // ssh2 and the rest of the in-process transport load only when used: a brokered operation's
 // process never needs them, and loading them costs tens of milliseconds of every start.
 async function openSshHost(options: RuntimeOptions, plan: ConnectionPlan): Promise<RemoteHost> {
-  return (await import("../transport/ssh-host.js")).connectSshHost(options, undefined, plan);
+  return (await import("../../transport/ssh-host.js")).connectSshHost(options, undefined, plan);
 }
 
 export function brokerEnabled(options: RuntimeOptions): boolean {

@@ -12,7 +12,7 @@
 // output; client -> broker uses frames.ts framing (Stdin data, Json {"type":"window",rows,cols},
 // Eof) so a window change never mixes with keystrokes.
 import type { Socket } from "node:net";
-import { RuntimeError, WIRE_ERROR_FIELDS } from "../shared/errors.js";
+import { RuntimeError, WIRE_ERROR_FIELDS } from "../../shared/errors.js";
 import {
   arrayOf,
   intIn,
@@ -32,8 +32,8 @@ import {
   variant,
   type Guard,
   type Infer,
-} from "../shared/guards.js";
-import { MAX_ATTACH_GEN, RESUME_TOKEN } from "../shared/stream-replay.js";
+} from "../../shared/guards.js";
+import { MAX_ATTACH_GEN, RESUME_TOKEN } from "../../shared/stream-replay.js";
 
 export const BrokerRequestSchema = variant("kind", {
   /**

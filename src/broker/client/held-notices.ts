@@ -1,14 +1,14 @@
 // What a broker that already runs holds of its host's notices (the forwards of kind "ports"), for
 // `status`: asked without starting a broker, since where none runs nothing is held (the forwards
 // live in the broker), and a fan-out over a pool must not leave brokers behind.
-import { resolvePlan } from "../transport/ssh-config/resolve.js";
-import type { RuntimeOptions } from "../transport/options.js";
+import { resolvePlan } from "../../transport/ssh-config/resolve.js";
+import type { RuntimeOptions } from "../../transport/options.js";
 import { brokerEnabled } from "./open-host.js";
-import { brokerDir } from "./paths.js";
-import { brokerTarget } from "./client.js";
-import { dial } from "./dial.js";
-import { BrokerResultSchema, readLine, writeLine } from "./wire.js";
-import { fromWireError } from "../shared/errors.js";
+import { brokerDir } from "../common/broker-paths.js";
+import { brokerTarget } from "./connect-broker.js";
+import { dial } from "../common/dial.js";
+import { BrokerResultSchema, readLine, writeLine } from "../common/wire.js";
+import { fromWireError } from "../../shared/errors.js";
 
 /** The notices of `kind` the running broker of `options` holds, every key; [] when no broker runs. */
 export async function heldNotices(options: RuntimeOptions, kind: string, timeoutMs: number): Promise<Array<Record<string, unknown>>> {

@@ -4,7 +4,7 @@
 // the exception OpenSSH makes too: it runs in the user's environment (it may need credentials of
 // its own), so when the plan has one, that environment travels to the broker on stdin and is given
 // to the ProxyCommand alone, never to the broker process itself.
-import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
+import type { ConnectionPlan } from "../../transport/ssh-config/resolve.js";
 
 const KEPT = ["PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "XDG_RUNTIME_DIR", "SSH_AUTH_SOCK"] as const;
 

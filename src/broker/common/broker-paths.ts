@@ -5,9 +5,9 @@ import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync } from "node:
 import { homedir, tmpdir } from "node:os";
 import { dirname, isAbsolute, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { RuntimeOptions } from "../transport/options.js";
-import type { ConnectionPlan } from "../transport/ssh-config/resolve.js";
-import { sha256Hex } from "../shared/sha256.js";
+import type { RuntimeOptions } from "../../transport/options.js";
+import type { ConnectionPlan } from "../../transport/ssh-config/resolve.js";
+import { sha256Hex } from "../../shared/sha256.js";
 
 /** Bumped when the wire protocol (wire.ts) changes shape. */
 export const BROKER_PROTOCOL = 1;
