@@ -9,7 +9,7 @@ import type { CliOperation, OperationIO } from "./operation.js";
 import { writeResponse } from "./respond.js";
 import type { OperationResponse } from "../contract/index.js";
 import type { AgentAnswer, OneShotOp, OpRequest } from "../shared/agent-api.js";
-import { isPoolOptions, onPoolHost } from "../broker/host-pool/detect.js";
+import { isPoolOptions, onPoolHost } from "../workspace/pool/detect.js";
 import type { RemoteHost } from "../transport/host.js";
 
 export { withHost };
@@ -31,8 +31,8 @@ export async function readWorkspaceRequest(
   const request = await readLifecycleRequest(stdin, { operation, ...extra });
   const owner = request.runtimeInstanceId;
   if (isPoolOptions(request.options) && extra.workspaceId !== undefined) {
-    // A pool's workspace operation goes straight to the workspace's own host (src/broker/host-pool/).
-    const { locateWorkspace } = await import("../broker/host-pool/locate.js");
+    // A pool's workspace operation goes straight to the workspace's own host (src/workspace/pool/).
+    const { locateWorkspace } = await import("../workspace/pool/locate.js");
     const at = await locateWorkspace(request.options, owner, extra.workspaceId);
     return { request, options: at.options, owner, hostLabel: at.label };
   }

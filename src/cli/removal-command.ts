@@ -17,7 +17,7 @@ export function removalOperation(op: "workspace.destroy" | "workspace.release-ba
     });
     noteArchived(out, workspaceId, result.archived);
     if (op === "workspace.destroy" && ctx.hostLabel !== undefined) {
-      (await import("../broker/host-pool/state.js")).removePlacement(ctx.owner, workspaceId);
+      (await import("../workspace/pool/pool-state.js")).removePlacement(ctx.owner, workspaceId);
     }
     return okResponse();
   });

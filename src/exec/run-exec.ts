@@ -24,7 +24,7 @@ import { PipesConversation } from "./pipes-conversation.js";
 import { PtyConversation } from "./pty-conversation.js";
 import { ExecLink } from "./exec-link.js";
 import { keptToken, newResumeToken, wantsResume } from "./reattach-rules.js";
-import { isPoolOptions, onPoolHost } from "../broker/host-pool/detect.js";
+import { isPoolOptions, onPoolHost } from "../workspace/pool/detect.js";
 
 export type { ExecStreams };
 
@@ -42,7 +42,7 @@ export async function runExec(workspaceId: string, io: ExecStreams, deps: ExecDe
     const envelope = await controls.envelope;
     const pool = isPoolOptions(envelope.options);
     const located = pool
-      ? await (await import("../broker/host-pool/locate.js")).locateWorkspace(envelope.options, envelope.runtimeInstanceId, workspaceId)
+      ? await (await import("../workspace/pool/locate.js")).locateWorkspace(envelope.options, envelope.runtimeInstanceId, workspaceId)
       : null;
     const options = located?.options ?? parseRuntimeOptions(envelope.options);
     // A pool host's failure to open names the host (hosts[i] user@host:port), as every other operation's does.

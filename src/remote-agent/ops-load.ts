@@ -1,4 +1,4 @@
-// `pool.load`: the live facts a pool's placement scores this host on (placementScore, src/broker/host-pool/pool.ts),
+// `pool.load`: the live facts a pool's placement scores this host on (placementScore, src/workspace/pool/pool.ts),
 // read in one round trip from the host daemon, which is the only place that knows its live execs.
 // Every Paseo host sharing the pool sees the same facts, so nothing central keeps the load.
 import { existsSync, readdirSync, readFileSync, statfsSync } from "node:fs";

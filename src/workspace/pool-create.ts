@@ -1,13 +1,13 @@
 // `create` on a pool (`hosts` / `hostsCommand`): a workspace created before (Paseo retrying) stays on
 // its host; otherwise every candidate host is asked for its live load and the best one takes it
-// (src/broker/host-pool/pool.ts). The chosen host is named in progress and recorded once the
+// (src/workspace/pool/pool.ts). The chosen host is named in progress and recorded once the
 // workspace exists, so every later operation goes straight there.
 import type { LifecycleRequest } from "../contract/schemas.js";
 import { withHost } from "../broker/client/open-host.js";
-import { loadPool, placeWorkspace, recordPlacement } from "../broker/host-pool/pool.js";
-import { readPlacement } from "../broker/host-pool/state.js";
-import { onPoolHost } from "../broker/host-pool/detect.js";
-import { recordedHost } from "../broker/host-pool/locate.js";
+import { loadPool, placeWorkspace, recordPlacement } from "./pool/pool.js";
+import { readPlacement } from "./pool/pool-state.js";
+import { onPoolHost } from "./pool/detect.js";
+import { recordedHost } from "./pool/locate.js";
 import { checkoutFootprint } from "../shared/disk-space.js";
 import type { CreateResult } from "../shared/agent-api.js";
 import { prepareCreate, runCreate } from "./create-workspace.js";

@@ -1,5 +1,5 @@
 // A test file's own broker directory, and so its own pool state (placement records, down marks,
-// reservations: src/broker/host-pool/state.ts keeps them under brokerDir()/pool). Test files run in
+// reservations: src/workspace/pool/pool-state.ts keeps them under brokerDir()/pool). Test files run in
 // parallel workers of one run, which share the run's TMPDIR: without this, a file that lists or counts
 // what is in that directory sees the records and broker sockets of the other files.
 import { mkdtempSync, rmSync } from "node:fs";

@@ -5,8 +5,8 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadHostList } from "../../src/broker/host-pool/hosts-command.js";
-import { parseEntries, parsePoolSpec } from "../../src/broker/host-pool/options.js";
+import { loadHostList } from "../../src/workspace/pool/hosts-command.js";
+import { parseEntries, parsePoolSpec } from "../../src/workspace/pool/pool-options.js";
 import { needs, unless } from "../support/needs.js";
 
 const README = readFileSync(new URL("../../README.md", import.meta.url), "utf8");

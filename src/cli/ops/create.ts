@@ -9,7 +9,7 @@ import { parseRuntimeOptions } from "../../transport/options.js";
 import { prepareCreate, runCreate } from "../../workspace/create-workspace.js";
 import { createProgress } from "../../workspace/progress.js";
 import { stateResponse } from "../../workspace/public-state.js";
-import { isPoolOptions } from "../../broker/host-pool/detect.js";
+import { isPoolOptions } from "../../workspace/pool/detect.js";
 
 const operation: CliOperation = {
   requiredFlags: ["workspace-id"],

@@ -5,7 +5,7 @@
 // passes; otherwise the failing step's line, then the classified error and its class's exit code.
 import { RuntimeError, oneLine } from "../../shared/errors.js";
 import { readOptionsFlag } from "../options-flag.js";
-import { isPoolOptions } from "../../broker/host-pool/detect.js";
+import { isPoolOptions } from "../../workspace/pool/detect.js";
 import { parseRuntimeOptions, type RuntimeOptions } from "../../transport/options.js";
 import { connectSshHost, type SshHost } from "../../transport/ssh-host.js";
 import type { ConnectStep } from "../../transport/ssh-connection.js";
@@ -169,7 +169,7 @@ const operation: CliOperation = {
       return 0;
     }
     // A pool: every host in turn (their lines must not interleave), then one verdict naming the failed ones.
-    const { loadPool } = await import("../../broker/host-pool/pool.js");
+    const { loadPool } = await import("../../workspace/pool/pool.js");
     const failed: Array<{ label: string; err: unknown }> = [];
     for (const entry of (await loadPool(raw)).entries) {
       io.stdout.write(`== ${entry.label}${entry.cordoned ? " (cordoned)" : ""}\n`);

@@ -1,14 +1,14 @@
 // `reconcile`: removes this runtime instance's orphaned workspaces (ids Paseo no longer knows).
 // Requires workspaceIds. Each orphan's work comes back first (src/mirror/keep-work.ts). With a leading `--verbose` (or PASEO_SSH_VERBOSE=1) each removal is
 // reported as one stderr line; otherwise stderr stays empty. A pool is reconciled on every host at
-// once (src/broker/host-pool/reconcile.ts).
+// once (src/workspace/pool/pool-reconcile.ts).
 import type { CliOperation } from "../operation.js";
 import { writeResponse } from "../respond.js";
 import { withWorkspaceHost } from "../lifecycle-command.js";
 import { reconcileKeepingWork } from "../../mirror/keep-work.js";
 import { readLifecycleRequest } from "../lifecycle-input.js";
 import { parseRuntimeOptions } from "../../transport/options.js";
-import { isPoolOptions } from "../../broker/host-pool/detect.js";
+import { isPoolOptions } from "../../workspace/pool/detect.js";
 
 const operation: CliOperation = {
   requiredFlags: [],
@@ -18,7 +18,7 @@ const operation: CliOperation = {
     const owner = request.runtimeInstanceId;
     const workspaceIds = request.workspaceIds ?? [];
     if (isPoolOptions(request.options)) {
-      const { reconcilePool } = await import("../../broker/host-pool/reconcile.js");
+      const { reconcilePool } = await import("../../workspace/pool/pool-reconcile.js");
       const out = { stderr: io.stderr, operation: "reconcile", freeze: true };
       await reconcilePool(request.options, owner, workspaceIds, { stderr: io.stderr, verbose }, (host, fields, timeoutMs) =>
         reconcileKeepingWork(host, fields, out, timeoutMs),

@@ -8,9 +8,9 @@
 import { RuntimeError, oneLine } from "../../shared/errors.js";
 import type { CliOperation } from "../operation.js";
 import { readOptionsFlag } from "../options-flag.js";
-import { isPoolOptions } from "../../broker/host-pool/detect.js";
-import { acrossHosts, callOn, loadPool } from "../../broker/host-pool/pool.js";
-import { parseEntries } from "../../broker/host-pool/options.js";
+import { isPoolOptions } from "../../workspace/pool/detect.js";
+import { acrossHosts, callOn, loadPool } from "../../workspace/pool/pool.js";
+import { parseEntries } from "../../workspace/pool/pool-options.js";
 import type { HostLoad } from "../../shared/agent-api.js";
 import { heldNotices } from "../../broker/client/held-notices.js";
 import { isInteger, isString } from "../../shared/guards.js";

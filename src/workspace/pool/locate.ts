@@ -3,8 +3,8 @@
 // does the pool module load and ask the hosts (pool.ts findWorkspace). The record names the host
 // entry; its options are the runtime entry's as they are now, so a changed identityFile or
 // knownHostsFile reaches existing workspaces and a key dropped from the schema breaks nothing.
-import { readPlacement, type PlacementRecord } from "./state.js";
-import { parseEntry, parsePoolSpec, recordedEntry, type Located, type PoolEntry } from "./options.js";
+import { readPlacement, type PlacementRecord } from "./pool-state.js";
+import { parseEntry, parsePoolSpec, recordedEntry, type Located, type PoolEntry } from "./pool-options.js";
 
 export async function locateWorkspace(raw: Record<string, unknown>, owner: string, workspaceId: string): Promise<Located> {
   const record = readPlacement(owner, workspaceId);

@@ -8,8 +8,8 @@ import { RuntimeError, oneLine } from "../../shared/errors.js";
 import { acrossHosts, loadPool, onEntry } from "./pool.js";
 import type { ReconcileRequest, ReconcileResult } from "../../shared/agent-api.js";
 import type { RemoteHost } from "../../transport/host.js";
-import { recordedEntry, type PoolEntry } from "./options.js";
-import { listPlacements, removePlacement } from "./state.js";
+import { recordedEntry, type PoolEntry } from "./pool-options.js";
+import { listPlacements, removePlacement } from "./pool-state.js";
 
 /** Reconcile may sweep a large root: beyond the connect, its own bound. */
 const RECONCILE_BOUND_MS = 10 * 60_000;

@@ -5,8 +5,8 @@
 import { spawnGroup } from "../../shared/child-group.js";
 import { RuntimeError, oneLine } from "../../shared/errors.js";
 import { sha256Hex } from "../../shared/sha256.js";
-import type { HostsCommand } from "./options.js";
-import { cachedHostList, cacheHostList } from "./state.js";
+import type { HostsCommand } from "./pool-options.js";
+import { cachedHostList, cacheHostList } from "./pool-state.js";
 
 const MAX_OUTPUT_BYTES = 1024 * 1024;
 

@@ -5,7 +5,7 @@
 import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { homedir, tmpdir } from "node:os";
-import { brokerDir, brokerDirCandidates, privateStateDir } from "../common/broker-paths.js";
+import { brokerDir, brokerDirCandidates, privateStateDir } from "../../broker/common/broker-paths.js";
 import { RuntimeError } from "../../shared/errors.js";
 import { sha256Hex } from "../../shared/sha256.js";
 import { randomHex } from "../../shared/random.js";

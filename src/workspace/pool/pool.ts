@@ -1,18 +1,18 @@
 // A pool of hosts behind one runtime entry: the hosts it lists now, asking all of them something in
 // parallel (bounded by connectTimeoutMs), placing a new workspace on the best of them, and finding
 // the one host an existing workspace lives on. The hosts' own daemons are the source of truth;
-// state.ts only remembers answers so the next operation asks less.
+// pool-state.ts only remembers answers so the next operation asks less.
 import type { RemoteHost } from "../../transport/host.js";
 import { join } from "node:path";
-import { withHost } from "../client/open-host.js";
-import { withLock } from "../common/lock.js";
+import { withHost } from "../../broker/client/open-host.js";
+import { withLock } from "../../broker/common/lock.js";
 import { RuntimeError, oneLine } from "../../shared/errors.js";
 import type { AgentAnswer, HostLoad, OneShotOp, OpRequest, PoolLoadRequest } from "../../shared/agent-api.js";
-import { parseEntries, parsePoolSpec, type Located, type PoolEntry } from "./options.js";
+import { parseEntries, parsePoolSpec, type Located, type PoolEntry } from "./pool-options.js";
 import { loadHostList } from "./hosts-command.js";
 import { namesItsHost } from "./detect.js";
 import { sha256Hex } from "../../shared/sha256.js";
-import { markDown, markUp, poolStateDir, recentlyDown, reservations, reserve, writePlacement, type PlacementRecord } from "./state.js";
+import { markDown, markUp, poolStateDir, recentlyDown, reservations, reserve, writePlacement, type PlacementRecord } from "./pool-state.js";
 
 /** Beyond connectTimeoutMs, what one host's answer may take (the agent's own work, a daemon start). */
 const ANSWER_MARGIN_MS = 5_000;
@@ -145,7 +145,7 @@ export async function hostLoads(
  *   workspaces held + creates in flight here + liveExecs/2 + 4 x loadPerCpu
  *   + 4 x (1 - memAvailable/1 GiB) when under 1 GiB free, - 0.5 when the project's cache is warm.
  * One workspace counts as one unit, so hosts under equal load fill evenly; in-flight creates
- * (state.ts reservations) count as workspaces, so concurrent creates spread.
+ * (pool-state.ts reservations) count as workspaces, so concurrent creates spread.
  */
 export function placementScore(load: HostLoad, inflight: number): number {
   const GiB = 1024 ** 3;

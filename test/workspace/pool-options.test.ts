@@ -1,10 +1,10 @@
-// The pool form of the runtime options (src/broker/host-pool/options.ts): top-level keys are every
+// The pool form of the runtime options (src/workspace/pool/pool-options.ts): top-level keys are every
 // entry's defaults, each entry is checked as a single host's options are, and every error is one
 // line naming the entry's index. The placement score's ordering is pure logic, checked here too.
 import { describe, expect, it } from "vitest";
-import { parseEntries, parsePoolSpec } from "../../src/broker/host-pool/options.js";
-import { isPoolOptions } from "../../src/broker/host-pool/detect.js";
-import { placementScore } from "../../src/broker/host-pool/pool.js";
+import { parseEntries, parsePoolSpec } from "../../src/workspace/pool/pool-options.js";
+import { isPoolOptions } from "../../src/workspace/pool/detect.js";
+import { placementScore } from "../../src/workspace/pool/pool.js";
 import type { HostLoad } from "../../src/shared/agent-api.js";
 
 function entries(raw: Record<string, unknown>) {
