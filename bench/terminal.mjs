@@ -20,7 +20,7 @@ const tmp = mkdtempSync(join(tmpdir(), "paseo-terminal-bench-"));
 const bundle = join(tmp, "terminal.cjs");
 await bundleWithTerminal(
   ROOT,
-  `export * from "./src/remote-agent/terminal/index.ts"; export { echoThrough } from "./test/terminal/scenarios.ts";`,
+  `export * from "./src/remote-agent/terminal/host-terminals.ts"; export { echoThrough } from "./test/terminal/scenarios.ts";`,
   bundle,
 );
 const { probeTerminalSupport, spawnTerminal, echoThrough } = createRequire(import.meta.url)(bundle);

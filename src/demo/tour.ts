@@ -4,7 +4,7 @@
 import { randomBytes } from "node:crypto";
 import type { Writable } from "node:stream";
 import type { DemoSource } from "./source-repo.js";
-import { execWorkload, runWorkload, spawnOp, type RuntimeCommand, type SpawnEnvelope } from "./driver.js";
+import { execWorkload, runWorkload, spawnOp, type RuntimeCommand, type SpawnEnvelope } from "./runtime-driver.js";
 import { sleep } from "../shared/async.js";
 
 export interface TourTarget {

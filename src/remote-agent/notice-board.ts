@@ -10,7 +10,7 @@ import { encodeJson, BinaryFrameDecoder, FrameKind } from "../shared/frames.js";
 import { AskAnswer, type HostAskTopic, type NoticeMessage } from "../shared/agent-api.js";
 import { parseJson } from "../shared/guards.js";
 import type { MuxStream } from "../shared/mux.js";
-import { NoticeTable, goneNotice } from "../shared/notices.js";
+import { NoticeTable, goneNotice } from "../shared/notice-table.js";
 
 /** Asks in flight at once (a host cannot queue work on the Paseo side without bound). */
 const MAX_ASKS = 32;

@@ -21,7 +21,7 @@ import { expandRoot } from "./root.js";
 import { holdAgentRoot } from "./root-guard.js";
 import { daemonMain } from "./daemon/host-daemon.js";
 import { daemonUpMain, relayMain } from "./daemon/up.js";
-import { daemonPaths } from "./daemon/paths.js";
+import { daemonPaths } from "./daemon/daemon-paths.js";
 import { agentHoldMain } from "./workspace/ssh-agent.js";
 import { credentialHelperMain } from "./workspace/git-credential-relay.js";
 

@@ -16,7 +16,7 @@ import { lfsPlan, namePaths, sendLfsObjects, type LfsPlan } from "./lfs-objects.
 import { holdsBigBlob } from "./big-objects.js";
 import { withTransferProgress } from "./transfer-progress.js";
 import type { Progress } from "./progress.js";
-import { localShallow, deepeningRevs } from "./shallow.js";
+import { localShallow, deepeningRevs } from "./local-shallow.js";
 import { planSubmodules, type LocalSubmodule } from "./submodules.js";
 import { unionRepo } from "./union-repo.js";
 import { localRemotes, localUpstream } from "./local-remotes.js";

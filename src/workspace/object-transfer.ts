@@ -75,7 +75,7 @@ export function requireRemoteSpaceFor(stored: number, paths: string[], disk: Dis
 export interface PackShape {
   /** The link is fast (above): objects that must be compressed here use level 1. */
   fastLink: boolean;
-  /** A shallow history on either side (shallow.ts): the boundary lines that come before the revisions. */
+  /** A shallow history on either side (local-shallow.ts): the boundary lines that come before the revisions. */
   shallow?: { revs: string[] } | null;
   /** The commit holds a big blob (big-objects.ts): on a fast link everything goes at level 0. */
   stored?: boolean;

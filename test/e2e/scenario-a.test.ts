@@ -1,12 +1,12 @@
 // Scenario A (docs/contract.md#scenarios A1–A28) end to end, in order, in one workspace: every step goes through
-// the built runtime executable the way Paseo drives it (src/demo/driver.ts: a process per
+// the built runtime executable the way Paseo drives it (src/demo/runtime-driver.ts: a process per
 // operation, exec with five pipes, fd4 decoded by the phase machine) against the real sshd rig.
 // Run `npm run build` first. Steps A3, A7 (watch), A24 and A27 are proven by other suites.
 import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { execWorkload, runWorkload, spawnOp, type RuntimeCommand, type SpawnEnvelope } from "../../src/demo/driver.js";
+import { execWorkload, runWorkload, spawnOp, type RuntimeCommand, type SpawnEnvelope } from "../../src/demo/runtime-driver.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { newExecId } from "../support/exec.js";
 import { gitIn, LARGE_BIN_SIZE, seedRepo, type FixtureRepo } from "../fixtures/repo.js";

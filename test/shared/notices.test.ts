@@ -7,7 +7,7 @@ import { Duplex } from "node:stream";
 import { describe, expect, it } from "vitest";
 import type { Notice } from "../../src/shared/agent-api.js";
 import { Mux } from "../../src/shared/mux.js";
-import { NoticeTable } from "../../src/shared/notices.js";
+import { NoticeTable } from "../../src/shared/notice-table.js";
 import { noticeBoard } from "../../src/remote-agent/notice-board.js";
 import { NoticeRegistry } from "../../src/broker/process/notices.js";
 

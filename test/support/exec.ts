@@ -12,7 +12,7 @@ import type { Readable, Writable } from "node:stream";
 import { expect } from "vitest";
 import { ControlFrameSchema, ProcessEventSchema, decodeFrames, encodeCanonical, type Options } from "../../src/contract/index.js";
 import { TEST_RUNTIME_INSTANCE_ID, cliCommand, lifecycleRequest, runCli, type CliResult } from "./run-cli.js";
-import { startExec } from "../../src/demo/driver.js";
+import { startExec } from "../../src/demo/runtime-driver.js";
 import { rigOptions } from "../rig/rig.js";
 import { seedRepo } from "../fixtures/repo.js";
 import { dirInput, suiteRoot } from "./workspace.js";

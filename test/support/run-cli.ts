@@ -1,9 +1,9 @@
 // Runs the built runtime executable (dist/cli.js) the way Paseo does, through the Paseo-like
-// driver the demo uses (src/demo/driver.ts): a fresh node process per operation, the request
+// driver the demo uses (src/demo/runtime-driver.ts): a fresh node process per operation, the request
 // written to stdin and stdin closed. Run `npm run build` first.
 import { fileURLToPath } from "node:url";
 import { encodeCanonical, LifecycleRequestSchema, type LifecycleRequest, type Options } from "../../src/contract/index.js";
-import { runRuntime, type Finished, type RuntimeCommand } from "../../src/demo/driver.js";
+import { runRuntime, type Finished, type RuntimeCommand } from "../../src/demo/runtime-driver.js";
 
 export const CLI_PATH = fileURLToPath(new URL("../../dist/cli.js", import.meta.url));
 

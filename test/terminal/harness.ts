@@ -2,7 +2,7 @@
 // the rig's non-root user (runuser), so the driver can also be killed from outside. Usage:
 //   node harness.cjs <probe|a21|hold|echo> '<json>'   → one JSON line on stdout (hold: then waits)
 import { closeSync, openSync } from "node:fs";
-import { probeTerminalSupport, spawnTerminal, type ProbeOptions } from "../../src/remote-agent/terminal/index.js";
+import { probeTerminalSupport, spawnTerminal, type ProbeOptions } from "../../src/remote-agent/terminal/host-terminals.js";
 import { collect, echoThrough, runA21, spec } from "./scenarios.js";
 
 interface Args extends ProbeOptions {

@@ -7,7 +7,7 @@ import { createHash } from "node:crypto";
 import { chownSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { probeTerminalSupport, spawnTerminal, type UsableTerminalSupport } from "../../src/remote-agent/terminal/index.js";
+import { probeTerminalSupport, spawnTerminal, type UsableTerminalSupport } from "../../src/remote-agent/terminal/host-terminals.js";
 import { rig } from "../rig/rig.js";
 import { bundleHarness } from "./bundle.js";
 import {

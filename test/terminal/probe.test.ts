@@ -5,7 +5,7 @@ import { execFileSync } from "node:child_process";
 import { chmodSync, existsSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { probeTerminalSupport } from "../../src/remote-agent/terminal/index.js";
+import { probeTerminalSupport } from "../../src/remote-agent/terminal/host-terminals.js";
 import { bundleHarness } from "./bundle.js";
 import { removeScratch, runA21, scratch, scriptOnlyPath } from "./scenarios.js";
 import { needs, unless } from "../support/needs.js";

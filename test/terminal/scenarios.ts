@@ -12,7 +12,7 @@ import {
   type TerminalExit,
   type TerminalSpec,
   type UsableTerminalSupport,
-} from "../../src/remote-agent/terminal/index.js";
+} from "../../src/remote-agent/terminal/host-terminals.js";
 
 /** Scenario A21's size probe, verbatim. */
 export const SIZE_PROBE =

@@ -6,7 +6,12 @@
 import { closeSync, openSync, readFileSync, readdirSync, readlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { probeTerminalSupport, spawnTerminal, startIdleRelay, type UsableTerminalSupport } from "../../src/remote-agent/terminal/index.js";
+import {
+  probeTerminalSupport,
+  spawnTerminal,
+  startIdleRelay,
+  type UsableTerminalSupport,
+} from "../../src/remote-agent/terminal/host-terminals.js";
 import { alive, collect, killTagHolders, removeScratch, runA21, scratch, scriptOnlyPath, sleep, spec, tagHolders } from "./scenarios.js";
 import { needs, skipUnless, unless } from "../support/needs.js";
 

@@ -8,7 +8,7 @@ import { connect } from "node:net";
 import { userInfo } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { spawnOp, runWorkload, type RuntimeCommand } from "../../src/demo/driver.js";
+import { spawnOp, runWorkload, type RuntimeCommand } from "../../src/demo/runtime-driver.js";
 import { RuntimeError } from "../../src/shared/errors.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { connectSsh } from "../../src/transport/ssh-connection.js";

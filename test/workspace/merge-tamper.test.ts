@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
-import { mergeToBase } from "../../src/workspace/merge-to-base.js";
+import { mergeToBase } from "../../src/workspace/fast-forward-base.js";
 import { sealIntegration } from "../../src/mirror/seal.js";
 import type { RemoteHost } from "../../src/transport/host.js";
 import type { MergeInfo } from "../../src/shared/agent-api.js";

@@ -16,7 +16,7 @@ export const HELLO_TIMEOUT_MS = 2000;
 /**
  * `version` null accepts a broker of any build (to stop it, for instance). `early` is written as
  * soon as the socket connects, before the hello is read: a client's request line then costs no
- * round trip of its own. The socket is ours (paths.ts), and one whose hello does not match is
+ * round trip of its own. The socket is ours (broker-paths.ts), and one whose hello does not match is
  * destroyed, so a request sent early to it opens nothing that outlives it.
  */
 export function dial(path: string, version: string | null, timeoutMs = HELLO_TIMEOUT_MS, early?: string): Promise<DialResult> {

@@ -1,7 +1,7 @@
 // The broker's end of the notices stream (agent-api.ts NoticesHeader): the one way the host daemon
 // tells the Paseo side something it did not ask for. Each kind of notice has one handler
 // (`onNotice`); the registry knows nothing of what a kind or a key means (the broker knows nothing
-// of workspaces): it keeps what it was told (src/shared/notices.ts), so a snapshot after a
+// of workspaces): it keeps what it was told (src/shared/notice-table.ts), so a snapshot after a
 // reconnect comes to each handler as just the changes, keys that vanished meanwhile as `gone`.
 // The host's asks arrive on the same stream: one handler per topic (`onAsk`), whose answer goes
 // back on the stream the ask came on; the topics with a handler are declared when the stream opens.
@@ -10,7 +10,7 @@ import { NoticeMessage, type AskAnswer, type HostAskTopic, type Notice } from ".
 import { BinaryFrameDecoder, FrameKind, encodeJson } from "../../shared/frames.js";
 import { parseJson } from "../../shared/guards.js";
 import type { MuxStream } from "../../shared/mux.js";
-import { NoticeTable } from "../../shared/notices.js";
+import { NoticeTable } from "../../shared/notice-table.js";
 
 export type NoticeHandler = (notice: Notice) => void;
 

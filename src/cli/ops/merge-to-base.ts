@@ -1,10 +1,10 @@
 // `merge-to-base --workspace-id <id>` (extra, docs/contract.md#extras): brings the workspace's commits back to
-// the Paseo-host repository and fast-forwards its base branch (src/workspace/merge-to-base.ts);
+// the Paseo-host repository and fast-forwards its base branch (src/workspace/fast-forward-base.ts);
 // answers the trusted localIntegrationTarget, the repository path Paseo should refresh.
 import type { CliOperation } from "../operation.js";
 import { writeResponse } from "../respond.js";
 import { readWorkspaceRequest, withWorkspaceHost } from "../lifecycle-command.js";
-import { mergeToBase } from "../../workspace/merge-to-base.js";
+import { mergeToBase } from "../../workspace/fast-forward-base.js";
 
 const operation: CliOperation = {
   requiredFlags: ["workspace-id"],

@@ -34,8 +34,8 @@ import { clientGone, loseDetached, setSessionLog } from "../exec/exec-session.js
 import { ClientGoneHeader, NoticesHeader } from "../../shared/agent-api.js";
 import { readProcStat } from "../../shared/proc-stat.js";
 import { expandRoot } from "../root.js";
-import { DAEMON_SOCKET, daemonPaths, idleArg, type DaemonPaths } from "./paths.js";
-import { probeDaemon } from "./probe.js";
+import { DAEMON_SOCKET, daemonPaths, idleArg, type DaemonPaths } from "./daemon-paths.js";
+import { probeDaemon } from "./daemon-probe.js";
 import { sweepOrphanedExecs } from "./sweep.js";
 import { droppedClientGoneNotices, testNotices } from "../test-hooks.js";
 import { noticeBoard } from "../notice-board.js";

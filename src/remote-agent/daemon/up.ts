@@ -12,8 +12,8 @@ import { connect } from "node:net";
 import { join } from "node:path";
 import { toWireError, oneLine, RuntimeError } from "../../shared/errors.js";
 import { AGENT_READY_MARKER } from "../../shared/frames.js";
-import { daemonPaths, idleArg, type DaemonPaths } from "./paths.js";
-import { probeDaemon } from "./probe.js";
+import { daemonPaths, idleArg, type DaemonPaths } from "./daemon-paths.js";
+import { probeDaemon } from "./daemon-probe.js";
 import { DAEMON_IDLE_MS, prepareRunDir } from "./host-daemon.js";
 
 /** How long a started daemon may take to answer (node start-up plus the bind). */

@@ -17,7 +17,7 @@ import { FrameKind, type Frame } from "../../shared/frames.js";
 import { decodeRuntimeMessage, type ExecRunRequest } from "../../shared/agent-api.js";
 import type { ConversationEnd } from "../context.js";
 import type { ExecContext } from "./exec-session.js";
-import { spawnTerminal, type IdleRelay, type Terminal, type TerminalExit, type UsableTerminalSupport } from "../terminal/index.js";
+import { spawnTerminal, type IdleRelay, type Terminal, type TerminalExit, type UsableTerminalSupport } from "../terminal/host-terminals.js";
 import { closeTag, openTag, type Launch } from "./launch.js";
 import type { ExecSupervisor } from "./supervisor.js";
 import { execTagPath } from "../proc/process-set.js";

@@ -31,7 +31,7 @@ import {
   type IdleRelay,
   type TerminalSupport,
   type UsableTerminalSupport,
-} from "../terminal/index.js";
+} from "../terminal/host-terminals.js";
 import { runTerminal } from "./pty-terminal.js";
 
 /** How long the runtime has to open the PTY channel after receiving the token. */

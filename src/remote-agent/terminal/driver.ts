@@ -7,8 +7,8 @@ import { constants } from "node:os";
 import type { Socket } from "node:net";
 import type { Readable, Writable } from "node:stream";
 import { RuntimeError, oneLine } from "../../shared/errors.js";
-import type { UsableTerminalSupport } from "./probe.js";
-import { scriptArgs } from "./probe.js";
+import type { UsableTerminalSupport } from "./terminal-probe.js";
+import { scriptArgs } from "./terminal-probe.js";
 import { verifiedRelayFile } from "./sources.js";
 
 export interface TerminalSpec {

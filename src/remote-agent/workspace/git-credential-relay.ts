@@ -22,7 +22,7 @@ import { isRecord, parseJson } from "../../shared/guards.js";
 import { git } from "../../shared/git-exec.js";
 import { Mux } from "../../shared/mux.js";
 import type { AgentContext } from "../context.js";
-import { daemonPaths } from "../daemon/paths.js";
+import { daemonPaths } from "../daemon/daemon-paths.js";
 import { workspaceLayoutOfKey, type WorkspaceLayout } from "../layout.js";
 import { noticeBoard } from "../notice-board.js";
 import { parseRequest } from "./common.js";

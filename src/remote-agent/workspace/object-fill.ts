@@ -8,7 +8,7 @@ import { rootLayout } from "../layout.js";
 import { cacheTips, hasCommit } from "./git-cache.js";
 import { receivePack } from "./pack-intake.js";
 import { diskInfo } from "./disk.js";
-import { cacheBoundary, reachedBoundary, recordShallow } from "./shallow.js";
+import { cacheBoundary, reachedBoundary, recordShallow } from "./cache-shallow.js";
 import type { FrameInbox } from "./frame-inbox.js";
 
 /** A create's exchange with the runtime while objects come in: whom to ask, where the streams arrive, and when the create started (each ask reports the time spent). */

@@ -34,7 +34,7 @@ import { parseRequest } from "./common.js";
 import { cacheTips, initCacheAt, moduleStorePath, workspaceRef } from "./git-cache.js";
 import type { Intake } from "./object-fill.js";
 import { receivePack } from "./pack-intake.js";
-import { cacheBoundary, commitsIn, reachedBoundary, recordShallow, writeShallowFile } from "./shallow.js";
+import { cacheBoundary, commitsIn, reachedBoundary, recordShallow, writeShallowFile } from "./cache-shallow.js";
 import { diskInfo } from "./disk.js";
 import { finishLfsCheckout, lfsCheckoutRun, prepareLfsCheckout, type LfsCheckout } from "./lfs-checkout.js";
 import { checkoutBatch } from "./submodule-batch.js";

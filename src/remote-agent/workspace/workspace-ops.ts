@@ -1,5 +1,5 @@
 // Agent side of the workspace lifecycle, registered as `workspace.*` ops: create
-// (create.ts), inspect, pause, resume, destroy, reconcile (reconcile.ts),
+// (create-on-host.ts), inspect, pause, resume, destroy, reconcile (reconcile-on-host.ts),
 // release-backing, merge-to-base (merge-info + export-objects) and adopt. Every op loads the
 // manifest through loadWorkspace() first, so ownership is verified before anything is read or
 // changed, and removal only ever touches a directory whose manifest names this owner.
@@ -21,8 +21,8 @@ import { loadWorkspace, replaceManifest } from "./store.js";
 import { freezeWorkspaceProcesses, thawWorkspaceProcesses } from "../proc/process-set.js";
 import { portWatch } from "../exec/port-watch.js";
 import { incomplete, isComplete, loadComplete, parseRequest, removeOwned, target, view } from "./common.js";
-import { create } from "./create.js";
-import { reconcile } from "./reconcile.js";
+import { create } from "./create-on-host.js";
+import { reconcile } from "./reconcile-on-host.js";
 import { readWorkState } from "./work-state.js";
 
 async function inspect(ctx: AgentContext): Promise<InspectResult> {

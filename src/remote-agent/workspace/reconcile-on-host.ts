@@ -13,7 +13,7 @@ import { cachePath, pruneLockPath } from "./git-cache.js";
 import { TRASH_PREFIX, olderThan, pruneTmp, removeTree } from "./trash.js";
 import { tryLock } from "./holder-lock.js";
 import { parseRequest, removeOwned } from "./common.js";
-import { STAGING_PREFIX } from "./create.js";
+import { STAGING_PREFIX } from "./create-on-host.js";
 import { INCOMING_PREFIX } from "./pack-intake.js";
 import { sweepSpares } from "./spare-checkout.js";
 import { requireMarkedRoot } from "../root-marker.js";
