@@ -2,8 +2,8 @@
 // and its type makes sure every one-shot op of the protocol has a handler answering its type.
 import type { AgentContext, OneShotHandlers } from "./context.js";
 import type { OneShotOp } from "../shared/agent-api.js";
-import { systemOps } from "./ops-system.js";
-import { loadOps } from "./ops-load.js";
+import { systemOps } from "./system-ops.js";
+import { loadOps } from "./pool-load-ops.js";
 import { workspaceOps } from "./workspace/workspace-ops.js";
 import { execAttach, execOps, execRun } from "./exec/exec-ops.js";
 import { gitCredential } from "./workspace/git-credential-relay.js";

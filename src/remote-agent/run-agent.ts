@@ -15,9 +15,9 @@ import { dirname } from "node:path";
 import { AGENT_READY_MARKER } from "../shared/frames.js";
 import type { ConversationPort } from "./serve-conversation.js";
 import { serveConversation } from "./serve-conversation.js";
-import { execSessions } from "./exec/sessions.js";
+import { execSupervisors } from "./exec/sessions.js";
 import { ptyAttachMain } from "./exec/pty-attach.js";
-import { expandRoot } from "./root.js";
+import { expandRoot } from "./expand-root.js";
 import { holdAgentRoot } from "./root-guard.js";
 import { daemonMain } from "./daemon/host-daemon.js";
 import { daemonUpMain, relayMain } from "./daemon/up.js";
@@ -58,7 +58,7 @@ function oneShotMain(): void {
     process.on(
       sig,
       () =>
-        void execSessions.abandonAll().then((failures) => {
+        void execSupervisors.abandonAll().then((failures) => {
           for (const f of failures) process.stderr.write(`agent: reaping failed: ${f}\n`);
           process.exit(1);
         }),

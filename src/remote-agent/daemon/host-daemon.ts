@@ -29,11 +29,11 @@ import { listenUnix } from "../../shared/listen-unix.js";
 import { Mux, type MuxStream } from "../../shared/mux.js";
 import type { ConversationPort } from "../serve-conversation.js";
 import { serveConversation } from "../serve-conversation.js";
-import { execSessions } from "../exec/sessions.js";
+import { execSupervisors } from "../exec/sessions.js";
 import { clientGone, loseDetached, setSessionLog } from "../exec/exec-session.js";
 import { ClientGoneHeader, NoticesHeader } from "../../shared/agent-api.js";
 import { readProcStat } from "../../shared/proc-stat.js";
-import { expandRoot } from "../root.js";
+import { expandRoot } from "../expand-root.js";
 import { DAEMON_SOCKET, daemonPaths, idleArg, type DaemonPaths } from "./daemon-paths.js";
 import { probeDaemon } from "./daemon-probe.js";
 import { sweepOrphanedExecs } from "./sweep.js";
@@ -274,7 +274,7 @@ class Daemon {
     if (this.lostPath && this.muxes.size === 0) loseDetached();
     if (this.draining) return;
     // A spare checkout being written counts as work: leaving would strand it half-made.
-    if (execSessions.size > 0 || this.openStreams() > 0 || spareBuildsRunning() > 0) {
+    if (execSupervisors.size > 0 || this.openStreams() > 0 || spareBuildsRunning() > 0) {
       this.lastBusy = Date.now();
       return;
     }
@@ -295,7 +295,7 @@ class Daemon {
     const until = Date.now() + DRAIN_MS;
     while (Date.now() < until) {
       await new Promise((r) => setTimeout(r, 50));
-      if (this.arrivals !== before || execSessions.size > 0 || this.openStreams() > 0) {
+      if (this.arrivals !== before || execSupervisors.size > 0 || this.openStreams() > 0) {
         this.draining = false;
         this.lastBusy = Date.now();
         log("work arrived while leaving: staying");
@@ -317,7 +317,7 @@ class Daemon {
       this.server.close();
       if (readPid(this.paths.pidFile) === process.pid) rmSync(this.paths.pidFile, { force: true });
     }
-    if (reap) for (const failure of await execSessions.abandonAll()) log(`reaping failed: ${oneLine(failure)}`);
+    if (reap) for (const failure of await execSupervisors.abandonAll()) log(`reaping failed: ${oneLine(failure)}`);
     for (const m of this.muxes) m.close("daemon exiting");
     setTimeout(() => process.exit(0), 50);
   }

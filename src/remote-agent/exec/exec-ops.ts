@@ -17,7 +17,7 @@ import { checkProcessStrings, parseRunRequest } from "./request.js";
 import { ExecAttachRequest, ExecProcessesRequest, ExecSignalRequest, type ExecRunRequest } from "../../shared/agent-api.js";
 import { execHooks } from "../test-hooks.js";
 import { ExecSupervisor } from "./supervisor.js";
-import { execSessions } from "./sessions.js";
+import { execSupervisors } from "./sessions.js";
 import { namedPorts } from "./named-ports.js";
 import { runPipes } from "./pipes.js";
 import { runPty } from "./pty.js";
@@ -75,7 +75,7 @@ export async function execRun(first: AgentContext): Promise<void> {
   });
   // Live until its exit was received by the wrapper or its tree is reaped (the daemon's idle rule
   // counts these), findable by its token for a wrapper re-attaching meanwhile.
-  execSessions.add(sup);
+  execSupervisors.add(sup);
   session.register();
   try {
     if (req.stdio.kind === "pty") await runPty(ctx, sup, launch, req);
@@ -91,7 +91,7 @@ export async function execRun(first: AgentContext): Promise<void> {
   try {
     await session.done;
   } finally {
-    execSessions.delete(sup);
+    execSupervisors.delete(sup);
   }
 }
 

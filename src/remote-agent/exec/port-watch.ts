@@ -14,7 +14,7 @@ import { readArgv } from "../../shared/proc-stat.js";
 import { noticeBoard } from "../notice-board.js";
 import { listeners, socketInodes, type ListenAddress } from "../proc/listening.js";
 import { workspaceMembers } from "../proc/process-set.js";
-import { execSessions } from "./sessions.js";
+import { execSupervisors } from "./sessions.js";
 import type { WorkspaceLayout } from "../layout.js";
 
 /**
@@ -64,7 +64,7 @@ class PortWatch {
   /** Starts watching (Linux; elsewhere ports are not detected and doctor says so). */
   enable(): void {
     if (process.platform !== "linux") return;
-    execSessions.onAdd = () => this.ensure();
+    execSupervisors.onAdd = () => this.ensure();
     this.ensure();
   }
 
@@ -97,12 +97,12 @@ class PortWatch {
 
   /** One look; false when the watch stopped (no live exec left). */
   private tick(): boolean {
-    const live = execSessions.workspaces();
+    const live = execSupervisors.workspaces();
     for (const id of this.paused) live.delete(id);
     if (live.size === 0) {
       this.publishAll(new Map());
       this.namedPending = false;
-      if (execSessions.size === 0) {
+      if (execSupervisors.size === 0) {
         if (this.timer) clearTimeout(this.timer);
         this.timer = null;
         this.owners.clear();
@@ -132,7 +132,7 @@ class PortWatch {
         e.since = Math.min(e.since, o.since);
       } else ports.set(l.port, { port: l.port, addresses: [l.address], pid: o.pid, argv0: o.argv0, since: o.since });
     }
-    const named = execSessions.namedPorts();
+    const named = execSupervisors.namedPorts();
     this.namedPending = false;
     for (const [id, wanted] of named) {
       if (!live.has(id)) continue;

@@ -5,7 +5,7 @@ import type { ConversationEnd } from "../context.js";
 import { ABANDON_GRACE_MS, type ExecSupervisor } from "./supervisor.js";
 import type { WorkspaceLayout } from "../layout.js";
 
-class ExecSessions {
+class ExecSupervisors {
   private readonly live = new Set<ExecSupervisor>();
   /** Called when an exec becomes live (the daemon's port watch starts looking). */
   onAdd: (() => void) | null = null;
@@ -49,7 +49,7 @@ class ExecSessions {
   }
 }
 
-export const execSessions = new ExecSessions();
+export const execSupervisors = new ExecSupervisors();
 
 /**
  * The exec's conversation ended for good before its exit was reported: the exec is recorded

@@ -29,7 +29,7 @@ import { holdLfsCheckout, hostCheckoutTimeoutMs, hostGitSearchPath } from "../te
 import { killWorkspaceProcesses } from "../proc/process-set.js";
 import { enableAgentForwarding } from "./ssh-agent.js";
 import { enableCredentialForwarding } from "./git-credential-relay.js";
-import { isComplete, lifecycleEnvironment, parseRequest, view } from "./common.js";
+import { isComplete, lifecycleEnvironment, parseRequest, view } from "./workspace-op-helpers.js";
 
 /** Name prefix of checkouts being built in `<root>/tmp` (pruned by reconcile when abandoned). */
 export const STAGING_PREFIX = "checkout-";

@@ -25,7 +25,7 @@ import type { AgentContext } from "../context.js";
 import { daemonPaths } from "../daemon/daemon-paths.js";
 import { workspaceLayoutOfKey, type WorkspaceLayout } from "../layout.js";
 import { noticeBoard } from "../notice-board.js";
-import { parseRequest } from "./common.js";
+import { parseRequest } from "./workspace-op-helpers.js";
 import { shellWord } from "./ssh-agent.js";
 import { parseManifest } from "./store.js";
 

@@ -12,7 +12,7 @@ import { createInProgress } from "./claim.js";
 import { cachePath, pruneLockPath } from "./git-cache.js";
 import { TRASH_PREFIX, olderThan, pruneTmp, removeTree } from "./trash.js";
 import { tryLock } from "./holder-lock.js";
-import { parseRequest, removeOwned } from "./common.js";
+import { parseRequest, removeOwned } from "./workspace-op-helpers.js";
 import { STAGING_PREFIX } from "./create-on-host.js";
 import { INCOMING_PREFIX } from "./pack-intake.js";
 import { sweepSpares } from "./spare-checkout.js";

@@ -30,7 +30,7 @@ import { git, SHA_RE } from "../../shared/git-exec.js";
 import { isRecord } from "../../shared/guards.js";
 import { SubmoduleList, type SubmoduleSpec } from "../../shared/agent-api.js";
 import { rootLayout } from "../layout.js";
-import { parseRequest } from "./common.js";
+import { parseRequest } from "./workspace-op-helpers.js";
 import { cacheTips, initCacheAt, moduleStorePath, workspaceRef } from "./git-cache.js";
 import type { Intake } from "./object-fill.js";
 import { receivePack } from "./pack-intake.js";

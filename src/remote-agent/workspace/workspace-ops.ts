@@ -20,7 +20,7 @@ import { checkoutHead, streamPack } from "./export.js";
 import { loadWorkspace, replaceManifest } from "./store.js";
 import { freezeWorkspaceProcesses, thawWorkspaceProcesses } from "../proc/process-set.js";
 import { portWatch } from "../exec/port-watch.js";
-import { incomplete, isComplete, loadComplete, parseRequest, removeOwned, target, view } from "./common.js";
+import { incomplete, isComplete, loadComplete, parseRequest, removeOwned, target, view } from "./workspace-op-helpers.js";
 import { create } from "./create-on-host.js";
 import { reconcile } from "./reconcile-on-host.js";
 import { readWorkState } from "./work-state.js";

@@ -7,9 +7,9 @@ import type { OneShotHandlers } from "./context.js";
 import { rootLayout, workspaceLayout, WORKSPACE_PREFIX } from "./layout.js";
 import { loadWorkspace } from "./workspace/store.js";
 import { cachePath } from "./workspace/git-cache.js";
-import { execSessions } from "./exec/sessions.js";
+import { execSupervisors } from "./exec/sessions.js";
 import { PoolLoadRequest } from "../shared/agent-api.js";
-import { parseRequest } from "./workspace/common.js";
+import { parseRequest } from "./workspace/workspace-op-helpers.js";
 
 /** MemAvailable (what can be had without swapping) where /proc says it; free memory otherwise. */
 function memAvailable(): number {
@@ -51,7 +51,7 @@ export const loadOps: Pick<OneShotHandlers, "pool.load"> = {
       memAvailableBytes: memAvailable(),
       loadPerCpu: loadavg()[0]! / cpus,
       cpus,
-      liveExecs: execSessions.size,
+      liveExecs: execSupervisors.size,
       workspaces,
       warmCache: projectKey !== null && existsSync(cachePath(ctx.root, projectKey)),
       ...(wanted ? { holds: holds(ctx.root, wanted.workspaceId, wanted.owner) } : {}),
