@@ -52,6 +52,3 @@ export interface AgentContext {
  */
 export type OneShotHandler<Op extends OneShotOp> = (ctx: AgentContext) => Promise<AgentAnswer<Op>>;
 export type OneShotHandlers = { [Op in OneShotOp]: OneShotHandler<Op> };
-
-/** A streaming op (`exec.run`) sends its own messages; the dispatcher adds nothing. */
-export type StreamingHandler = (ctx: AgentContext) => Promise<void>;

@@ -1,20 +1,8 @@
 // Reads, verifies and writes workspace manifests. Every agent operation on a workspace goes
 // through loadWorkspace() first, so ownership is checked before anything is read or changed
 // (the refusal texts are fixed; the ownership tests compare them).
-import {
-  readFileSync,
-  writeFileSync,
-  renameSync,
-  lstatSync,
-  mkdirSync,
-  linkSync,
-  rmSync,
-  openSync,
-  writeSync,
-  fsyncSync,
-  closeSync,
-} from "node:fs";
-import { basename, dirname, join } from "node:path";
+import { readFileSync, renameSync, lstatSync, linkSync, rmSync, openSync, writeSync, fsyncSync, closeSync } from "node:fs";
+import { basename, join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { RuntimeError } from "../../shared/errors.js";
 import { MANIFEST_MARKER, type WorkspaceManifest } from "./manifest.js";
@@ -85,24 +73,6 @@ export function loadWorkspace(root: string, workspaceId: string, owner: string):
   return { state: "present", layout, manifest };
 }
 
-/** Atomically replaces a JSON file (temp file in the same directory, then rename). */
-export function writeJsonAtomic(path: string, value: unknown): void {
-  const dir = dirname(path);
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const tmp = join(dir, `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
-  try {
-    writeFileSync(tmp, JSON.stringify(value, null, 2) + "\n", { mode: 0o600, flag: "wx" });
-    renameSync(tmp, path);
-  } catch (err) {
-    rmSync(tmp, { force: true });
-    throw err;
-  }
-}
-
-export function writeManifest(layout: WorkspaceLayout, manifest: WorkspaceManifest): void {
-  writeJsonAtomic(layout.manifest, { ...manifest, updatedAt: new Date().toISOString() });
-}
-
 /**
  * Writes the first manifest of a freshly claimed directory without ever replacing one: the temp
  * file is hard-linked to the final name, which fails if anyone else put a manifest there first.
@@ -121,8 +91,8 @@ export function createManifestExclusive(layout: WorkspaceLayout, manifest: Works
 }
 
 /**
- * Replaces the manifest of a directory that must still exist. Unlike writeManifest it never
- * creates directories, so a workspace removed concurrently is not resurrected.
+ * Replaces the manifest of a directory that must still exist. It never creates directories, so a
+ * workspace removed concurrently is not resurrected.
  */
 export function replaceManifest(layout: WorkspaceLayout, manifest: WorkspaceManifest): WorkspaceManifest {
   const next = { ...manifest, updatedAt: new Date().toISOString() };

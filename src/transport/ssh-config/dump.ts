@@ -37,31 +37,3 @@ export function parseDump(text: string): Dump {
 export function first(dump: Dump, key: string): string | undefined {
   return dump.get(key)?.[0];
 }
-
-/** The keywords whose values we read; golden tests compare exactly these. */
-export const HONOURED_KEYWORDS = [
-  "hostname",
-  "user",
-  "port",
-  "identityfile",
-  "identitiesonly",
-  "identityagent",
-  "userknownhostsfile",
-  "globalknownhostsfile",
-  "hostkeyalias",
-  "stricthostkeychecking",
-  "serveraliveinterval",
-  "serveralivecountmax",
-  "connecttimeout",
-  "proxyjump",
-  "proxycommand",
-] as const;
-
-/** Keywords we read only to refuse what we cannot honour. */
-export const REFUSAL_KEYWORDS = [
-  "certificatefile",
-  "proxyusefdpass",
-  "pkcs11provider",
-  "pubkeyauthentication",
-  "preferredauthentications",
-] as const;
