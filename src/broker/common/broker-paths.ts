@@ -16,10 +16,10 @@ function uid(): number {
   return process.getuid?.() ?? 0;
 }
 
-/** dist/broker.js, found from dist/cli.js, a dist/cli-chunks/ chunk, or src/ under tests. */
+/** dist/broker.js, found from dist/cli.js, a dist/cli-chunks/ chunk, or src/broker/common/ under tests. */
 export function brokerScriptPath(): string {
   const here = dirname(fileURLToPath(import.meta.url));
-  const candidates = [join(here, "broker.js"), join(here, "..", "broker.js"), join(here, "..", "..", "dist", "broker.js")];
+  const candidates = [join(here, "broker.js"), join(here, "..", "broker.js"), join(here, "..", "..", "..", "dist", "broker.js")];
   const found = candidates.find((p) => existsSync(p));
   if (!found) throw new Error(`broker bundle missing next to ${here} (run npm run build)`);
   return found;
