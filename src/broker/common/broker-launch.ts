@@ -1,5 +1,5 @@
 // The launch document: what the starter (client/connect-broker.ts) writes to a new broker's stdin and the broker
-// process (process/run-broker.ts, which checks it) reads. Here, in common/, beside neither side, so the two
+// process (process/run-broker.ts, which checks it) reads. Here, beside neither side, so the two
 // import only this of each other.
 import type { RuntimeOptions } from "../../transport/options.js";
 import type { ConnectionPlan } from "../../transport/ssh-config/resolve.js";
