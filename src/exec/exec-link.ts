@@ -7,7 +7,8 @@
 import { EventEmitter } from "node:events";
 import { RuntimeError, fromWireError } from "../shared/errors.js";
 import { FrameKind, encodeJson, type Frame } from "../shared/frames.js";
-import { ReceiveCounter, ReplayLog, isUnnumbered } from "../shared/stream-replay.js";
+import { ReceiveCounter, ReplayLog } from "../shared/stream-replay.js";
+import { decodeConversationFrame } from "../shared/exec-session-core.js";
 import { sleep } from "../shared/async.js";
 import type { AgentRequest, RuntimeMessage } from "../shared/agent-api.js";
 import { agentMessage, type AgentChannel } from "../transport/agent-channel.js";
@@ -157,14 +158,12 @@ export class ExecLink extends EventEmitter<ExecLinkEvents> {
 
   private onFrame(f: Frame): void {
     this.heard = true;
-    if (isUnnumbered(f)) {
-      const msg = agentMessage(f);
-      if (msg?.type === "ack") {
-        const taken = this.up.ack(msg.seq);
-        if (taken > 0) this.emit("stdinTaken", taken);
-      }
-      return;
+    const c = decodeConversationFrame(f);
+    if (c.kind === "ack") {
+      const taken = this.up.ack(c.seq);
+      if (taken > 0) this.emit("stdinTaken", taken);
     }
+    if (c.kind !== "numbered") return;
     const seq = this.down.next(false);
     if (f.kind === FrameKind.Json) {
       const type = agentMessage(f)?.type;

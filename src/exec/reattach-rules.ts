@@ -3,9 +3,11 @@
 // and how often, when the reconnect grace has run out, which failures no retry can fix, how attach
 // generations keep a broker's abandon from reaping an exec its wrapper came back to, and the
 // messages a user sees when the exec cannot continue. exec-link.ts does the I/O these rules decide.
-// The daemon's half (detach, replay, expiry) is src/remote-agent/exec/exec-session.ts; the frame
-// counting both share is src/shared/stream-replay.ts.
-import { RuntimeError, type ErrorClass } from "../shared/errors.js";
+// The generation, grace and loss rules all three processes share, the daemon's session and the
+// broker's client-gone queue are src/shared/exec-session-core.ts; the frame counting is
+// src/shared/stream-replay.ts.
+import { RuntimeError, type ErrorClass, type FailureCode } from "../shared/errors.js";
+import { nextGen } from "../shared/exec-session-core.js";
 import { randomHex } from "../shared/random.js";
 import type { AgentChannel } from "../transport/agent-channel.js";
 
@@ -89,6 +91,9 @@ export function nextExecLinkState(s: ExecLinkState, e: ExecLinkEvent): ExecLinkS
       if (s.kind === "settling" || s.kind === "ending") return { kind: "finished", why: "closed" };
       break;
     case "attempt":
+      // Every attempt is a new attach generation (nextGen, abandonApplies): an abandon a broker
+      // issues for an earlier one can never reap the exec this attempt is re-attaching to. A
+      // wrapper that gives up destroys its stream, which broker and daemon take as its client gone.
       if (s.kind === "reattaching") return { ...s, gen: nextGen(s.gen) };
       break;
     case "reattached":
@@ -129,17 +134,6 @@ export function nextAttemptDelay(attempt: number, deadline: number, now: number)
   return now + wait >= deadline ? null : wait;
 }
 
-/**
- * Every attempt is a new attach generation (exec.run's conversation is 0), named to the broker
- * and the daemon, so an abandon a broker issues for an earlier one (it saw that conversation's
- * client go) can never reap the exec this attempt is re-attaching to (abandonApplies in
- * src/shared/stream-replay.ts). A wrapper that gives up destroys its stream, which the broker and the
- * daemon take as its client being gone: that, not this side, abandons the exec.
- */
-export function nextGen(gen: number): number {
-  return gen + 1;
-}
-
 /** Failures re-attaching cannot fix. */
 const FATAL: ReadonlySet<ErrorClass> = new Set<ErrorClass>(["auth", "host-key", "ownership", "input"]);
 
@@ -147,12 +141,18 @@ export function isFatalAttachFailure(err: unknown): err is RuntimeError {
   return err instanceof RuntimeError && FATAL.has(err.errorClass);
 }
 
+/** The daemon's answers to exec.attach that say this exec cannot be resumed there, by code (never by text or class). */
+const NOT_RESUMABLE: ReadonlySet<FailureCode> = new Set<FailureCode>(["unknown-exec", "replay-gap"]);
+
 /**
- * What the daemon's `error` answer to exec.attach means: "remote" is the daemon no longer knowing
- * the exec (fatal, named as such), a fatal class stays fatal, anything else is worth another try.
+ * What the daemon's `error` answer to exec.attach means: the daemon no longer knowing the exec, or
+ * no longer holding what the wrapper lacks (fatal, named as such), a fatal class stays fatal,
+ * anything else (another remote failure included) is worth another try.
  */
 export function attachRefusal(err: RuntimeError, hostName: string): RuntimeError | string {
-  if (err.errorClass === "remote") return new RuntimeError("remote", `the execution on ${hostName} could not be resumed: ${err.message}`);
+  if (err.code !== undefined && NOT_RESUMABLE.has(err.code)) {
+    return new RuntimeError("remote", `the execution on ${hostName} could not be resumed: ${err.message}`, { code: err.code });
+  }
   return FATAL.has(err.errorClass) ? err : err.message;
 }
 
