@@ -1,4 +1,5 @@
-// The wrapper's side of a resumable exec conversation (src/shared/stream-replay.ts): numbers and keeps
+// The wrapper's side of a resumable exec conversation (src/shared/stream-replay.ts, the frames and
+// generations of src/shared/exec-session-core.ts): numbers and keeps
 // the frames it sends until the daemon acknowledges them, numbers what it receives and acknowledges
 // it once handed to Paseo, and — when the stream is lost with the link, the broker or its SSH
 // connection — re-attaches with `exec.attach {token, received}` through the broker, or a

@@ -7,7 +7,8 @@
 // broker's client-gone queue are src/shared/exec-session-core.ts; the frame counting is
 // src/shared/stream-replay.ts.
 import { RuntimeError, type ErrorClass, type FailureCode } from "../shared/errors.js";
-import { nextGen } from "../shared/exec-session-core.js";
+import { nextWrapperLinkState, type WrapperLinkEvent, type WrapperLinkState } from "../shared/exec-session-core.js";
+export { currentChannel, stillReattaching } from "../shared/exec-session-core.js";
 import { randomHex } from "../shared/random.js";
 import type { AgentChannel } from "../transport/agent-channel.js";
 
@@ -48,80 +49,10 @@ export function resumeRight(token: string | null, graceMs: number): ResumeRight 
   return token !== null && wantsResume(graceMs) ? { kind: "resumable", token, graceMs } : { kind: "none" };
 }
 
-/** The exec-link's lifecycle (one conversation of one exec, over one stream at a time). */
-export type ExecLinkState =
-  /** A stream carries the conversation, attached as generation `gen` (exec.run's is 0). */
-  | { kind: "attached"; ch: AgentChannel; gen: number }
-  /** The daemon sent the exit (or error) frame: the stream still carries acks; its loss is no loss. */
-  | { kind: "settling"; ch: AgentChannel }
-  /** The stream was lost at `since`: attempts run until the grace is over; frames sent meanwhile wait in the replay log. `gen`: the last attempt's generation. */
-  | { kind: "reattaching"; since: number; gen: number }
-  /** Our side ended after the exit was handed on: waiting for the stream to close. */
-  | { kind: "ending"; ch: AgentChannel | null }
-  /** Nothing more happens: the exit was handed on, the exec was lost, or the wrapper gave up. */
-  | { kind: "finished"; why: "closed" | "lost" | "destroyed" };
-
-export type ExecLinkEvent =
-  /** The exit or error frame arrived (nothing after it can need a re-attachment). */
-  | { type: "final-frame" }
-  /** The current stream closed. `resumable`: the exec holds a ResumeRight of kind "resumable". */
-  | { type: "stream-closed"; resumable: boolean; now: number }
-  /** A re-attachment attempt is starting (under the next generation). */
-  | { type: "attempt" }
-  /** A re-attachment succeeded on `ch`. */
-  | { type: "reattached"; ch: AgentChannel }
-  /** Re-attaching stopped: the grace ran out or a failure no retry fixes. */
-  | { type: "gave-up" }
-  /** `end()`: the exit was handed on to Paseo. */
-  | { type: "end" }
-  /** `destroy()`: a failure is being reported, or the wrapper exits. */
-  | { type: "destroy" };
-
-/**
- * The one transition function of the exec-link's lifecycle. An event the current state cannot
- * take is a bug in the link, reported as an internal error rather than acted on.
- */
-export function nextExecLinkState(s: ExecLinkState, e: ExecLinkEvent): ExecLinkState {
-  switch (e.type) {
-    case "final-frame":
-      if (s.kind === "attached" || s.kind === "settling") return { kind: "settling", ch: s.ch };
-      break;
-    case "stream-closed":
-      if (s.kind === "attached") return e.resumable ? { kind: "reattaching", since: e.now, gen: s.gen } : { kind: "finished", why: "lost" };
-      if (s.kind === "settling" || s.kind === "ending") return { kind: "finished", why: "closed" };
-      break;
-    case "attempt":
-      // Every attempt is a new attach generation (nextGen, abandonApplies): an abandon a broker
-      // issues for an earlier one can never reap the exec this attempt is re-attaching to. A
-      // wrapper that gives up destroys its stream, which broker and daemon take as its client gone.
-      if (s.kind === "reattaching") return { ...s, gen: nextGen(s.gen) };
-      break;
-    case "reattached":
-      if (s.kind === "reattaching") return { kind: "attached", ch: e.ch, gen: s.gen };
-      break;
-    case "gave-up":
-      if (s.kind === "reattaching") return { kind: "finished", why: "lost" };
-      break;
-    case "end":
-      if (s.kind === "attached" || s.kind === "settling") return { kind: "ending", ch: s.ch };
-      // The stream may already have closed after the daemon saw its exit acknowledged.
-      if (s.kind === "finished" || s.kind === "ending") return s;
-      break;
-    case "destroy":
-      return s.kind === "finished" ? s : { kind: "finished", why: "destroyed" };
-  }
-  throw new RuntimeError("remote", `internal error: the exec link cannot take "${e.type}" while ${s.kind}`);
-}
-
-/** The stream the conversation runs on now, if any. */
-export function currentChannel(s: ExecLinkState): AgentChannel | null {
-  return s.kind === "attached" || s.kind === "settling" || s.kind === "ending" ? s.ch : null;
-}
-
-/** Whether a re-attachment is still wanted (false once the exec finished or the wrapper gave up). */
-export function stillReattaching(s: ExecLinkState): boolean {
-  return s.kind === "reattaching";
-}
+/** The exec-link's lifecycle over the wrapper's agent channels (the machine: src/shared/exec-session-core.ts). */
+export type ExecLinkState = WrapperLinkState<AgentChannel>;
+export type ExecLinkEvent = WrapperLinkEvent<AgentChannel>;
+export const nextExecLinkState: (s: ExecLinkState, e: ExecLinkEvent) => ExecLinkState = nextWrapperLinkState;
 
 /**
  * The next attempt's wait, or null when it would end past the grace (`deadline`): then the link

@@ -1,9 +1,9 @@
 // The I/O-free core of a resumable exec: the frames a conversation's two ends tell apart, the
-// generation, grace and loss rules, and the two state machines that hold them: the daemon's exec
-// session and the broker's client-gone queue. Each machine takes events and returns actions; its
-// adapter (src/remote-agent/exec/exec-session.ts, the client-gone part of
-// src/broker/process/channel-pool.ts) owns the timers, streams and sockets and performs them. The
-// wrapper's side (src/exec/exec-link.ts, reattach-rules.ts) uses the same frames and generations.
+// generation, grace and loss rules, and the three state machines that hold them: the wrapper's
+// link, the daemon's exec session and the broker's client-gone queue. Each machine takes events
+// and returns its next state (the daemon's and the broker's also the actions to perform); its
+// adapter (src/exec/exec-link.ts, src/remote-agent/exec/exec-session.ts, the client-gone part of
+// src/broker/process/channel-pool.ts) owns the timers, streams and sockets and performs them.
 // Frame numbering and replay are src/shared/stream-replay.ts.
 //
 // When is an exec's tree reaped after a lost link? (stepSession, reapDelayMs)
@@ -36,6 +36,7 @@
 // Built-ins only: the agent bundle uses this too.
 import { FrameKind, type Frame } from "./frames.js";
 import { isRecord, parseJson } from "./guards.js";
+import { RuntimeError } from "./errors.js";
 
 // ---------------------------------------------------------------------------------------------
 // Frames
@@ -104,6 +105,84 @@ export function reapDelayMs(how: ConversationEnd): number {
 /** The grace a session may stay detached, or null when a lost stream is the exec's loss. */
 export function detachGrace(resume: { graceMs: number } | null): number | null {
   return resume !== null && resume.graceMs > 0 ? Math.min(resume.graceMs, MAX_GRACE_MS) : null;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The wrapper's link (src/exec/exec-link.ts performs it; its backoff and messages: src/exec/reattach-rules.ts)
+
+/** The wrapper's exec-link lifecycle (one conversation of one exec, over one stream `C` at a time). */
+export type WrapperLinkState<C> =
+  /** A stream carries the conversation, attached as generation `gen` (exec.run's is 0). */
+  | { kind: "attached"; ch: C; gen: number }
+  /** The daemon sent the exit (or error) frame: the stream still carries acks; its loss is no loss. */
+  | { kind: "settling"; ch: C }
+  /** The stream was lost at `since`: attempts run until the grace is over; frames sent meanwhile wait in the replay log. `gen`: the last attempt's generation. */
+  | { kind: "reattaching"; since: number; gen: number }
+  /** Our side ended after the exit was handed on: waiting for the stream to close. */
+  | { kind: "ending"; ch: C | null }
+  /** Nothing more happens: the exit was handed on, the exec was lost, or the wrapper gave up. */
+  | { kind: "finished"; why: "closed" | "lost" | "destroyed" };
+
+export type WrapperLinkEvent<C> =
+  /** The exit or error frame arrived (nothing after it can need a re-attachment). */
+  | { type: "final-frame" }
+  /** The current stream closed. `resumable`: the exec holds a ResumeRight of kind "resumable". */
+  | { type: "stream-closed"; resumable: boolean; now: number }
+  /** A re-attachment attempt is starting (under the next generation). */
+  | { type: "attempt" }
+  /** A re-attachment succeeded on `ch`. */
+  | { type: "reattached"; ch: C }
+  /** Re-attaching stopped: the grace ran out or a failure no retry fixes. */
+  | { type: "gave-up" }
+  /** `end()`: the exit was handed on to Paseo. */
+  | { type: "end" }
+  /** `destroy()`: a failure is being reported, or the wrapper exits. */
+  | { type: "destroy" };
+
+/**
+ * The one transition function of the exec-link's lifecycle. An event the current state cannot
+ * take is a bug in the link, reported as an internal error rather than acted on.
+ */
+export function nextWrapperLinkState<C>(s: WrapperLinkState<C>, e: WrapperLinkEvent<C>): WrapperLinkState<C> {
+  switch (e.type) {
+    case "final-frame":
+      if (s.kind === "attached" || s.kind === "settling") return { kind: "settling", ch: s.ch };
+      break;
+    case "stream-closed":
+      if (s.kind === "attached") return e.resumable ? { kind: "reattaching", since: e.now, gen: s.gen } : { kind: "finished", why: "lost" };
+      if (s.kind === "settling" || s.kind === "ending") return { kind: "finished", why: "closed" };
+      break;
+    case "attempt":
+      // Every attempt is a new attach generation (nextGen, abandonApplies): an abandon a broker
+      // issues for an earlier one can never reap the exec this attempt is re-attaching to. A
+      // wrapper that gives up destroys its stream, which broker and daemon take as its client gone.
+      if (s.kind === "reattaching") return { ...s, gen: nextGen(s.gen) };
+      break;
+    case "reattached":
+      if (s.kind === "reattaching") return { kind: "attached", ch: e.ch, gen: s.gen };
+      break;
+    case "gave-up":
+      if (s.kind === "reattaching") return { kind: "finished", why: "lost" };
+      break;
+    case "end":
+      if (s.kind === "attached" || s.kind === "settling") return { kind: "ending", ch: s.ch };
+      // The stream may already have closed after the daemon saw its exit acknowledged.
+      if (s.kind === "finished" || s.kind === "ending") return s;
+      break;
+    case "destroy":
+      return s.kind === "finished" ? s : { kind: "finished", why: "destroyed" };
+  }
+  throw new RuntimeError("remote", `internal error: the exec link cannot take "${e.type}" while ${s.kind}`);
+}
+
+/** The stream the conversation runs on now, if any. */
+export function currentChannel<C>(s: WrapperLinkState<C>): C | null {
+  return s.kind === "attached" || s.kind === "settling" || s.kind === "ending" ? s.ch : null;
+}
+
+/** Whether a re-attachment is still wanted (false once the exec finished or the wrapper gave up). */
+export function stillReattaching<C>(s: WrapperLinkState<C>): boolean {
+  return s.kind === "reattaching";
 }
 
 // ---------------------------------------------------------------------------------------------

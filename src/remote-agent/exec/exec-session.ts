@@ -1,11 +1,10 @@
-// One exec as the daemon keeps it across streams (src/shared/stream-replay.ts): the exec's op code talks
-// to an ExecContext that outlives the conversation it started on. Down frames are numbered and
-// kept until the wrapper acknowledges them; up frames are numbered and acknowledged once the op
-// processed them. When the stream is lost with the link, a resumable session is *detached*: the
-// workload runs on (blocked by the output window at worst) and `exec.attach` from the wrapper —
-// through the same or a new broker and channel — takes the session over and replays both ways.
-// Past the reconnect grace, or when the wrapper itself is gone, the op hears the loss and the loss
-// rule (sessions.ts) reaps the tree.
+// One exec as the daemon keeps it across streams: the exec's op code talks to an ExecContext that
+// outlives the conversation it started on. Down frames are numbered and kept until the wrapper
+// acknowledges them; up frames are numbered and acknowledged once the op processed them
+// (src/shared/stream-replay.ts). When to detach, re-attach, expire or reap is decided by the
+// session machine in src/shared/exec-session-core.ts (stepSession); this file is its shell: it
+// feeds it the streams' events and performs its actions (grace timer, releasing a stream, telling
+// the op of the loss, the token registry).
 import { RuntimeError } from "../../shared/errors.js";
 import { FrameKind, encodeJson, type Frame } from "../../shared/frames.js";
 import { ReceiveCounter, ReplayLog } from "../../shared/stream-replay.js";
