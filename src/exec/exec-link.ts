@@ -1,4 +1,5 @@
-// The wrapper's side of a resumable exec conversation (src/shared/stream-replay.ts): numbers and keeps
+// The wrapper's side of a resumable exec conversation (src/shared/stream-replay.ts, the frames and
+// generations of src/shared/exec-session-core.ts): numbers and keeps
 // the frames it sends until the daemon acknowledges them, numbers what it receives and acknowledges
 // it once handed to Paseo, and — when the stream is lost with the link, the broker or its SSH
 // connection — re-attaches with `exec.attach {token, received}` through the broker, or a
@@ -7,7 +8,8 @@
 import { EventEmitter } from "node:events";
 import { RuntimeError, fromWireError } from "../shared/errors.js";
 import { FrameKind, encodeJson, type Frame } from "../shared/frames.js";
-import { ReceiveCounter, ReplayLog, isUnnumbered } from "../shared/stream-replay.js";
+import { ReceiveCounter, ReplayLog } from "../shared/stream-replay.js";
+import { decodeConversationFrame } from "../shared/exec-session-core.js";
 import { sleep } from "../shared/async.js";
 import type { AgentRequest, RuntimeMessage } from "../shared/agent-api.js";
 import { agentMessage, type AgentChannel } from "../transport/agent-channel.js";
@@ -157,14 +159,12 @@ export class ExecLink extends EventEmitter<ExecLinkEvents> {
 
   private onFrame(f: Frame): void {
     this.heard = true;
-    if (isUnnumbered(f)) {
-      const msg = agentMessage(f);
-      if (msg?.type === "ack") {
-        const taken = this.up.ack(msg.seq);
-        if (taken > 0) this.emit("stdinTaken", taken);
-      }
-      return;
+    const c = decodeConversationFrame(f);
+    if (c.kind === "ack") {
+      const taken = this.up.ack(c.seq);
+      if (taken > 0) this.emit("stdinTaken", taken);
     }
+    if (c.kind !== "numbered") return;
     const seq = this.down.next(false);
     if (f.kind === FrameKind.Json) {
       const type = agentMessage(f)?.type;

@@ -3,9 +3,12 @@
 // and how often, when the reconnect grace has run out, which failures no retry can fix, how attach
 // generations keep a broker's abandon from reaping an exec its wrapper came back to, and the
 // messages a user sees when the exec cannot continue. exec-link.ts does the I/O these rules decide.
-// The daemon's half (detach, replay, expiry) is src/remote-agent/exec/exec-session.ts; the frame
-// counting both share is src/shared/stream-replay.ts.
-import { RuntimeError, type ErrorClass } from "../shared/errors.js";
+// The generation, grace and loss rules all three processes share, the daemon's session and the
+// broker's client-gone queue are src/shared/exec-session-core.ts; the frame counting is
+// src/shared/stream-replay.ts.
+import { RuntimeError, type ErrorClass, type FailureCode } from "../shared/errors.js";
+import { nextWrapperLinkState, type WrapperLinkEvent, type WrapperLinkState } from "../shared/exec-session-core.js";
+export { currentChannel, stillReattaching } from "../shared/exec-session-core.js";
 import { randomHex } from "../shared/random.js";
 import type { AgentChannel } from "../transport/agent-channel.js";
 
@@ -46,77 +49,10 @@ export function resumeRight(token: string | null, graceMs: number): ResumeRight 
   return token !== null && wantsResume(graceMs) ? { kind: "resumable", token, graceMs } : { kind: "none" };
 }
 
-/** The exec-link's lifecycle (one conversation of one exec, over one stream at a time). */
-export type ExecLinkState =
-  /** A stream carries the conversation, attached as generation `gen` (exec.run's is 0). */
-  | { kind: "attached"; ch: AgentChannel; gen: number }
-  /** The daemon sent the exit (or error) frame: the stream still carries acks; its loss is no loss. */
-  | { kind: "settling"; ch: AgentChannel }
-  /** The stream was lost at `since`: attempts run until the grace is over; frames sent meanwhile wait in the replay log. `gen`: the last attempt's generation. */
-  | { kind: "reattaching"; since: number; gen: number }
-  /** Our side ended after the exit was handed on: waiting for the stream to close. */
-  | { kind: "ending"; ch: AgentChannel | null }
-  /** Nothing more happens: the exit was handed on, the exec was lost, or the wrapper gave up. */
-  | { kind: "finished"; why: "closed" | "lost" | "destroyed" };
-
-export type ExecLinkEvent =
-  /** The exit or error frame arrived (nothing after it can need a re-attachment). */
-  | { type: "final-frame" }
-  /** The current stream closed. `resumable`: the exec holds a ResumeRight of kind "resumable". */
-  | { type: "stream-closed"; resumable: boolean; now: number }
-  /** A re-attachment attempt is starting (under the next generation). */
-  | { type: "attempt" }
-  /** A re-attachment succeeded on `ch`. */
-  | { type: "reattached"; ch: AgentChannel }
-  /** Re-attaching stopped: the grace ran out or a failure no retry fixes. */
-  | { type: "gave-up" }
-  /** `end()`: the exit was handed on to Paseo. */
-  | { type: "end" }
-  /** `destroy()`: a failure is being reported, or the wrapper exits. */
-  | { type: "destroy" };
-
-/**
- * The one transition function of the exec-link's lifecycle. An event the current state cannot
- * take is a bug in the link, reported as an internal error rather than acted on.
- */
-export function nextExecLinkState(s: ExecLinkState, e: ExecLinkEvent): ExecLinkState {
-  switch (e.type) {
-    case "final-frame":
-      if (s.kind === "attached" || s.kind === "settling") return { kind: "settling", ch: s.ch };
-      break;
-    case "stream-closed":
-      if (s.kind === "attached") return e.resumable ? { kind: "reattaching", since: e.now, gen: s.gen } : { kind: "finished", why: "lost" };
-      if (s.kind === "settling" || s.kind === "ending") return { kind: "finished", why: "closed" };
-      break;
-    case "attempt":
-      if (s.kind === "reattaching") return { ...s, gen: nextGen(s.gen) };
-      break;
-    case "reattached":
-      if (s.kind === "reattaching") return { kind: "attached", ch: e.ch, gen: s.gen };
-      break;
-    case "gave-up":
-      if (s.kind === "reattaching") return { kind: "finished", why: "lost" };
-      break;
-    case "end":
-      if (s.kind === "attached" || s.kind === "settling") return { kind: "ending", ch: s.ch };
-      // The stream may already have closed after the daemon saw its exit acknowledged.
-      if (s.kind === "finished" || s.kind === "ending") return s;
-      break;
-    case "destroy":
-      return s.kind === "finished" ? s : { kind: "finished", why: "destroyed" };
-  }
-  throw new RuntimeError("remote", `internal error: the exec link cannot take "${e.type}" while ${s.kind}`);
-}
-
-/** The stream the conversation runs on now, if any. */
-export function currentChannel(s: ExecLinkState): AgentChannel | null {
-  return s.kind === "attached" || s.kind === "settling" || s.kind === "ending" ? s.ch : null;
-}
-
-/** Whether a re-attachment is still wanted (false once the exec finished or the wrapper gave up). */
-export function stillReattaching(s: ExecLinkState): boolean {
-  return s.kind === "reattaching";
-}
+/** The exec-link's lifecycle over the wrapper's agent channels (the machine: src/shared/exec-session-core.ts). */
+export type ExecLinkState = WrapperLinkState<AgentChannel>;
+export type ExecLinkEvent = WrapperLinkEvent<AgentChannel>;
+export const nextExecLinkState: (s: ExecLinkState, e: ExecLinkEvent) => ExecLinkState = nextWrapperLinkState;
 
 /**
  * The next attempt's wait, or null when it would end past the grace (`deadline`): then the link
@@ -129,17 +65,6 @@ export function nextAttemptDelay(attempt: number, deadline: number, now: number)
   return now + wait >= deadline ? null : wait;
 }
 
-/**
- * Every attempt is a new attach generation (exec.run's conversation is 0), named to the broker
- * and the daemon, so an abandon a broker issues for an earlier one (it saw that conversation's
- * client go) can never reap the exec this attempt is re-attaching to (abandonApplies in
- * src/shared/stream-replay.ts). A wrapper that gives up destroys its stream, which the broker and the
- * daemon take as its client being gone: that, not this side, abandons the exec.
- */
-export function nextGen(gen: number): number {
-  return gen + 1;
-}
-
 /** Failures re-attaching cannot fix. */
 const FATAL: ReadonlySet<ErrorClass> = new Set<ErrorClass>(["auth", "host-key", "ownership", "input"]);
 
@@ -147,12 +72,18 @@ export function isFatalAttachFailure(err: unknown): err is RuntimeError {
   return err instanceof RuntimeError && FATAL.has(err.errorClass);
 }
 
+/** The daemon's answers to exec.attach that say this exec cannot be resumed there, by code (never by text or class). */
+const NOT_RESUMABLE: ReadonlySet<FailureCode> = new Set<FailureCode>(["unknown-exec", "replay-gap"]);
+
 /**
- * What the daemon's `error` answer to exec.attach means: "remote" is the daemon no longer knowing
- * the exec (fatal, named as such), a fatal class stays fatal, anything else is worth another try.
+ * What the daemon's `error` answer to exec.attach means: the daemon no longer knowing the exec, or
+ * no longer holding what the wrapper lacks (fatal, named as such), a fatal class stays fatal,
+ * anything else (another remote failure included) is worth another try.
  */
 export function attachRefusal(err: RuntimeError, hostName: string): RuntimeError | string {
-  if (err.errorClass === "remote") return new RuntimeError("remote", `the execution on ${hostName} could not be resumed: ${err.message}`);
+  if (err.code !== undefined && NOT_RESUMABLE.has(err.code)) {
+    return new RuntimeError("remote", `the execution on ${hostName} could not be resumed: ${err.message}`, { code: err.code });
+  }
   return FATAL.has(err.errorClass) ? err : err.message;
 }
 

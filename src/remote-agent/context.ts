@@ -5,12 +5,10 @@
 import type { Frame } from "../shared/frames.js";
 import type { AgentAnswer, AgentMessage, OneShotOp } from "../shared/agent-api.js";
 
-/**
- * How the runtime's side of a conversation ended: "end" is an orderly close (EOF); "expired": a
- * resumable exec's stream was lost and nobody re-attached within the reconnect grace; the others
- * are the mux's reset reasons (its client process died, the link to the Paseo host was lost, …).
- */
-export type ConversationEnd = "end" | "expired" | "client-gone" | "link-lost" | "refused" | "error";
+import type { ConversationEnd } from "../shared/exec-session-core.js";
+
+/** How the runtime's side of a conversation ended (src/shared/exec-session-core.ts). */
+export type { ConversationEnd };
 
 /**
  * The request frame as it arrived: `op` and `root` are checked by the dispatcher; every other

@@ -30,6 +30,10 @@ export const FAILURE_CODES = [
   "git-failed",
   /** git could not be started. */
   "git-missing",
+  /** exec.attach: the host daemon does not know the exec (reaped after its grace, or the daemon restarted). */
+  "unknown-exec",
+  /** exec.attach: the daemon no longer holds the frames the wrapper lacks (the exec cannot resume). */
+  "replay-gap",
 ] as const;
 export type FailureCode = (typeof FAILURE_CODES)[number];
 

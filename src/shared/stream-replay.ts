@@ -13,32 +13,15 @@
 //    wrapper), so an outage makes the workload block instead of losing bytes.
 //  * Attach: `exec.attach {token, received, gen}` → `attached {received}`; each side then replays
 //    the frames the other does not hold, and the receiver skips nothing because it never saw them.
-//  * Attach generations: the wrapper numbers its conversations of one exec (exec.run 0, each attach
-//    attempt one more) and names the number to its broker too. A broker that saw a client go away
-//    reports it gone *with that number* (a client-gone stream); the daemon ignores one older than
-//    the latest attach it was asked for, so a wrapper that came back on another conversation (a
-//    retry, a replacement broker) is never taken for a dead one, whichever arrives first.
+//  * Which frames are unnumbered, attach generations, the grace and loss rules, the daemon's
+//    session and the broker's client-gone queue: src/shared/exec-session-core.ts.
 // Built-ins only: the agent bundle uses this too.
-import { FrameKind, type Frame } from "./frames.js";
-import { isRecord, parseJson } from "./guards.js";
 
 /** A resume token: 128 random bits as hex. It travels only inside frames (never argv, files, logs). */
 export const RESUME_TOKEN = /^[0-9a-f]{32}$/;
 
 /** The number of the largest attach generation; a peer's larger one is refused as input. */
 export const MAX_ATTACH_GEN = 2 ** 31 - 1;
-
-/** Whether an abandon for attachment `abandonGen` still applies once attachment `latestGen` was asked for. */
-export function abandonApplies(abandonGen: number, latestGen: number): boolean {
-  return abandonGen >= latestGen;
-}
-
-/** True for the frames that carry no sequence number (`ack`, `attached`). */
-export function isUnnumbered(f: Frame): boolean {
-  if (f.kind !== FrameKind.Json || f.payload.length > 256) return false;
-  const v = parseJson(f.payload);
-  return isRecord(v) && (v.type === "ack" || v.type === "attached");
-}
 
 interface Entry {
   seq: number;

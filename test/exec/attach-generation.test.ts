@@ -1,11 +1,11 @@
-// The attach-generation rule of a resumable exec (src/shared/stream-replay.ts) in the daemon's session
+// The attach-generation rule of a resumable exec (src/shared/exec-session-core.ts) in the daemon's session
 // (pure logic, fake conversations): an abandon issued for an attachment older than the latest one
 // the wrapper asked for is ignored — the wrapper is alive — while one for the latest attachment
 // (or for exec.run's conversation before any re-attach) reaps the exec.
 import { describe, expect, it } from "vitest";
 import { ExecSession, findSession } from "../../src/remote-agent/exec/exec-session.js";
 import type { AgentContext, ConversationEnd } from "../../src/remote-agent/context.js";
-import { abandonApplies } from "../../src/shared/stream-replay.js";
+import { abandonApplies } from "../../src/shared/exec-session-core.js";
 import type { AgentMessage } from "../../src/shared/agent-api.js";
 
 /** A conversation whose end the test triggers. */

@@ -36,6 +36,21 @@ const counter =
     ctx.onClose(() => clearInterval(t));
   };
 
+/** Every connection is cut and new ones refused for 300 ms. */
+async function outage(x: { net: { reset(): void; heal(): void } }): Promise<void> {
+  x.net.reset();
+  await new Promise((r) => setTimeout(r, 300));
+  x.net.heal();
+}
+
+/** The exec re-attached once and ended 0 with all `n` lines of its stdout, once each, in order. */
+async function expectResumedWhole(x: ReturnType<typeof faultExec>, n: number): Promise<void> {
+  expect(await exitStatus(x)).toBe(0);
+  expect(x.stdout()).toBe(lines(n));
+  expect(x.stderr()).toBe("");
+  expect(x.view.attaches).toBe(1);
+}
+
 const cleanups: Array<() => void> = [];
 afterEach(() => {
   for (const c of cleanups.splice(0)) c();
@@ -56,14 +71,9 @@ describe("resumable exec over a faulty link (in-process double)", () => {
     // Slow enough that frames (and their acks) are in flight when the reset hits.
     x.net.slow({ delayMs: 15 });
     await until("output under way", () => x.stdout().split("\n").length > 10);
-    x.net.reset();
     expect(x.stdout()).not.toBe(lines(40));
-    await new Promise((r) => setTimeout(r, 300));
-    x.net.heal();
-    expect(await exitStatus(x)).toBe(0);
-    expect(x.stdout()).toBe(lines(40));
-    expect(x.stderr()).toBe("");
-    expect(x.view.attaches).toBe(1);
+    await outage(x);
+    await expectResumedWhole(x, 40);
     expect(x.net.connections.length).toBe(2);
     expect(x.events().map((e) => e.type)).toEqual(["started", "eof", "exit"]);
   });
@@ -147,5 +157,35 @@ describe("resumable exec over a faulty link (in-process double)", () => {
     expect(await exitStatus(x)).toBe(0);
     expect(Buffer.concat(x.view.stdin).toString()).toBe(sent.join(""));
     expect(x.stdout()).toBe(sent.join(""));
+  });
+
+  it("a remote failure on attach that is not the unknown-exec code is retried: the exec resumes, nothing is lost", async () => {
+    const x = run({
+      graceMs: 5000,
+      keepaliveMs: 1000,
+      workload: counter(40, 10),
+      // Class "remote", as the daemon's unknown-exec answer, but another failure: it proves nothing about the exec.
+      attachRefusals: [{ errorClass: "remote", message: "exec.attach: an unexpected failure in the host daemon" }],
+    });
+    await until("output under way", () => x.stdout().split("\n").length > 10);
+    await outage(x);
+    await expectResumedWhole(x, 40);
+  });
+
+  it("the daemon's unknown-exec answer ends the exec at once: it could not be resumed", async () => {
+    const x = run({
+      graceMs: 3000,
+      keepaliveMs: 1000,
+      workload: counter(1000, 20),
+      attachRefusals: [{ errorClass: "remote", message: "the host daemon no longer knows this exec", code: "unknown-exec" }],
+    });
+    await until("output under way", () => x.stdout().length > 0);
+    x.net.reset();
+    await new Promise((r) => setTimeout(r, 300));
+    x.net.heal();
+    // The code, not the grace, ends it (past the grace the message would name reconnectGraceMs).
+    expect(await exitStatus(x)).toBe(1);
+    expect(x.stderr()).toMatch(/the execution on fault\.test could not be resumed: the host daemon no longer knows this exec/);
+    expect(x.view.attaches).toBe(0);
   });
 });

@@ -4,6 +4,7 @@
 import { describe, expect, it } from "vitest";
 import { PassThrough } from "node:stream";
 import {
+  attachRefusal,
   nextAttemptDelay,
   nextExecLinkState,
   reconnectDelay,
@@ -15,6 +16,7 @@ import {
 import { nextLinkState, type LinkState } from "../../src/transport/daemon-link.js";
 import { AgentChannel } from "../../src/transport/agent-channel.js";
 import { Mux } from "../../src/shared/mux.js";
+import { RuntimeError } from "../../src/shared/errors.js";
 
 const ch = new AgentChannel({ stdin: new PassThrough(), stdout: new PassThrough(), destroy: () => undefined }, { marker: false });
 const other = new AgentChannel({ stdin: new PassThrough(), stdout: new PassThrough(), destroy: () => undefined }, { marker: false });
@@ -128,5 +130,22 @@ describe("daemon link lifecycle", () => {
     [{ kind: "closed" }, { type: "open", opening }],
   ])("refuses an impossible transition (%#)", (s, e) => {
     expect(() => nextLinkState(s, e)).toThrow(/internal error: the daemon link cannot take/);
+  });
+});
+
+describe("the daemon's refusal of exec.attach", () => {
+  it("only the unknown-exec and replay-gap codes mean the exec cannot be resumed; another remote failure is retried", () => {
+    const unknown = attachRefusal(new RuntimeError("remote", "gone", { code: "unknown-exec" }), "h");
+    expect(unknown).toBeInstanceOf(RuntimeError);
+    expect((unknown as RuntimeError).message).toBe("the execution on h could not be resumed: gone");
+    expect((unknown as RuntimeError).code).toBe("unknown-exec");
+    expect(attachRefusal(new RuntimeError("remote", "gap", { code: "replay-gap" }), "h")).toBeInstanceOf(RuntimeError);
+    // Same class, same prose, no code: not taken for an unknown exec.
+    expect(attachRefusal(new RuntimeError("remote", "the host daemon no longer knows this exec"), "h")).toBe(
+      "the host daemon no longer knows this exec",
+    );
+    expect(attachRefusal(new RuntimeError("remote", "full", { code: "disk-short" }), "h")).toBe("full");
+    const auth = new RuntimeError("auth", "denied");
+    expect(attachRefusal(auth, "h")).toBe(auth);
   });
 });

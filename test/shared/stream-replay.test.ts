@@ -1,10 +1,9 @@
 // The resume layer's bookkeeping (pure logic): a replay log keeps exactly the unacknowledged frames
 // and says what a peer holding everything up to `seq` lacks; a receive counter turns completions
-// in any order into the cumulative point that may be acknowledged; only `ack` and `attached` go
-// unnumbered.
+// in any order into the cumulative point that may be acknowledged. (Which frames go unnumbered:
+// exec-session-core.test.ts.)
 import { describe, expect, it } from "vitest";
-import { FrameKind, encodeJson } from "../../src/shared/frames.js";
-import { ReceiveCounter, ReplayLog, isUnnumbered } from "../../src/shared/stream-replay.js";
+import { ReceiveCounter, ReplayLog } from "../../src/shared/stream-replay.js";
 
 const b = (s: string) => Buffer.from(s);
 
@@ -62,15 +61,5 @@ describe("ReceiveCounter", () => {
     expect(c.next(true)).toBe(4);
     expect(c.processed).toBe(4);
     expect(c.complete(2)).toBe(false);
-  });
-});
-
-describe("isUnnumbered", () => {
-  it("is true only for ack and attached JSON frames", () => {
-    const frame = (v: unknown) => ({ kind: FrameKind.Json, payload: encodeJson(v).subarray(5) });
-    expect(isUnnumbered(frame({ type: "ack", seq: 3 }))).toBe(true);
-    expect(isUnnumbered(frame({ type: "attached", received: 0 }))).toBe(true);
-    expect(isUnnumbered(frame({ type: "exit", code: 0, signal: null }))).toBe(false);
-    expect(isUnnumbered({ kind: FrameKind.Stdout, payload: Buffer.from('{"type":"ack","seq":1}') })).toBe(false);
   });
 });

@@ -14,6 +14,7 @@ import { ExecSession, findSession, resumeOf, type ExecContext } from "../../src/
 import { parseRunRequest } from "../../src/remote-agent/exec/request.js";
 import type { AgentContext, ConversationEnd, ReceivedRequest } from "../../src/remote-agent/context.js";
 import { FaultNetwork } from "./fault-link.js";
+import { RuntimeError, toWireError, type WireError } from "../../src/shared/errors.js";
 import { TEST_RUNTIME_INSTANCE_ID } from "./run-cli.js";
 
 const BUILD = "fault-double-build";
@@ -38,7 +39,7 @@ export function say(ctx: ExecContext, text: string): void {
 }
 
 /** The daemon's handling of one mux stream: exec.run starts a session, exec.attach takes one over. */
-function serveStream(stream: MuxStream, workload: Workload, view: WorkloadView): void {
+function serveStream(stream: MuxStream, workload: Workload, view: WorkloadView, refusals: WireError[]): void {
   const decoder = new BinaryFrameDecoder();
   const frameListeners: Array<(f: Frame) => void> = [];
   const closeListeners: Array<(how: ConversationEnd) => void> = [];
@@ -78,9 +79,15 @@ function serveStream(stream: MuxStream, workload: Workload, view: WorkloadView):
   const serve = async (ctx: AgentContext): Promise<void> => {
     const req = ctx.request;
     if (req.op === "exec.attach") {
+      const refusal = refusals.shift();
+      if (refusal) {
+        ctx.sendJson({ type: "error", ...refusal });
+        return;
+      }
       const session = findSession(String(req.token));
       if (!session) {
-        ctx.sendJson({ type: "error", errorClass: "remote", message: "the host daemon no longer knows this exec" });
+        const unknown = new RuntimeError("remote", "the host daemon no longer knows this exec", { code: "unknown-exec" });
+        ctx.sendJson({ type: "error", ...toWireError(unknown) });
         return;
       }
       view.attaches++;
@@ -107,16 +114,19 @@ export interface FaultExecOptions {
   graceMs: number;
   keepaliveMs: number;
   workload: Workload;
+  /** Errors the daemon side answers exec.attach with before it serves one (oldest first). */
+  attachRefusals?: WireError[];
 }
 
 /** Runs one pipes exec through runExec over a fresh fault network; what each side saw. */
 export function faultExec(opts: FaultExecOptions) {
   const view: WorkloadView = { stdin: [], stdinEnded: false, lost: null, attaches: 0 };
+  const refusals = [...(opts.attachRefusals ?? [])];
   const daemonMuxes: Mux[] = [];
   const net = new FaultNetwork((end: Duplex) => {
     const mux = new Mux(end, { role: "server", build: BUILD, pid: 4242 });
     daemonMuxes.push(mux);
-    mux.on("stream", (s) => serveStream(s, opts.workload, view));
+    mux.on("stream", (s) => serveStream(s, opts.workload, view, refusals));
   });
   const linkLosses: string[] = [];
   const link = new DaemonLink(net.starter(BUILD), opts.keepaliveMs, { onLost: (why) => linkLosses.push(why) });

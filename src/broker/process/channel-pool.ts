@@ -21,6 +21,7 @@ import { ACQUIRE_WAIT_MS } from "../common/wire.js";
 import { CountedConnection } from "./counted-connection.js";
 import { reconnect } from "./reconnect.js";
 import { NoticeRegistry } from "./notices.js";
+import { ClientGoneQueue, type ClientGoneEvent } from "../../shared/exec-session-core.js";
 
 /** More connections than this per broker and PTY channels queue instead. */
 export const MAX_CONNECTIONS = 16;
@@ -32,8 +33,6 @@ const RETIRE_WAIT_MS = 2000;
 const NOTICE_WAIT_MS = 10_000;
 /** A daemon channel lost while notices are held is reopened after this pause (a daemon that keeps dying is not hammered). */
 const NOTICES_RELINK_MS = 1000;
-/** Conversations whose client-gone is still undelivered, remembered at most (each is forgotten after the grace anyway). */
-const MAX_UNDELIVERED = 4096;
 
 interface Conn {
   ssh: CountedConnection;
@@ -77,17 +76,14 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
   /**
    * Named conversations (a resumable exec's token and attach generation) whose client went away
    * while the link was (or may have been) down, so their client-gone reset may not have reached
-   * the daemon: token → the generation, when to forget it (the daemon's grace has run out by then)
-   * and which channel must not count as "back" (the one the reset was already sent on, if any).
+   * the daemon. What is kept, resent and forgotten: ClientGoneQueue in src/shared/exec-session-core.ts.
    */
-  private readonly undelivered = new Map<string, { gen: number; until: number; after: { link: DaemonLink; opened: number } | null }>();
+  private readonly clientGoneQueue = new ClientGoneQueue<DaemonLink>();
   private flushing = false;
   /** Notices were added while a flush ran: it makes one more pass. */
   private flushAgain = false;
   /** What the host daemon tells the broker unasked (its notices stream on every new channel). */
   readonly notices = new NoticeRegistry();
-  /** The latest generation each named conversation was opened at through this broker (bounded likewise). */
-  private readonly latestGen = new Map<string, number>();
 
   constructor(
     private readonly options: RuntimeOptions,
@@ -364,53 +360,34 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
    * client-gone reset could not reach the daemon (the link was down) or may not have (`sentOn`:
    * it went out on that link's current channel, which may be silently dead: only a newer channel
    * counts). The daemon hears it on the next channel, as a stream opened with a `client-gone`
-   * header naming the conversation; the daemon decides what that means for the exec. Forgotten
-   * after reconnectGraceMs, when the daemon's own grace has run out.
+   * header naming the conversation; the daemon decides what that means for the exec.
    */
   clientGoneWhenBack({ token, gen }: { token: string; gen: number }, sentOn?: DaemonLink): void {
     if (this.closed) return;
-    // A later generation of this conversation was opened (or asked for) after this one: it is not gone.
-    if ((this.latestGen.get(token) ?? 0) > gen) return;
-    const pending = this.undelivered.get(token);
-    if (pending && pending.gen > gen) return;
-    if (this.undelivered.size >= MAX_UNDELIVERED) this.undelivered.delete(this.undelivered.keys().next().value!);
-    const after = sentOn ? { link: sentOn, opened: sentOn.channelsOpened } : null;
-    this.undelivered.set(token, { gen, until: Date.now() + this.options.reconnectGraceMs, after });
-    void this.flushClientGone();
+    const on = sentOn ? { link: sentOn, opened: sentOn.channelsOpened } : null;
+    this.clientGone({ type: "gone", token, gen, now: Date.now(), graceMs: this.options.reconnectGraceMs, sentOn: on });
   }
 
-  /**
-   * The named conversation `token` is opened again at generation `gen`: its client is alive, so
-   * an undelivered client-gone of an earlier generation is dropped (the daemon would ignore it as
-   * well, but only once this conversation reached it first).
-   */
+  /** The named conversation `token` is opened again at generation `gen`: its client is alive. */
   reopening({ token, gen }: { token: string; gen: number }): void {
-    const pending = this.undelivered.get(token);
-    if (pending && pending.gen < gen) {
-      this.undelivered.delete(token);
-      this.log("a named conversation was opened again: the client-gone pending for its earlier generation is dropped");
-    }
-    if ((this.latestGen.get(token) ?? -1) < gen) {
-      this.latestGen.delete(token);
-      if (this.latestGen.size >= MAX_UNDELIVERED) this.latestGen.delete(this.latestGen.keys().next().value!);
-      this.latestGen.set(token, gen);
+    this.clientGone({ type: "reopened", token, gen });
+  }
+
+  /** Feeds the client-gone queue one event and performs what it decides. */
+  private clientGone(e: ClientGoneEvent<DaemonLink>): void {
+    for (const a of this.clientGoneQueue.handle(e)) {
+      if (a.do === "flush") void this.flushClientGone();
+      else this.log(a.line);
     }
   }
 
   /**
    * Client-gone notices still to be delivered (they keep the broker alive and reconnecting). One
-   * whose client left while its channel is still the live one does not count: the stream's reset
-   * went out on that channel, which keepalive would have dropped were it silent (then it counts
-   * again). Otherwise a wrapper killed with the link up would keep its broker from ever going idle.
+   * whose client left while its channel is still the live one does not count (ClientGoneQueue.count):
+   * otherwise a wrapper killed with the link up would keep its broker from ever going idle.
    */
   get clientGonePending(): number {
-    const now = Date.now();
-    let pending = 0;
-    for (const [t, a] of this.undelivered) {
-      if (a.until <= now) this.undelivered.delete(t);
-      else if (!(a.after && this.stillOnChannel(a.after))) pending++;
-    }
-    return pending;
+    return this.clientGoneQueue.count(Date.now(), (on) => this.stillOnChannel(on));
   }
 
   private stillOnChannel(after: { link: DaemonLink; opened: number }): boolean {
@@ -442,12 +419,11 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
   private async flushOnce(): Promise<boolean> {
     const conn = this.conns[0];
     if (!conn) return false;
-    for (const [token, a] of [...this.undelivered]) {
-      if (a.after && a.after.link === conn.host.link && a.after.link.channelsOpened === a.after.opened) continue;
+    const link = conn.host.link;
+    for (const [token, notice] of this.clientGoneQueue.due({ link, opened: link.channelsOpened })) {
       try {
-        await this.noticeClientGone(conn.host.link, { kind: "client-gone", token, gen: a.gen });
-        if (this.undelivered.get(token) === a) this.undelivered.delete(token);
-        this.log("a client that went away during an outage was reported gone to the host daemon");
+        await this.noticeClientGone(link, { kind: "client-gone", token, gen: notice.gen });
+        this.clientGone({ type: "confirmed", token, notice });
       } catch (err) {
         this.log(`reporting a gone client failed (tried again shortly): ${oneLine((err as Error).message)}`);
         return false;

@@ -103,6 +103,7 @@ export async function execAttach(ctx: AgentContext): Promise<void> {
     throw new RuntimeError(
       "remote",
       "the host daemon no longer knows this exec: it was reaped after the reconnect grace, or the daemon restarted (its workloads were reaped)",
+      { code: "unknown-exec" },
     );
   }
   await session.attach(ctx, received, gen);

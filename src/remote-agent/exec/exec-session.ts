@@ -1,16 +1,24 @@
-// One exec as the daemon keeps it across streams (src/shared/stream-replay.ts): the exec's op code talks
-// to an ExecContext that outlives the conversation it started on. Down frames are numbered and
-// kept until the wrapper acknowledges them; up frames are numbered and acknowledged once the op
-// processed them. When the stream is lost with the link, a resumable session is *detached*: the
-// workload runs on (blocked by the output window at worst) and `exec.attach` from the wrapper —
-// through the same or a new broker and channel — takes the session over and replays both ways.
-// Past the reconnect grace, or when the wrapper itself is gone, the op hears the loss and the loss
-// rule (sessions.ts) reaps the tree.
+// One exec as the daemon keeps it across streams: the exec's op code talks to an ExecContext that
+// outlives the conversation it started on. Down frames are numbered and kept until the wrapper
+// acknowledges them; up frames are numbered and acknowledged once the op processed them
+// (src/shared/stream-replay.ts). When to detach, re-attach, expire or reap is decided by the
+// session machine in src/shared/exec-session-core.ts (stepSession); this file is its shell: it
+// feeds it the streams' events and performs its actions (grace timer, releasing a stream, telling
+// the op of the loss, the token registry).
 import { RuntimeError } from "../../shared/errors.js";
 import { FrameKind, encodeJson, type Frame } from "../../shared/frames.js";
-import { ReceiveCounter, ReplayLog, abandonApplies, isUnnumbered } from "../../shared/stream-replay.js";
-import { decodeRuntimeMessage, type AgentMessage, type ExecRunRequest } from "../../shared/agent-api.js";
-import type { AgentContext, ConversationEnd } from "../context.js";
+import { ReceiveCounter, ReplayLog } from "../../shared/stream-replay.js";
+import {
+  MAX_GRACE_MS,
+  decodeConversationFrame,
+  newSession,
+  stepSession,
+  type ConversationEnd,
+  type SessionEvent,
+  type SessionModel,
+} from "../../shared/exec-session-core.js";
+import type { AgentMessage, ExecRunRequest } from "../../shared/agent-api.js";
+import type { AgentContext } from "../context.js";
 
 /** What an exec's op code sees: the conversation, plus the resume layer's flow hooks. */
 export interface ExecContext extends AgentContext {
@@ -49,17 +57,13 @@ export class ExecSession {
   private readonly down = new ReplayLog();
   private readonly up = new ReceiveCounter();
   private readonly stdinPending: number[] = [];
-  private current: Attachment | null = null;
+  /** Where the session is, and the rules it follows: stepSession in src/shared/exec-session-core.ts. */
+  private model: SessionModel<Attachment>;
   private readonly frameListeners: Array<(f: Frame) => void> = [];
   /** Up frames that arrived before the op listened. */
   private readonly early: Frame[] = [];
   private readonly closeListeners: Array<(how: ConversationEnd) => void> = [];
   private readonly ackListeners: Array<(bytes: number) => void> = [];
-  private lostHow: ConversationEnd | null = null;
-  /** The latest attach generation the wrapper asked for (exec.run is 0); older abandons are stale. */
-  private latestGen = 0;
-  private finalSent = false;
-  private isDone = false;
   private graceTimer: NodeJS.Timeout | undefined;
   private ackScheduled = false;
   private resolveDone!: () => void;
@@ -83,7 +87,11 @@ export class ExecSession {
       },
       pauseInput: () => this.current?.ctx.pauseInput(),
       resumeInput: () => this.current?.ctx.resumeInput(),
-      onClose: (l) => (this.lostHow !== null ? l(this.lostHow) : this.closeListeners.push(l)),
+      onClose: (l) => {
+        const s = this.model.state;
+        if (s.kind === "closed" && s.lost !== null) l(s.lost);
+        else this.closeListeners.push(l);
+      },
       inputTaken: () => {
         const seq = this.stdinPending.shift();
         if (seq !== undefined && this.up.complete(seq)) this.scheduleAck();
@@ -91,11 +99,21 @@ export class ExecSession {
       onOutputAcked: (l) => this.ackListeners.push(l),
       dropResume: () => this.dropResume(),
     };
-    this.bind(first);
+    const { att } = this.attachment(first);
+    this.model = newSession(att, resume);
+    this.listen(att);
   }
 
   get resumable(): boolean {
-    return this.resume !== null && this.resume.graceMs > 0;
+    return this.model.graceMs !== null;
+  }
+
+  private get current(): Attachment | null {
+    return this.model.state.kind === "attached" ? this.model.state.att : null;
+  }
+
+  private get isDone(): boolean {
+    return this.model.state.kind === "closed";
   }
 
   /** Makes the session findable by its token (once the exec exists). */
@@ -110,17 +128,18 @@ export class ExecSession {
    * that asked is alive at that generation.
    */
   attach(ctx: AgentContext, received: number, gen: number): Promise<void> {
-    this.latestGen = Math.max(this.latestGen, gen);
+    this.apply({ type: "attach-asked", gen });
     const replay = this.down.after(received);
     if (replay === null || received > this.down.sent) {
       throw new RuntimeError(
         "remote",
         `exec.attach: the wrapper holds frame ${received}, the host daemon kept ${this.down.acked}-${this.down.sent}`,
+        { code: "replay-gap" },
       );
     }
-    clearTimeout(this.graceTimer);
-    this.graceTimer = undefined;
-    const released = this.bind(ctx);
+    const { att, released } = this.attachment(ctx);
+    this.apply({ type: "attached", att });
+    this.listen(att);
     note(`a detached exec was re-attached: replaying ${replay.length} frame(s) to the wrapper`);
     ctx.sendJson({ type: "attached", received: this.up.received });
     ctx.sendJson({ type: "ack", seq: this.up.processed });
@@ -134,62 +153,81 @@ export class ExecSession {
     if (!this.resume) return;
     if (byToken.get(this.resume.token) === this) byToken.delete(this.resume.token);
     this.resume = null;
-    // Already detached (the stream was lost while the exec was starting): nobody will re-attach.
-    if (this.graceTimer !== undefined && this.current === null) this.lose("link-lost");
+    this.apply({ type: "drop-resume" });
   }
 
-  /**
-   * The client of attachment `gen` went away while the link was down (a client-gone notice on the
-   * next channel). Ignored when the wrapper has attached (or asked to) since: it is alive.
-   */
+  /** The client of attachment `gen` went away while the link was down (a client-gone notice on the next channel). */
   abandon(gen: number): void {
-    if (!abandonApplies(gen, this.latestGen)) {
-      note(`ignored an abandon of attachment ${gen}: the wrapper has asked for attachment ${this.latestGen} since`);
-      return;
-    }
-    note("the wrapper of a detached exec went away during the outage: reaping it");
-    this.lose("client-gone");
+    this.apply({ type: "abandon", gen });
   }
 
   /** Ends the session if it is detached (see loseDetached); true when it did. */
   unreachable(): boolean {
-    if (this.isDone || this.current !== null || this.graceTimer === undefined) return false;
-    note("a detached exec can no longer be re-attached (this daemon's socket path leads elsewhere): reaping it");
-    this.lose("expired");
-    return true;
+    const before = this.model.state.kind;
+    this.apply({ type: "unreachable" });
+    return before !== this.model.state.kind;
   }
 
-  private bind(ctx: AgentContext): Promise<void> {
-    this.current?.release();
+  /** Feeds one event to the session's rules and performs what they decide. */
+  private apply(e: SessionEvent<Attachment>): void {
+    const { model, actions } = stepSession(this.model, e);
+    this.model = model;
+    for (const a of actions) {
+      switch (a.do) {
+        case "start-grace":
+          this.graceTimer = setTimeout(() => this.apply({ type: "grace-expired" }), a.ms);
+          this.graceTimer.unref?.();
+          break;
+        case "stop-grace":
+          clearTimeout(this.graceTimer);
+          this.graceTimer = undefined;
+          break;
+        case "release":
+          a.att.release();
+          break;
+        case "lose":
+          for (const l of this.closeListeners.splice(0)) l(a.how);
+          break;
+        case "finish":
+          clearTimeout(this.graceTimer);
+          if (this.resume && byToken.get(this.resume.token) === this) byToken.delete(this.resume.token);
+          this.resolveDone();
+          break;
+        case "note":
+          note(a.line);
+          break;
+      }
+    }
+  }
+
+  /** A conversation as the session's attachment, and when it is let go. */
+  private attachment(ctx: AgentContext): { att: Attachment; released: Promise<void> } {
     let release!: () => void;
     const released = new Promise<void>((r) => (release = r));
-    const att: Attachment = { ctx, release };
-    this.current = att;
+    return { att: { ctx, release }, released };
+  }
+
+  /** Its frames and close reach the session while it is the attached one. */
+  private listen(att: Attachment): void {
+    const ctx = att.ctx;
     ctx.onFrame((f) => {
       if (this.current === att) this.onUp(f);
     });
-    ctx.onClose((how) => {
-      if (this.current !== att) return;
-      this.current = null;
-      release();
-      this.onStreamClosed(how);
-    });
-    return released;
+    ctx.onClose((how) => this.apply({ type: "stream-closed", att, how }));
   }
 
   private sendDown(buf: Buffer, weight: number, final: boolean): boolean {
     if (this.isDone) return false;
     this.down.append(buf, weight);
-    if (final) this.finalSent = true;
-    return this.current ? this.current.ctx.sendRaw(buf) : true;
+    if (final) this.apply({ type: "final-sent" });
+    const current = this.current;
+    return current ? current.ctx.sendRaw(buf) : true;
   }
 
   private onUp(f: Frame): void {
-    if (isUnnumbered(f)) {
-      const msg = decodeRuntimeMessage(f.payload);
-      if (msg?.type === "ack") this.onAck(msg.seq);
-      return;
-    }
+    const c = decodeConversationFrame(f);
+    if (c.kind === "ack") this.onAck(c.seq);
+    if (c.kind !== "numbered") return;
     if (f.kind === FrameKind.Stdin) this.stdinPending.push(this.up.next(false));
     else this.up.next(true);
     this.scheduleAck();
@@ -200,7 +238,7 @@ export class ExecSession {
   private onAck(seq: number): void {
     const freed = this.down.ack(seq);
     if (freed > 0) for (const l of this.ackListeners) l(freed);
-    if (this.finalSent && this.down.length === 0) this.finish();
+    if (this.down.length === 0) this.apply({ type: "all-acked" });
   }
 
   private scheduleAck(): void {
@@ -210,41 +248,6 @@ export class ExecSession {
       this.ackScheduled = false;
       this.current?.ctx.sendJson({ type: "ack", seq: this.up.processed });
     });
-  }
-
-  private onStreamClosed(how: ConversationEnd): void {
-    if (this.isDone) return;
-    // The wrapper ends its side only after it wrote the exit out; a dead wrapper needs nothing more.
-    if (this.finalSent && (how === "end" || how === "client-gone")) return this.finish();
-    if ((how === "link-lost" || how === "error") && this.resumable) {
-      note(`an exec's stream was lost (${how}): detached, waiting up to ${this.resume!.graceMs} ms for its wrapper`);
-      this.graceTimer = setTimeout(() => {
-        note(`a detached exec's reconnect grace (${this.resume!.graceMs} ms) ran out: reaping it`);
-        this.lose("expired");
-      }, this.resume!.graceMs);
-      this.graceTimer.unref?.();
-      return;
-    }
-    this.lose(how);
-  }
-
-  /** Nobody will attach any more: the op hears it (and reaps), the session ends. */
-  private lose(how: ConversationEnd): void {
-    if (this.lostHow !== null || this.isDone) return;
-    clearTimeout(this.graceTimer);
-    this.lostHow = how;
-    for (const l of this.closeListeners.splice(0)) l(how);
-    this.finish();
-  }
-
-  private finish(): void {
-    if (this.isDone) return;
-    this.isDone = true;
-    clearTimeout(this.graceTimer);
-    if (this.resume && byToken.get(this.resume.token) === this) byToken.delete(this.resume.token);
-    this.current?.release();
-    this.current = null;
-    this.resolveDone();
   }
 }
 
@@ -258,9 +261,6 @@ export function loseDetached(): number {
   for (const s of [...byToken.values()]) if (s.unreachable()) n++;
   return n;
 }
-
-/** The longest reconnect grace (the option's bound); a timer past 2^31 ms would fire at once. */
-export const MAX_GRACE_MS = 86_400_000;
 
 /** The `resume` field of a checked exec.run request, its grace clamped. */
 export function resumeOf(resume: ExecRunRequest["resume"]): { token: string; graceMs: number } | null {

@@ -2,7 +2,8 @@
 // carries an exec means. The host daemon reads the count (it exits only when none is live); a
 // one-shot agent reaps them all when it is hung up on.
 import type { ConversationEnd } from "../context.js";
-import { ABANDON_GRACE_MS, type ExecSupervisor } from "./supervisor.js";
+import type { ExecSupervisor } from "./supervisor.js";
+import { reapDelayMs } from "../../shared/exec-session-core.js";
 import type { WorkspaceLayout } from "../layout.js";
 
 class ExecSupervisors {
@@ -53,11 +54,8 @@ export const execSupervisors = new ExecSupervisors();
 
 /**
  * The exec's conversation ended for good before its exit was reported: the exec is recorded
- * abandoned and its tree reaped. A resumable exec only gets here once nobody can re-attach
- * (exec-session.ts): its wrapper died ("client-gone", also reported by a broker after an outage),
- * or the reconnect grace passed ("expired", reaped at once: the grace was the wait). Anything else
- * (a non-resumable exec's lost link, an orderly end before the exit) waits ABANDON_GRACE_MS first.
+ * abandoned and its tree reaped, when the loss rule says (reapDelayMs in src/shared/exec-session-core.ts).
  */
 export function conversationLost(sup: ExecSupervisor, how: ConversationEnd): Promise<void> {
-  return sup.abandon(how === "expired" ? 0 : ABANDON_GRACE_MS);
+  return sup.abandon(reapDelayMs(how));
 }

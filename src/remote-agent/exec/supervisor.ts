@@ -11,13 +11,8 @@ import { execMembers, killMembers, recordSession } from "../proc/process-set.js"
 import type { WorkspaceLayout } from "../layout.js";
 import { loadWorkspace } from "../workspace/store.js";
 import { sleep } from "../../shared/async.js";
+import { ABANDON_GRACE_MS } from "../../shared/exec-session-core.js";
 import type { ExecHooks } from "../test-hooks.js";
-
-/**
- * Grace between losing the runtime's control channel (wrapper SIGKILLed, link cut) and killing the
- * exec's whole tree, so a killed wrapper leaves no orphan. Long enough to ride out an orderly close racing the exit.
- */
-export const ABANDON_GRACE_MS = 1000;
 
 export interface ExecIdentity {
   pid: number;
