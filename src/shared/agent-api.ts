@@ -672,6 +672,18 @@ export const StreamHeader = variant("kind", {
 });
 export type StreamHeader = Infer<typeof StreamHeader>;
 
+/**
+ * The headers as the openers build them (checked against StreamHeader by the compiler), so that no
+ * kind is spelled outside this declaration. Field order is the wire's: a daemon of another build
+ * (a retire sent to an older one) reads the same bytes as before.
+ */
+export const streamHeader = {
+  agent: Object.freeze({ kind: "agent" }) satisfies StreamHeader,
+  retire: Object.freeze({ kind: "retire" }) satisfies StreamHeader,
+  clientGone: (token: string, gen: number): ClientGoneHeader => ({ kind: "client-gone", token, gen }),
+  notices: (answers: readonly string[]): StreamHeader => ({ kind: "notices", ...(answers.length > 0 ? { answers: [...answers] } : {}) }),
+};
+
 // ---- notices (host daemon → Paseo side, on the notices stream) --------------------------------
 
 /**

@@ -9,7 +9,7 @@ import { EventEmitter } from "node:events";
 import type { Duplex } from "node:stream";
 import { RuntimeError, oneLine } from "../../shared/errors.js";
 import type { MuxStream, StreamClose } from "../../shared/mux.js";
-import type { ClientGoneHeader } from "../../shared/agent-api.js";
+import { streamHeader, type ClientGoneHeader } from "../../shared/agent-api.js";
 import type { RuntimeOptions } from "../../transport/options.js";
 import type { ConnectionPlan } from "../../transport/ssh-config/resolve.js";
 import type { DaemonLink } from "../../transport/daemon-link.js";
@@ -350,7 +350,7 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     const link = this.conns[0]?.host.link;
     if (!link?.connected) return;
     try {
-      const stream = await link.stream({ kind: "retire" });
+      const stream = await link.stream(streamHeader.retire);
       const closed = new Promise<void>((resolve) => stream.once("close", () => resolve()));
       stream.end();
       await Promise.race([closed, new Promise((r) => setTimeout(r, RETIRE_WAIT_MS))]);
@@ -445,7 +445,7 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     for (const [token, a] of [...this.undelivered]) {
       if (a.after && a.after.link === conn.host.link && a.after.link.channelsOpened === a.after.opened) continue;
       try {
-        await this.noticeClientGone(conn.host.link, { kind: "client-gone", token, gen: a.gen });
+        await this.noticeClientGone(conn.host.link, streamHeader.clientGone(token, a.gen));
         if (this.undelivered.get(token) === a) this.undelivered.delete(token);
         this.log("a client that went away during an outage was reported gone to the host daemon");
       } catch (err) {
@@ -504,8 +504,7 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
   private async openNotices(host: SshHost): Promise<void> {
     if (this.closed || this.conns[0]?.host !== host) return;
     try {
-      const answers = this.notices.answers;
-      this.notices.attach(await host.link.stream({ kind: "notices", ...(answers.length > 0 ? { answers } : {}) }));
+      this.notices.attach(await host.link.stream(streamHeader.notices(this.notices.answers)));
     } catch (err) {
       this.log(`opening the notices stream failed: ${oneLine((err as Error).message)}`);
     }
