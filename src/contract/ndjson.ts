@@ -3,41 +3,44 @@
 import type { Readable } from "node:stream";
 import type * as z from "./zod-mini.js";
 import { RuntimeError } from "../shared/errors.js";
+import { LineSplitter } from "../shared/json-lines.js";
 import { parseJsonText, validateMessage } from "./codec.js";
 
 export const EMPTY_FRAME = "Command runtime message frame is empty";
 export const UNTERMINATED_FRAME = "Command runtime message ended before newline";
 
 export class FrameDecoder<S extends z.core.$ZodType> {
-  // Non-fatal: invalid bytes become U+FFFD instead of failing the stream, as in Paseo.
-  private readonly utf8 = new TextDecoder("utf-8", { fatal: false });
-  // Text of the line in progress, in pieces: searching and joining only new text keeps a long
-  // line linear instead of re-copying everything received so far on every chunk.
-  private pending: string[] = [];
+  // Non-fatal: invalid bytes become U+FFFD instead of failing the stream, as in Paseo. Each line
+  // decodes on its own ("\n" never occurs inside a UTF-8 sequence).
+  // ignoreBOM: a BOM is dropped only where a stream decoder would, at the very start.
+  private readonly utf8 = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
+  private readonly lines: LineSplitter;
+  private atStart = true;
 
-  constructor(private readonly schema: S) {}
+  /** `maxLine`: bytes a frame may have (LineTooLong beyond it); unbounded by default. */
+  constructor(
+    private readonly schema: S,
+    maxLine = Number.POSITIVE_INFINITY,
+  ) {
+    this.lines = new LineSplitter(maxLine);
+  }
 
   /** Returns the frames completed by this chunk; throws on the first bad frame. */
   push(chunk: Uint8Array | string): z.output<S>[] {
-    const text = typeof chunk === "string" ? chunk : this.utf8.decode(chunk, { stream: true });
-    const frames: z.output<S>[] = [];
-    let start = 0;
-    for (let newline = text.indexOf("\n"); newline >= 0; newline = text.indexOf("\n", start)) {
-      this.pending.push(text.slice(start, newline));
-      const line = this.pending.join("");
-      this.pending = [];
-      start = newline + 1;
-      frames.push(this.decodeLine(line));
-    }
-    if (start < text.length) this.pending.push(text.slice(start));
-    return frames;
+    const bytes = typeof chunk === "string" ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    return this.lines.push(bytes).map((line) => this.decodeLine(this.text(line)));
   }
 
-  /** Call at end of stream: leftover text (even an incomplete UTF-8 sequence) is an error. */
+  /** Call at end of stream: leftover bytes (even an incomplete UTF-8 sequence) are an error. */
   end(): void {
-    const rest = this.pending.join("") + this.utf8.decode();
-    this.pending = [];
-    if (rest.length > 0) throw new RuntimeError("input", UNTERMINATED_FRAME);
+    if (this.lines.takeRest().length > 0) throw new RuntimeError("input", UNTERMINATED_FRAME);
+  }
+
+  private text(line: Buffer): string {
+    const text = this.utf8.decode(line);
+    if (!this.atStart) return text;
+    this.atStart = false;
+    return text.startsWith("\uFEFF") ? text.slice(1) : text;
   }
 
   private decodeLine(line: string): z.output<S> {

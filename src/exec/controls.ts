@@ -11,6 +11,7 @@ import { isPositiveInt, isRecord } from "../shared/guards.js";
 import { ControlFrameSchema, SpawnControlSchema } from "../contract/exec-schemas.js";
 import { validateMessage } from "../contract/codec.js";
 import { FrameDecoder } from "../contract/ndjson.js";
+import { LineTooLong } from "../shared/json-lines.js";
 
 export type SpawnEnvelope = z.output<typeof SpawnControlSchema>;
 export type ControlFrame = z.output<typeof ControlFrameSchema>;
@@ -49,26 +50,8 @@ export interface ControlReader {
   close(): void;
 }
 
-/** Counts the bytes of the line in progress across chunks; throws once one exceeds `max`. */
-function lineBound(max: number): (chunk: Buffer) => void {
-  let pending = 0;
-  const check = (n: number) => {
-    if (n > max) throw new RuntimeError("input", `fd3 control frame exceeds ${max / (1024 * 1024)} MiB without a newline`);
-  };
-  return (chunk) => {
-    let start = 0;
-    for (let nl = chunk.indexOf(10); nl >= 0; nl = chunk.indexOf(10, start)) {
-      check(pending + nl - start);
-      pending = 0;
-      start = nl + 1;
-    }
-    pending += chunk.length - start;
-    check(pending);
-  };
-}
-
 export function readControls(stream: Readable): ControlReader {
-  const decoder = new FrameDecoder(z.unknown());
+  const decoder = new FrameDecoder(z.unknown(), MAX_CONTROL_LINE);
   const queue: Array<{ frame?: ControlFrame; error?: RuntimeError; end?: true }> = [];
   let listener: ((c: { frame?: ControlFrame; error?: RuntimeError; end?: true }) => void) | null = null;
   let gotEnvelope = false;
@@ -85,12 +68,15 @@ export function readControls(stream: Readable): ControlReader {
     () => fail(new RuntimeError("input", `no spawn envelope on fd3 within ${ENVELOPE_TIMEOUT_MS} ms`)),
     ENVELOPE_TIMEOUT_MS,
   );
-  const lineBytes = lineBound(MAX_CONTROL_LINE);
   const emit = (c: { frame?: ControlFrame; error?: RuntimeError; end?: true }) => (listener ? listener(c) : queue.push(c));
   const fail = (err: unknown) => {
     stopped = true;
     const e =
-      err instanceof RuntimeError ? err : new RuntimeError("input", err instanceof Error ? `${err.name}: ${err.message}` : String(err));
+      err instanceof LineTooLong
+        ? new RuntimeError("input", `fd3 control frame exceeds ${MAX_CONTROL_LINE / (1024 * 1024)} MiB without a newline`)
+        : err instanceof RuntimeError
+          ? err
+          : new RuntimeError("input", err instanceof Error ? `${err.name}: ${err.message}` : String(err));
     if (!gotEnvelope) {
       clearTimeout(timer);
       rejectEnv(e);
@@ -100,7 +86,6 @@ export function readControls(stream: Readable): ControlReader {
   stream.on("data", (chunk: Buffer) => {
     if (stopped) return;
     try {
-      lineBytes(chunk);
       for (const value of decoder.push(chunk)) {
         if (!gotEnvelope) {
           const env = validateEnvelope(value);

@@ -1,5 +1,5 @@
 // Registry of agent operations. Each feature area owns one module; this file only wires names,
-// and its type makes sure every one-shot op of the protocol has a handler answering its type.
+// and its type (from the op table AGENT_OPS) makes every one-shot op need a handler answering its type.
 import type { AgentContext, OneShotHandlers } from "./context.js";
 import type { OneShotOp } from "../shared/agent-api.js";
 import { systemOps } from "./system-ops.js";

@@ -485,7 +485,7 @@ export const ExecAttachRequest = withMessage(
 export type ExecAttachRequest = Infer<typeof ExecAttachRequest>;
 
 /** A request with no fields besides `op` and `root`. */
-export type NoFields = Record<never, never>;
+const NoFields = object({});
 
 export const PoolLoadRequest = object({
   projectKey: withMessage(nullable(matching(/^[a-f0-9]{32}$/)), "pool.load projectKey must be null or 32 hex characters"),
@@ -600,29 +600,17 @@ export const GitCredentialAnswer = object({
 });
 export type GitCredentialAnswer = Infer<typeof GitCredentialAnswer>;
 
-/** Each one-shot op: the fields of its request (besides `op` and `root`) and the value it answers. */
-export interface AgentOps {
-  ping: { request: NoFields; response: { pong: true } };
-  facts: { request: NoFields; response: HostFacts };
-  "pool.load": { request: PoolLoadRequest; response: HostLoad };
-  "workspace.create": { request: CreateRequest; response: CreateResult };
-  "workspace.inspect": { request: WorkspaceTarget; response: InspectResult };
-  "workspace.pause": { request: WorkspaceTarget; response: null };
-  "workspace.resume": { request: WorkspaceTarget; response: WorkspaceView };
-  "workspace.destroy": { request: RemoveRequest; response: RemoveResult };
-  "workspace.release-backing": { request: RemoveRequest; response: RemoveResult };
-  /** The workspace's work (WorkState); `snapshot` records uncommitted work as a commit first. */
-  "workspace.work-state": { request: WorkStateRequest; response: WorkStateAnswer };
-  "workspace.reconcile": { request: ReconcileRequest; response: ReconcileResult };
-  "workspace.merge-info": { request: WorkspaceTarget; response: MergeInfo };
-  "workspace.adopt": { request: AdoptRequest; response: null };
-  /** Streams a pack of HEAD minus `haves` (Stdout frames, then Eof) before answering. */
-  "workspace.export-objects": { request: ExportObjectsRequest; response: { head: string; bytes: number } };
-  "exec.signal": { request: ExecSignalRequest; response: { state: string } };
-  "exec.processes": { request: ExecProcessesRequest; response: { processes: ProcessInfo[] } };
-  /** From our credential helper on the host: relayed to the Paseo side (forwardGitCredentials). */
-  "git.credential": { request: GitCredentialRequest; response: GitCredentialAnswer };
-}
+/**
+ * Each one-shot op: the fields of its request (besides `op` and `root`) and the value it answers,
+ * from the one table AGENT_OPS (below): the runtime's callAgent types, the answer check and the
+ * daemon's exhaustive dispatch (OneShotHandlers) all derive from it.
+ */
+// An interface (not the mapped type itself): its members are resolved per op, so a caller generic
+// over several ops with the same request (lifecycle-command.ts) still type-checks.
+export interface AgentOps extends OpTypes {}
+type OpTypes = {
+  [Op in keyof typeof AGENT_OPS]: { request: Infer<(typeof AGENT_OPS)[Op]["request"]>; response: Infer<(typeof AGENT_OPS)[Op]["answer"]> };
+};
 
 export type OneShotOp = keyof AgentOps;
 /** Streaming ops: they send their own messages until the exec (or the attachment) ends. */
@@ -671,6 +659,18 @@ export const StreamHeader = variant("kind", {
   notices: NoticesHeader,
 });
 export type StreamHeader = Infer<typeof StreamHeader>;
+
+/**
+ * The headers as the openers build them (checked against StreamHeader by the compiler), so that no
+ * kind is spelled outside this declaration. Field order is the wire's: a daemon of another build
+ * (a retire sent to an older one) reads the same bytes as before.
+ */
+export const streamHeader = {
+  agent: Object.freeze({ kind: "agent" }) satisfies StreamHeader,
+  retire: Object.freeze({ kind: "retire" }) satisfies StreamHeader,
+  clientGone: (token: string, gen: number): ClientGoneHeader => ({ kind: "client-gone", token, gen }),
+  notices: (answers: readonly string[]): StreamHeader => ({ kind: "notices", ...(answers.length > 0 ? { answers: [...answers] } : {}) }),
+};
 
 // ---- notices (host daemon → Paseo side, on the notices stream) --------------------------------
 
@@ -830,28 +830,42 @@ export function decodeRuntimeMessage(payload: Buffer | string): RuntimeMessage |
   return msg;
 }
 
-/** What each one-shot op may answer; a runtime refuses any other value. */
-export const ANSWERS: { [Op in OneShotOp]: Guard<AgentAnswer<Op>> } = {
-  ping: object({ pong: literal(true) }),
-  facts: HostFacts,
-  "pool.load": HostLoad,
-  "workspace.create": CreateResult,
-  "workspace.inspect": InspectResult,
-  "workspace.pause": isNull,
-  "workspace.resume": WorkspaceView,
-  "workspace.destroy": RemoveResult,
-  "workspace.release-backing": RemoveResult,
-  "workspace.work-state": WorkStateAnswer,
-  "workspace.reconcile": ReconcileResult,
-  "workspace.merge-info": MergeInfo,
-  "workspace.adopt": isNull,
-  "workspace.export-objects": object({ head: isString, bytes: isInteger }),
-  "exec.signal": object({ state: isString }),
-  "exec.processes": object({ processes: arrayOf(ProcessInfo) }),
-  "git.credential": GitCredentialAnswer,
-};
+/** One op of the table: its request's guard (fields besides `op` and `root`) and its answer's. */
+interface OpDeclaration {
+  request: Guard<Record<string, unknown>>;
+  answer: Guard<unknown>;
+}
+
+/**
+ * Every one-shot op, declared once: what it takes and what it may answer (a runtime refuses any
+ * other value). Adding one here makes the daemon's handler registry fail to compile until it has
+ * a handler answering that type.
+ */
+export const AGENT_OPS = {
+  ping: { request: NoFields, answer: object({ pong: literal(true) }) },
+  facts: { request: NoFields, answer: HostFacts },
+  "pool.load": { request: PoolLoadRequest, answer: HostLoad },
+  "workspace.create": { request: CreateRequest, answer: CreateResult },
+  "workspace.inspect": { request: WorkspaceTarget, answer: InspectResult },
+  "workspace.pause": { request: WorkspaceTarget, answer: isNull },
+  "workspace.resume": { request: WorkspaceTarget, answer: WorkspaceView },
+  "workspace.destroy": { request: RemoveRequest, answer: RemoveResult },
+  "workspace.release-backing": { request: RemoveRequest, answer: RemoveResult },
+  /** The workspace's work (WorkState); `snapshot` records uncommitted work as a commit first. */
+  "workspace.work-state": { request: WorkStateRequest, answer: WorkStateAnswer },
+  "workspace.reconcile": { request: ReconcileRequest, answer: ReconcileResult },
+  "workspace.merge-info": { request: WorkspaceTarget, answer: MergeInfo },
+  "workspace.adopt": { request: AdoptRequest, answer: isNull },
+  /** Streams a pack of HEAD minus `haves` (Stdout frames, then Eof) before answering. */
+  "workspace.export-objects": { request: ExportObjectsRequest, answer: object({ head: isString, bytes: isInteger }) },
+  "exec.signal": { request: ExecSignalRequest, answer: object({ state: isString }) },
+  "exec.processes": { request: ExecProcessesRequest, answer: object({ processes: arrayOf(ProcessInfo) }) },
+  /** From our credential helper on the host: relayed to the Paseo side (forwardGitCredentials). */
+  "git.credential": { request: GitCredentialRequest, answer: GitCredentialAnswer },
+} satisfies Record<string, OpDeclaration>;
 
 /** True when `value` is what `op` answers. */
 export function isAnswer<Op extends OneShotOp>(op: Op, value: unknown): value is AgentAnswer<Op> {
-  return ANSWERS[op](value);
+  const answer: Guard<unknown> = AGENT_OPS[op].answer;
+  return answer(value);
 }

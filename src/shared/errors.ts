@@ -28,6 +28,8 @@ export const FAILURE_CODES = [
   "disk-ran-out",
   /** A git child exited non-zero or was killed (gitFailure). */
   "git-failed",
+  /** A git child failed because its directory is in no repository (gitFailure). */
+  "git-not-a-repository",
   /** git could not be started. */
   "git-missing",
   /** exec.attach: the host daemon does not know the exec (reaped after its grace, or the daemon restarted). */

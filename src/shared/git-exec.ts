@@ -108,6 +108,10 @@ export function gitSubcommand(args: string[]): string {
   return "";
 }
 
+/** git's fatal exit and its first line when no repository is found from the directory (git >= 1.8). */
+const NOT_A_REPOSITORY_EXIT = 128;
+const NOT_A_REPOSITORY = /^fatal: not a git repository\b/m;
+
 /** One line naming the subcommand and why it failed; `timedOutMs`: the timeout killed it. */
 export function gitFailure(
   args: string[],
@@ -121,7 +125,11 @@ export function gitFailure(
   const what = `git ${gitSubcommand(args)}`.trimEnd();
   const why =
     timedOutMs !== undefined ? `did not finish within ${timedOutMs} ms` : `failed (${signal ? `killed by ${signal}` : `exit ${code}`})`;
-  return new RuntimeError(errorClass, `${what} ${why}${detail ? `: ${detail}` : ""}`, { code: "git-failed" });
+  // Read here, where git's own output is interpreted, so that callers branch on the code.
+  const notRepo = code === NOT_A_REPOSITORY_EXIT && NOT_A_REPOSITORY.test(stderr);
+  return new RuntimeError(errorClass, `${what} ${why}${detail ? `: ${detail}` : ""}`, {
+    code: notRepo ? "git-not-a-repository" : "git-failed",
+  });
 }
 
 /** A long-running git child whose stdin/stdout the caller streams (pack transfer). */

@@ -16,6 +16,7 @@
 // while it does not ask for draining; streams with data and credit take turns, SEND_CHUNK at a time.
 import { EventEmitter } from "node:events";
 import type { Duplex } from "node:stream";
+import type { Guard } from "./guards.js";
 
 export const MUX_VERSION = 1;
 
@@ -89,7 +90,14 @@ export interface MuxHello {
   pid?: number;
 }
 
-export interface MuxOptions {
+/**
+ * `header`: the one check of the peer's OPEN headers (the declaration of what may be opened on the
+ * channel): an OPEN whose header fails it is refused (RESET refused) before any `stream` event.
+ * Required for a typed channel; an untyped one (H unknown) takes any JSON object.
+ */
+export type MuxOptions<H = unknown> = MuxBaseOptions & (unknown extends H ? { header?: Guard<H> } : { header: Guard<H> });
+
+interface MuxBaseOptions {
   role: "client" | "server";
   build: string;
   /** Client: ping interval (0: none). Server: ignored, the client's value from its HELLO is used. */
@@ -120,8 +128,16 @@ interface MuxStreamEvents {
   close: [StreamClose];
 }
 
+/** What a stream needs of its mux (narrow, so that a stream's type depends only on its header's). */
+interface StreamSink {
+  schedule(stream: MuxStream): void;
+  forget(stream: MuxStream): void;
+  sendCredit(id: number, n: number): void;
+  sendReset(id: number, reason: ResetReason, message?: string): void;
+}
+
 /** One logical stream: Duplex-like (write/end/pause/resume, `data`/`end`/`drain`/`close`). */
-export class MuxStream extends EventEmitter<MuxStreamEvents> {
+export class MuxStream<H = unknown> extends EventEmitter<MuxStreamEvents> {
   private sendCredit = STREAM_WINDOW;
   private readonly outQueue: Buffer[] = [];
   private queued = 0;
@@ -137,10 +153,10 @@ export class MuxStream extends EventEmitter<MuxStreamEvents> {
   private closedWith: StreamClose | null = null;
 
   constructor(
-    private readonly mux: Mux,
+    private readonly mux: StreamSink,
     readonly id: number,
-    /** The OPEN header (the opener's JSON). */
-    readonly header: unknown,
+    /** The OPEN header (the opener's, checked by MuxOptions.header on the accepting side). */
+    readonly header: H,
   ) {
     super();
   }
@@ -307,9 +323,9 @@ export class MuxStream extends EventEmitter<MuxStreamEvents> {
   }
 }
 
-interface MuxEvents {
-  /** The peer opened a stream (`header` is its JSON). */
-  stream: [MuxStream];
+interface MuxEvents<H> {
+  /** The peer opened a stream (its `header` passed MuxOptions.header). */
+  stream: [MuxStream<H>];
   /** The peer's HELLO arrived. */
   hello: [MuxHello];
   /** The channel is gone (closed, failed, malformed input or keepalive timeout); every stream closed with link-lost. */
@@ -347,8 +363,8 @@ function jsonPayload(value: unknown): Buffer {
 }
 
 /** One end of a multiplexed channel. */
-export class Mux extends EventEmitter<MuxEvents> {
-  private readonly streams = new Map<number, MuxStream>();
+export class Mux<H = unknown> extends EventEmitter<MuxEvents<H>> implements StreamSink {
+  private readonly streams = new Map<number, MuxStream<H>>();
   /** Streams with data (or END) and credit, in turn order. */
   private readonly turns = new Set<MuxStream>();
   private congested = false;
@@ -378,7 +394,7 @@ export class Mux extends EventEmitter<MuxEvents> {
 
   constructor(
     private readonly transport: Duplex,
-    private readonly opts: MuxOptions,
+    private readonly opts: MuxOptions<H>,
   ) {
     super();
     this.setMaxListeners(0);
@@ -446,15 +462,16 @@ export class Mux extends EventEmitter<MuxEvents> {
   }
 
   /** Opens a stream; its OPEN frame is sent at once (before any of its DATA). */
-  open(header: unknown = {}): MuxStream {
+  open(...[header]: unknown extends H ? [header?: H] : [header: H]): MuxStream<H> {
     if (this.closed) throw new MuxError(`mux channel is closed: ${this.closedWhy}`);
     if (this.streams.size >= this.maxStreams) throw new MuxError(`too many streams on one channel (${this.maxStreams})`);
     const id = this.nextId;
     this.nextId += 2;
     if (this.nextId > 0xffffffff) this.nextId = this.opts.role === "client" ? 1 : 2;
-    const stream = new MuxStream(this, id, header);
+    const h = (header ?? {}) as H;
+    const stream = new MuxStream(this, id, h);
     this.streams.set(id, stream);
-    this.writeFrame(MuxFrame.Open, id, jsonPayload(header));
+    this.writeFrame(MuxFrame.Open, id, jsonPayload(h));
     return stream;
   }
 
@@ -685,13 +702,17 @@ export class Mux extends EventEmitter<MuxEvents> {
         if (this.streams.has(id)) return this.fail(`OPEN of stream ${id}, which is open`);
         const header = this.parseJson(payload, "OPEN header");
         if (!header) return;
-        if (this.streams.size >= this.maxStreams || this.listenerCount("stream") === 0) {
-          const message =
-            this.streams.size >= this.maxStreams ? `too many streams on one channel (${this.maxStreams})` : "not accepting streams";
-          this.sendReset(id, "refused", message);
-          return;
-        }
-        const stream = new MuxStream(this, id, header);
+        const refusal =
+          this.streams.size >= this.maxStreams
+            ? `too many streams on one channel (${this.maxStreams})`
+            : this.listenerCount("stream") === 0
+              ? "not accepting streams"
+              : this.opts.header && !this.opts.header(header)
+                ? `unknown or malformed stream header (kind ${JSON.stringify(header.kind)?.slice(0, 40) ?? "none"})`
+                : null;
+        if (refusal !== null) return this.sendReset(id, "refused", refusal);
+        // Checked above when H is declared (MuxOptions requires the guard then); unknown otherwise.
+        const stream = new MuxStream(this, id, header as H);
         this.streams.set(id, stream);
         this.emit("stream", stream);
         return;

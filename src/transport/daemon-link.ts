@@ -7,8 +7,11 @@
 import { Duplex } from "node:stream";
 import { RuntimeError, oneLine } from "../shared/errors.js";
 import { Mux, type MuxCloseCode, type MuxStream, type StreamClose } from "../shared/mux.js";
-import type { StreamHeader } from "../shared/agent-api.js";
+import { StreamHeader, streamHeader } from "../shared/agent-api.js";
 import { AGENT_READY_TIMEOUT_MS, AgentChannel } from "./agent-channel.js";
+
+/** The daemon's channel: the streams the Paseo side opens there are the StreamHeader kinds. */
+type DaemonMux = Mux<StreamHeader>;
 
 export interface DaemonInfo {
   /** Absolute path of the daemon's socket on the host. */
@@ -45,18 +48,18 @@ export interface LinkHooks {
 export type LinkState =
   /** No channel: none opened yet, or the last one was lost or said GOAWAY. */
   | { kind: "idle" }
-  | { kind: "opening"; opening: Promise<Mux> }
-  | { kind: "connected"; mux: Mux }
+  | { kind: "opening"; opening: Promise<DaemonMux> }
+  | { kind: "connected"; mux: DaemonMux }
   /** close() was called: nothing opens any more. */
   | { kind: "closed" };
 
 export type LinkEvent =
-  | { type: "open"; opening: Promise<Mux> }
+  | { type: "open"; opening: Promise<DaemonMux> }
   /** The handshake on `mux` succeeded. */
-  | { type: "up"; mux: Mux }
+  | { type: "up"; mux: DaemonMux }
   | { type: "open-failed" }
   /** `mux` said GOAWAY or closed: it is current no more. */
-  | { type: "gone"; mux: Mux }
+  | { type: "gone"; mux: DaemonMux }
   | { type: "close" };
 
 /** The one transition function of the link's lifecycle; an event the state cannot take is a bug. */
@@ -91,7 +94,7 @@ function lostWithTheNetwork(starter: DaemonStarter, info: StreamClose): boolean 
 export class DaemonLink {
   private state: LinkState = { kind: "idle" };
   /** Channels whose daemon said GOAWAY, still carrying the streams opened before. */
-  private readonly leaving = new Set<Mux>();
+  private readonly leaving = new Set<DaemonMux>();
   private socket: string | null = null;
   /** Set once this connection's server refused stream-local forwarding: every channel is a relay. */
   private relayOnly = false;
@@ -115,7 +118,7 @@ export class DaemonLink {
     return this.state;
   }
 
-  private get mux(): Mux | null {
+  private get mux(): DaemonMux | null {
     return this.state.kind === "connected" ? this.state.mux : null;
   }
 
@@ -143,7 +146,7 @@ export class DaemonLink {
   }
 
   /** Opens one conversation stream, connecting (and starting the daemon) first when needed. */
-  async stream(header: StreamHeader = { kind: "agent" }): Promise<MuxStream> {
+  async stream(header: StreamHeader = streamHeader.agent): Promise<MuxStream<StreamHeader>> {
     const mux = await this.ensure();
     const stream = mux.open(header);
     stream.once("close", () => this.closeIfDrained(mux));
@@ -151,7 +154,7 @@ export class DaemonLink {
   }
 
   /** A channel the daemon said GOAWAY on is closed once its last stream ended. */
-  private closeIfDrained(mux: Mux): void {
+  private closeIfDrained(mux: DaemonMux): void {
     if (this.leaving.has(mux) && mux.streamCount === 0) mux.close("drained after GOAWAY");
   }
 
@@ -192,7 +195,7 @@ export class DaemonLink {
     await this.ensure();
   }
 
-  private ensure(): Promise<Mux> {
+  private ensure(): Promise<DaemonMux> {
     const s = this.state;
     if (s.kind === "closed") return Promise.reject(new RuntimeError("network", `connection to ${this.starter.target} is closing`));
     if (s.kind === "connected" && !s.mux.closed) return Promise.resolve(s.mux);
@@ -204,7 +207,7 @@ export class DaemonLink {
     return opening;
   }
 
-  private async open(): Promise<Mux> {
+  private async open(): Promise<DaemonMux> {
     if (this.socket !== null && !this.relayOnly) {
       // The daemon reached before is probably still there: no process start needed. If it is
       // just exiting (or gone), start over through daemon-up: nothing was opened on it yet.
@@ -230,8 +233,14 @@ export class DaemonLink {
     return this.handshake(await this.starter.relay(), "relay");
   }
 
-  private async handshake(channel: Duplex, how: LinkTransport): Promise<Mux> {
-    const mux = new Mux(channel, { role: "client", build: this.starter.build, keepaliveMs: this.keepaliveMs, log: this.log });
+  private async handshake(channel: Duplex, how: LinkTransport): Promise<DaemonMux> {
+    const mux: DaemonMux = new Mux(channel, {
+      role: "client",
+      build: this.starter.build,
+      keepaliveMs: this.keepaliveMs,
+      log: this.log,
+      header: StreamHeader,
+    });
     let timer: NodeJS.Timeout | undefined;
     try {
       const hello = await Promise.race([

@@ -17,12 +17,15 @@ import { callAgent, type PtyChannel, type PtyRequest, type RemoteHost } from "./
 import { connectSsh, type ConnectHooks, type SshConnection } from "./ssh-connection.js";
 import type { AgentAnswer, OneShotOp, OpRequest } from "../shared/agent-api.js";
 import { withTimeout } from "../shared/async.js";
+import { LineReadError, readFirstLine } from "../shared/json-lines.js";
 import type { ConnectionPlan } from "./ssh-config/resolve.js";
 
 /** Bound for uploading and linking the agent (a few hundred KB). */
 export const INSTALL_TIMEOUT_MS = 60_000;
 const DEFAULT_TERM = "xterm-256color";
 const DEFAULT_DAEMON_IDLE_MS = 300_000;
+/** daemon-up and agent-hold answer with one short JSON line; a longer one is not the agent. */
+const MAX_ANSWER_LINE = 64 * 1024;
 
 type Started = { rest: Buffer } | { report?: BootReport; error: unknown };
 
@@ -87,26 +90,17 @@ export class SshHost implements RemoteHost, DaemonStarter {
 
   /** daemon-up: the daemon of this build runs (started if it did not); where it listens. */
   /** The first line the agent on `ch` writes after its marker (bounded), e.g. daemon-up's answer. */
-  private answerLine(ch: ClientChannel, rest: Buffer, mode: string, ended: string): Promise<string> {
-    const line = new Promise<string>((resolve, reject) => {
-      let text = rest.toString("utf8");
-      const check = () => {
-        const nl = text.indexOf("\n");
-        if (nl >= 0) resolve(text.slice(0, nl));
-      };
-      ch.on("data", (d: Buffer) => {
-        text += d.toString("utf8");
-        check();
-      });
-      ch.once("close", () => reject(new RuntimeError("remote", `${ended}: ${mode} ended without an answer`)));
-      check();
-      ch.resume();
-    });
-    return withTimeout(
-      line,
-      AGENT_READY_TIMEOUT_MS,
-      () => new RuntimeError("network", `${mode} on ${this.target} did not answer within ${AGENT_READY_TIMEOUT_MS} ms`),
-    );
+  private async answerLine(ch: ClientChannel, rest: Buffer, mode: string, ended: string): Promise<string> {
+    try {
+      const line = await readFirstLine(ch, { head: rest, maxLine: MAX_ANSWER_LINE, timeoutMs: AGENT_READY_TIMEOUT_MS });
+      return line.toString("utf8");
+    } catch (err) {
+      if (!(err instanceof LineReadError)) throw err;
+      if (err.reason === "timeout")
+        throw new RuntimeError("network", `${mode} on ${this.target} did not answer within ${AGENT_READY_TIMEOUT_MS} ms`);
+      if (err.reason === "too-long") throw new RuntimeError("remote", `${mode} on ${this.target} gave a malformed answer`);
+      throw new RuntimeError("remote", `${ended}: ${mode} ended without an answer`);
+    }
   }
 
   async daemonUp(): Promise<DaemonInfo> {

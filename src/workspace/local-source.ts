@@ -129,7 +129,7 @@ export async function resolveLocalSource(path: string, placement: PlacementInten
   }
   // Other failures (e.g. git's dubious-ownership refusal) keep git's own one-line reason.
   const top = await localGit(repo, ["rev-parse", "--show-toplevel", "--show-prefix", "--git-common-dir"]).catch((err: unknown) => {
-    if (err instanceof Error && /not a git repository/.test(err.message)) {
+    if (err instanceof RuntimeError && err.code === "git-not-a-repository") {
       throw new RuntimeError("input", `Project directory is not a git repository: ${path}`);
     }
     throw err;

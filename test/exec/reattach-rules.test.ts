@@ -17,6 +17,7 @@ import { nextLinkState, type LinkState } from "../../src/transport/daemon-link.j
 import { AgentChannel } from "../../src/transport/agent-channel.js";
 import { Mux } from "../../src/shared/mux.js";
 import { RuntimeError } from "../../src/shared/errors.js";
+import { StreamHeader } from "../../src/shared/agent-api.js";
 
 const ch = new AgentChannel({ stdin: new PassThrough(), stdout: new PassThrough(), destroy: () => undefined }, { marker: false });
 const other = new AgentChannel({ stdin: new PassThrough(), stdout: new PassThrough(), destroy: () => undefined }, { marker: false });
@@ -97,9 +98,9 @@ describe("exec-link lifecycle", () => {
 });
 
 describe("daemon link lifecycle", () => {
-  const mux = new Mux(new PassThrough(), { role: "client", build: "b" });
-  const stale = new Mux(new PassThrough(), { role: "client", build: "b" });
-  const opening: Promise<Mux> = new Promise(() => undefined);
+  const mux = new Mux(new PassThrough(), { role: "client", build: "b", header: StreamHeader });
+  const stale = new Mux(new PassThrough(), { role: "client", build: "b", header: StreamHeader });
+  const opening: Promise<Mux<StreamHeader>> = new Promise(() => undefined);
 
   it("opens one channel at a time, loses it, opens again, and stays closed once closed", () => {
     let s: LinkState = { kind: "idle" };

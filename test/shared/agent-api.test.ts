@@ -4,7 +4,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { decodeAgentMessage, decodeRuntimeMessage, isAnswer } from "../../src/shared/agent-api.js";
+import { AGENT_OPS, decodeAgentMessage, decodeRuntimeMessage, isAnswer } from "../../src/shared/agent-api.js";
+import { lookupOp } from "../../src/remote-agent/op-registry.js";
+import type { OneShotHandlers } from "../../src/remote-agent/context.js";
 import { execHooks, workspaceHooks, TEST_HOOKS_FILE } from "../../src/remote-agent/test-hooks.js";
 
 const json = (v: unknown) => Buffer.from(JSON.stringify(v));
@@ -53,6 +55,20 @@ describe("answers", () => {
     );
     expect(isAnswer("workspace.inspect", { status: "ready" })).toBe(false);
     expect(isAnswer("exec.processes", { processes: [{ pid: "1", state: "S", command: "x" }] })).toBe(false);
+  });
+});
+
+describe("the one-shot op table", () => {
+  it("every op it declares is dispatched by the daemon as a one-shot op", () => {
+    for (const op of Object.keys(AGENT_OPS)) expect(lookupOp(op)?.streaming, op).toBe(false);
+    expect(lookupOp("workspace.teleport")).toBeUndefined();
+  });
+
+  it("a handler registry without one of its ops does not compile", () => {
+    const unused = async (): Promise<never> => Promise.reject(new Error("not called"));
+    // @ts-expect-error: only ping has a handler (tsc, run by npm run lint, checks this line)
+    const partial: OneShotHandlers = { ping: unused };
+    expect(Object.keys(partial)).toEqual(["ping"]);
   });
 });
 

@@ -14,6 +14,7 @@ import {
   type MuxStream,
   type StreamClose,
 } from "../../src/shared/mux.js";
+import { StreamHeader, streamHeader } from "../../src/shared/agent-api.js";
 
 /** Two connected in-memory duplexes; `hold` buffers a direction until released (a stalled link). */
 function duplexPair(): { a: Duplex; b: Duplex; bytesAtoB: () => number } {
@@ -258,6 +259,35 @@ describe("mux", () => {
     expect(await s[2]!.closed).toEqual({ reason: "refused", message: "too many streams on one channel (2)" });
     expect(client.closed).toBe(false);
     expect(server.streamCount).toBe(2);
+  });
+
+  it("a typed channel refuses an OPEN whose header is not one of its declared kinds, and carries on", async () => {
+    const { a, b } = duplexPair();
+    const client = new Mux(a, { role: "client", build: "c" });
+    const server = new Mux(b, { role: "server", build: "s", header: StreamHeader });
+    const accepted: StreamHeader[] = [];
+    server.on("stream", (t) => {
+      accepted.push(t.header);
+      t.end();
+    });
+    const unknown = collect(client.open({ kind: "teleport" }));
+    const malformed = collect(client.open({ kind: "client-gone", token: 7 }));
+    expect(await unknown.closed).toEqual({ reason: "refused", message: 'unknown or malformed stream header (kind "teleport")' });
+    expect((await malformed.closed).reason).toBe("refused");
+    const good = client.open(streamHeader.clientGone("a".repeat(32), 2));
+    const gc = collect(good);
+    good.end();
+    expect((await gc.closed).reason).toBeNull();
+    expect(accepted).toEqual([{ kind: "client-gone", token: "a".repeat(32), gen: 2 }]);
+    expect(client.closed).toBe(false);
+  });
+
+  it("the declared headers are the bytes the kinds had before (a daemon of another build reads them)", () => {
+    expect(JSON.stringify(streamHeader.agent)).toBe('{"kind":"agent"}');
+    expect(JSON.stringify(streamHeader.retire)).toBe('{"kind":"retire"}');
+    expect(JSON.stringify(streamHeader.notices([]))).toBe('{"kind":"notices"}');
+    expect(JSON.stringify(streamHeader.notices(["git-credential"]))).toBe('{"kind":"notices","answers":["git-credential"]}');
+    expect(JSON.stringify(streamHeader.clientGone("abc", 3))).toBe('{"kind":"client-gone","token":"abc","gen":3}');
   });
 
   it("a side that stops answering is declared dead after three keepalive intervals", async () => {

@@ -1,12 +1,14 @@
 // Source resolution on the Paseo host refuses unusable directories with one clear line each,
 // before anything connects to a host.
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { chownSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { resolveLocalSource } from "../../src/workspace/local-source.js";
 import { RuntimeError } from "../../src/shared/errors.js";
+import { gitResult } from "../../src/shared/git-exec.js";
+import { unless } from "../support/needs.js";
 
 describe("directory source resolution", () => {
   const base = mkdtempSync(join(tmpdir(), "paseo-local-source-"));
@@ -33,6 +35,31 @@ describe("directory source resolution", () => {
     expect(err.errorClass).toBe("input");
     expect(err.message).toBe(`Project directory is not a git repository: ${dir}`);
   });
+
+  it("the git runner says 'not a repository' by its code, not by text", async () => {
+    const dir = mkdtempSync(join(base, "plain-"));
+    const err = await gitResult(["rev-parse", "--show-toplevel"], { cwd: dir }).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(RuntimeError);
+    expect((err as RuntimeError).code).toBe("git-not-a-repository");
+  });
+
+  // Before the code, the runner's message was matched: a path that spells the words turned git's
+  // own reason (here its refusal of a repository another user owns) into the wrong one.
+  it(
+    "a repository whose path says 'not a git repository' keeps git's own reason",
+    unless(process.getuid?.() === 0 ? null : "needs root: the repository is chowned to another user"),
+    async () => {
+      const dir = join(mkdtempSync(join(base, "named-")), "not a git repository");
+      execFileSync("git", ["init", "-q", dir]);
+      chownSync(dir, 65534, 65534);
+      const err = await failure(dir);
+      expect(err.message).not.toBe(`Project directory is not a git repository: ${dir}`);
+      expect(err.message).toMatch(/dubious ownership/);
+    },
+  );
 
   it("a repository without a commit", async () => {
     const dir = mkdtempSync(join(base, "unborn-"));

@@ -28,12 +28,14 @@ import {
   object,
   oneOf,
   optional,
-  parseJson,
   variant,
   type Guard,
   type Infer,
 } from "../../shared/guards.js";
 import { MAX_ATTACH_GEN, RESUME_TOKEN } from "../../shared/stream-replay.js";
+import { LineReadError, readJsonLine, type LineFailure } from "../../shared/json-lines.js";
+
+export type { LineFailure };
 
 export const BrokerRequestSchema = variant("kind", {
   /**
@@ -106,9 +108,6 @@ export function reconnectWindowMs(connectTimeoutMs: number): number {
   return Math.max(5000, 3 * connectTimeoutMs);
 }
 
-/** Why reading a line failed, for callers that act on it (a broker that closed is replaced once). */
-export type LineFailure = "timeout" | "closed" | "failed" | "too-long" | "not-json" | "malformed";
-
 export class BrokerLineError extends RuntimeError {
   constructor(
     readonly reason: LineFailure,
@@ -134,40 +133,16 @@ export function writeLine(sock: Socket, value: unknown): void {
  * the newline are unshifted back so the raw stream that follows starts exactly after it.
  */
 export function readLine<T>(sock: Socket, schema: Guard<T>, timeoutMs: number, what: string): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    let buf = Buffer.alloc(0);
-    const timer = setTimeout(() => fail("timeout", `broker did not send its ${what} within ${timeoutMs} ms`), timeoutMs);
-    const stop = () => {
-      clearTimeout(timer);
-      sock.off("data", onData);
-      sock.off("close", onClose);
-      sock.off("error", onError);
+  return readJsonLine(sock, schema, { maxLine: MAX_LINE, timeoutMs, unshiftRest: true }).catch((err: unknown) => {
+    if (!(err instanceof LineReadError)) throw err;
+    const messages: Record<LineFailure, string> = {
+      timeout: `broker did not send its ${what} within ${timeoutMs} ms`,
+      closed: `broker closed the connection before its ${what}`,
+      failed: `broker connection failed before its ${what}: ${err.detail ?? "error"}`,
+      "too-long": `broker ${what} is too long`,
+      "not-json": `broker ${what} is not JSON`,
+      malformed: `broker ${what} is malformed`,
     };
-    const fail = (reason: LineFailure, message: string) => {
-      stop();
-      reject(new BrokerLineError(reason, message));
-    };
-    const onData = (chunk: Buffer) => {
-      buf = Buffer.concat([buf, chunk]);
-      const nl = buf.indexOf(0x0a);
-      if (nl < 0) {
-        if (buf.length > MAX_LINE) fail("too-long", `broker ${what} is too long`);
-        return;
-      }
-      sock.pause();
-      const rest = buf.subarray(nl + 1);
-      if (rest.length > 0) sock.unshift(rest);
-      const value = parseJson(buf.subarray(0, nl));
-      if (value === undefined) return fail("not-json", `broker ${what} is not JSON`);
-      if (!schema(value)) return fail("malformed", `broker ${what} is malformed`);
-      stop();
-      resolve(value);
-    };
-    const onClose = () => fail("closed", `broker closed the connection before its ${what}`);
-    const onError = (err: Error) => fail("failed", `broker connection failed before its ${what}: ${err.message}`);
-    sock.on("data", onData);
-    sock.once("close", onClose);
-    sock.once("error", onError);
-    sock.resume();
+    throw new BrokerLineError(err.reason, messages[err.reason]);
   });
 }

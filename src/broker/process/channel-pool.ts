@@ -9,7 +9,7 @@ import { EventEmitter } from "node:events";
 import type { Duplex } from "node:stream";
 import { RuntimeError, oneLine } from "../../shared/errors.js";
 import type { MuxStream, StreamClose } from "../../shared/mux.js";
-import type { ClientGoneHeader } from "../../shared/agent-api.js";
+import { streamHeader, type ClientGoneHeader } from "../../shared/agent-api.js";
 import type { RuntimeOptions } from "../../transport/options.js";
 import type { ConnectionPlan } from "../../transport/ssh-config/resolve.js";
 import type { DaemonLink } from "../../transport/daemon-link.js";
@@ -346,7 +346,7 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     const link = this.conns[0]?.host.link;
     if (!link?.connected) return;
     try {
-      const stream = await link.stream({ kind: "retire" });
+      const stream = await link.stream(streamHeader.retire);
       const closed = new Promise<void>((resolve) => stream.once("close", () => resolve()));
       stream.end();
       await Promise.race([closed, new Promise((r) => setTimeout(r, RETIRE_WAIT_MS))]);
@@ -422,7 +422,7 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
     const link = conn.host.link;
     for (const [token, notice] of this.clientGoneQueue.due({ link, opened: link.channelsOpened })) {
       try {
-        await this.noticeClientGone(link, { kind: "client-gone", token, gen: notice.gen });
+        await this.noticeClientGone(link, streamHeader.clientGone(token, notice.gen));
         this.clientGone({ type: "confirmed", token, notice });
       } catch (err) {
         this.log(`reporting a gone client failed (tried again shortly): ${oneLine((err as Error).message)}`);
@@ -480,8 +480,7 @@ export class ChannelPool extends EventEmitter<{ change: []; log: [string]; unrea
   private async openNotices(host: SshHost): Promise<void> {
     if (this.closed || this.conns[0]?.host !== host) return;
     try {
-      const answers = this.notices.answers;
-      this.notices.attach(await host.link.stream({ kind: "notices", ...(answers.length > 0 ? { answers } : {}) }));
+      this.notices.attach(await host.link.stream(streamHeader.notices(this.notices.answers)));
     } catch (err) {
       this.log(`opening the notices stream failed: ${oneLine((err as Error).message)}`);
     }

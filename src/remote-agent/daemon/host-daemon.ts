@@ -31,7 +31,7 @@ import type { ConversationPort } from "../serve-conversation.js";
 import { serveConversation } from "../serve-conversation.js";
 import { execSupervisors } from "../exec/sessions.js";
 import { clientGone, loseDetached, setSessionLog } from "../exec/exec-session.js";
-import { ClientGoneHeader, NoticesHeader } from "../../shared/agent-api.js";
+import { StreamHeader, streamHeader } from "../../shared/agent-api.js";
 import { readProcStat } from "../../shared/proc-stat.js";
 import { expandRoot } from "../expand-root.js";
 import { DAEMON_SOCKET, daemonPaths, idleArg, type DaemonPaths } from "./daemon-paths.js";
@@ -81,7 +81,7 @@ function streamPort(stream: MuxStream): ConversationPort {
 }
 
 class Daemon {
-  private readonly muxes = new Set<Mux>();
+  private readonly muxes = new Set<Mux<StreamHeader>>();
   private retiring = false;
   private lostPath = false;
   private stopping = false;
@@ -137,7 +137,7 @@ class Daemon {
     this.lastBusy = Date.now();
     this.arrivals++;
     sock.on("error", () => undefined);
-    const mux = new Mux(sock, { role: "server", build: this.paths.hash, pid: process.pid, log });
+    const mux = new Mux(sock, { role: "server", build: this.paths.hash, pid: process.pid, log, header: StreamHeader });
     this.muxes.add(mux);
     mux.on("close", (why, code) => {
       this.muxes.delete(mux);
@@ -147,11 +147,11 @@ class Daemon {
     mux.on("stream", (stream) => this.onStream(stream));
   }
 
-  private onStream(stream: MuxStream): void {
-    const header = stream.header as { kind?: unknown };
+  /** Every kind of StreamHeader has its case (the mux refused any other header). */
+  private onStream(stream: MuxStream<StreamHeader>): void {
+    const header = stream.header;
     if (header.kind === "notices") {
       // Not work: the broker keeps one open on every channel, idle or not.
-      if (!NoticesHeader(header)) return stream.reset("refused", "malformed notices header");
       noticeBoard.subscribe(stream, header.answers ?? []);
       return;
     }
@@ -164,7 +164,6 @@ class Daemon {
     }
     if (header.kind === "client-gone") {
       // The late delivery of a resumable exec's client-gone reset; after the sweep, like every op.
-      if (!ClientGoneHeader(header)) return stream.reset("refused", "malformed client-gone notice");
       if (this.noticesDropped < droppedClientGoneNotices(this.paths.root)) {
         this.noticesDropped++;
         log("test hook: a client-gone notice was refused unapplied");
@@ -176,6 +175,7 @@ class Daemon {
       });
       return;
     }
+    header.kind satisfies "agent";
     // Hold the bytes (and the sender, by credit) until the conversation is attached.
     stream.pause();
     void this.swept.then(() => {
@@ -352,8 +352,8 @@ function sendRetire(socket: string, build: string): Promise<void> {
     };
     sock.once("error", (err) => finish(err));
     sock.once("connect", () => {
-      const mux = new Mux(sock, { role: "client", build });
-      const stream = mux.open({ kind: "retire" });
+      const mux = new Mux(sock, { role: "client", build, header: StreamHeader });
+      const stream = mux.open(streamHeader.retire);
       stream.once("close", () => finish());
       stream.end();
     });

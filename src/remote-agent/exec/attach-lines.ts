@@ -2,28 +2,14 @@
 // pty-attach process. Both ends are our own code on the same host; the socket lives in a 0700
 // directory, so the launch message may carry the workload env (never a command line or file).
 import type { Socket } from "node:net";
-import {
-  arrayOf,
-  isBoolean,
-  isInteger,
-  isString,
-  literal,
-  nullable,
-  object,
-  recordOf,
-  variant,
-  type Guard,
-  type Infer,
-} from "../../shared/guards.js";
+import { isInteger, isString, isUnknown, literal, object, variant, type Guard, type Infer } from "../../shared/guards.js";
+import { onJsonLines } from "../../shared/json-lines.js";
+import { RelayExit, RelayResized, RelaySpawnFailed, RelaySpawned, WORKLOAD_FIELDS } from "../terminal/relay-messages.js";
 
 /** control agent → pty-attach: what to spawn (the workload env travels only here). */
 export const LaunchLine = object({
   type: literal("launch"),
-  file: isString,
-  args: arrayOf(isString),
-  argv0: isString,
-  cwd: isString,
-  env: recordOf(isString),
+  ...WORKLOAD_FIELDS,
   tagPath: isString,
 });
 export type LaunchLine = Infer<typeof LaunchLine>;
@@ -32,30 +18,17 @@ export type LaunchLine = Infer<typeof LaunchLine>;
 export const CheckSizeLine = object({ type: literal("check-size"), id: isInteger, rows: isInteger, cols: isInteger });
 export type CheckSizeLine = Infer<typeof CheckSizeLine>;
 
-/** pty-attach → control agent: the workload runs; its identity. */
-export const SpawnedLine = object({ type: literal("spawned"), pid: isInteger, pgid: isInteger, sid: isInteger, startTime: isString });
-export type SpawnedLine = Infer<typeof SpawnedLine>;
-
-/** pty-attach → control agent: the program could not be executed (126/127 and the text to show). */
-export const SpawnFailedLine = object({ type: literal("spawn-failed"), code: isInteger, message: isString });
-export type SpawnFailedLine = Infer<typeof SpawnFailedLine>;
-
-/** pty-attach → control agent: the answer to `check-size`. */
-export const SizeLine = object({ type: literal("size"), id: isInteger, ok: isBoolean });
-export type SizeLine = Infer<typeof SizeLine>;
-
-/** pty-attach → control agent: the workload's wait status. */
-export const AttachExitLine = object({ type: literal("exit"), code: nullable(isInteger), signal: nullable(isString) });
-export type AttachExitLine = Infer<typeof AttachExitLine>;
+// pty-attach → control agent: the same status messages as the terminal relay's (spawned,
+// spawn-failed, resized: the answer to `check-size`, exit), declared once in relay-messages.ts.
 
 export const isControlLine = variant("type", { launch: LaunchLine, "check-size": CheckSizeLine });
 export type ControlLine = Infer<typeof isControlLine>;
 
 export const isAttachLine = variant("type", {
-  spawned: SpawnedLine,
-  "spawn-failed": SpawnFailedLine,
-  size: SizeLine,
-  exit: AttachExitLine,
+  spawned: RelaySpawned,
+  "spawn-failed": RelaySpawnFailed,
+  resized: RelayResized,
+  exit: RelayExit,
 });
 export type AttachLine = Infer<typeof isAttachLine>;
 
@@ -63,29 +36,15 @@ export function sendLine(sock: Socket, msg: ControlLine | AttachLine): void {
   if (!sock.destroyed) sock.write(JSON.stringify(msg) + "\n");
 }
 
+/**
+ * The launch line carries the workload env: a large one is several MiB (fd3 takes 16 MiB), so the
+ * bound is generous; it only stops a peer that never sends a newline.
+ */
+const MAX_ATTACH_LINE = 64 * 1024 * 1024;
+
 /** Calls `handle` for each line that passes `guard`; a line that is not JSON ends the connection. */
 export function onLines<T>(sock: Socket, guard: Guard<T>, handle: (msg: T) => void): void {
-  // The line in progress, in pieces: a launch line of several MiB (a large env) is joined once
-  // instead of being re-scanned and re-copied for every chunk.
-  let pending: string[] = [];
-  sock.setEncoding("utf8");
-  sock.on("data", (chunk: string) => {
-    let start = 0;
-    for (let nl = chunk.indexOf("\n"); nl >= 0; nl = chunk.indexOf("\n", start)) {
-      pending.push(chunk.slice(start, nl));
-      const line = pending.join("");
-      pending = [];
-      start = nl + 1;
-      if (line === "") continue;
-      let msg: unknown;
-      try {
-        msg = JSON.parse(line);
-      } catch {
-        sock.destroy();
-        return;
-      }
-      if (guard(msg)) handle(msg);
-    }
-    if (start < chunk.length) pending.push(chunk.slice(start));
+  onJsonLines(sock, { maxLine: MAX_ATTACH_LINE, guard: isUnknown, onStop: () => sock.destroy() }, (msg) => {
+    if (guard(msg)) handle(msg);
   });
 }

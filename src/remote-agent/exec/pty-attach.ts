@@ -145,7 +145,7 @@ export function ptyAttachMain(token: string): void {
       });
     } else if (msg.type === "check-size") {
       const id = msg.id;
-      void confirmSize(msg.rows, msg.cols).then((ok) => sendLine(sock, { type: "size", id, ok }));
+      void confirmSize(msg.rows, msg.cols).then((ok) => sendLine(sock, { type: "resized", id, ok }));
     }
   });
 }

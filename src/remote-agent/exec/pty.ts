@@ -183,7 +183,7 @@ async function runSshdPty(ctx: ExecContext, sup: ExecSupervisor, launch: Launch,
           sup.complete(msg.code, null);
           resolve("exit");
         });
-      } else if (msg.type === "size") {
+      } else if (msg.type === "resized") {
         ctx.sendJson({ type: "resized", id: msg.id, ok: msg.ok });
       } else if (msg.type === "exit") {
         const { code, signal } = msg;

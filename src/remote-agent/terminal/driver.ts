@@ -10,6 +10,8 @@ import { RuntimeError, oneLine } from "../../shared/errors.js";
 import type { UsableTerminalSupport } from "./terminal-probe.js";
 import { scriptArgs } from "./terminal-probe.js";
 import { verifiedRelayFile } from "./sources.js";
+import { RelayStatus, type RelayControl } from "./relay-messages.js";
+import { onJsonLines } from "../../shared/json-lines.js";
 
 export interface TerminalSpec {
   /** Program file passed to execve (already resolved). */
@@ -78,6 +80,8 @@ const RESIZE_TIMEOUT_MS = 5_000;
 /** close(): the relay's own hang-up is bounded by ~3 s; past this it is SIGKILLed. */
 const CLOSE_TIMEOUT_MS = 6_000;
 const STDERR_KEEP = 4096;
+/** Status lines are a few numbers and one error text; a longer one is not the relay's. */
+const MAX_STATUS_LINE = 1024 * 1024;
 
 const validSize = (n: number) => Number.isInteger(n) && n >= 1 && n <= 65535;
 
@@ -123,23 +127,24 @@ class RelayTerminal implements Terminal {
 
     let onStart: (() => void) | null = null;
     this.started = new Promise<void>((resolve) => (onStart = resolve));
-    readLines(status, (msg) => {
+    // A line that is not one of the declared status messages is not ours: skipped.
+    onJsonLines(status, { maxLine: MAX_STATUS_LINE, guard: RelayStatus, onInvalid: "skip" }, (msg) => {
       if (msg.type === "spawned") {
-        this.pid = Number(msg.pid);
-        this.pgid = Number(msg.pgid);
-        this.sid = Number(msg.sid);
-        this.startTime = String(msg.startTime);
+        this.pid = msg.pid;
+        this.pgid = msg.pgid;
+        this.sid = msg.sid;
+        this.startTime = msg.startTime;
         onStart!();
       } else if (msg.type === "spawn-failed") {
-        this.spawnError = { code: Number(msg.code), message: String(msg.message) };
+        this.spawnError = { code: msg.code, message: msg.message };
         onStart!();
       } else if (msg.type === "resized") {
-        this.resizes.get(Number(msg.id))?.(msg.ok === true);
-        this.resizes.delete(Number(msg.id));
+        this.resizes.get(msg.id)?.(msg.ok);
+        this.resizes.delete(msg.id);
       } else if (msg.type === "exit") {
-        this.exit = { code: typeof msg.code === "number" ? msg.code : null, signal: typeof msg.signal === "string" ? msg.signal : null };
+        this.exit = { code: msg.code, signal: msg.signal };
       } else if (msg.type === "error") {
-        this.failure = String(msg.message);
+        this.failure = msg.message;
       }
     });
     const statusEnded = new Promise<void>((resolve) => status.once("close", resolve));
@@ -158,7 +163,7 @@ class RelayTerminal implements Terminal {
     this.exited.catch(() => undefined);
   }
 
-  send(msg: Record<string, unknown>): boolean {
+  send(msg: RelayControl): boolean {
     if (this.done || this.control.writableEnded || this.control.destroyed) return false;
     this.control.write(JSON.stringify(msg) + "\n");
     return true;
@@ -191,25 +196,6 @@ class RelayTerminal implements Terminal {
     await this.exited.catch(() => undefined);
     clearTimeout(timer);
   }
-}
-
-function readLines(stream: Socket, onMessage: (msg: Record<string, unknown>) => void): void {
-  let buf = "";
-  stream.setEncoding("utf8");
-  stream.on("data", (chunk: string) => {
-    buf += chunk;
-    let nl: number;
-    while ((nl = buf.indexOf("\n")) >= 0) {
-      const line = buf.slice(0, nl);
-      buf = buf.slice(nl + 1);
-      try {
-        const msg = JSON.parse(line) as unknown;
-        if (msg && typeof msg === "object") onMessage(msg as Record<string, unknown>);
-      } catch {
-        // not ours; the relay writes only JSON lines here
-      }
-    }
-  });
 }
 
 /** A relay process started before any exec needs it, waiting for its launch (python3 only). */

@@ -14,6 +14,8 @@ import {
   CredentialAction,
   GitCredentialAnswer,
   GitCredentialRequest,
+  StreamHeader,
+  streamHeader,
   type CredentialAttributes,
   type GitCredentialAsk,
 } from "../../shared/agent-api.js";
@@ -130,9 +132,9 @@ function askDaemon(agentFile: string, request: GitCredentialRequest): Promise<Gi
     };
     sock.once("error", () => finish(refused("the host daemon is not running: no Paseo side is connected to this host")));
     sock.once("connect", () => {
-      const mux = new Mux(sock, { role: "client", build: paths.hash });
+      const mux = new Mux(sock, { role: "client", build: paths.hash, header: StreamHeader });
       mux.once("close", () => finish(refused("the host daemon closed the conversation")));
-      const stream = mux.open({ kind: "agent" });
+      const stream = mux.open(streamHeader.agent);
       const decoder = new BinaryFrameDecoder();
       stream.on("data", (d) => {
         for (const f of decoder.push(d)) {

@@ -19,7 +19,8 @@ import type { FrameInbox } from "./frame-inbox.js";
 export const INCOMING_PREFIX = "incoming-";
 
 function receiveFailure(err: unknown): unknown {
-  if (!(err instanceof RuntimeError) || (err.code !== "git-failed" && err.code !== "git-missing")) return err;
+  if (!(err instanceof RuntimeError) || (err.code !== "git-failed" && err.code !== "git-not-a-repository" && err.code !== "git-missing"))
+    return err;
   return new RuntimeError("remote", `Receiving objects on the remote host failed: ${err.message}`);
 }
 
