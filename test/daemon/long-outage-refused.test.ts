@@ -4,7 +4,7 @@
 // kept: re-attached, not restarted, not abandoned. One drill per file, so that they run side by side (the other is long-outage.test.ts).
 import { afterEach, describe, it } from "vitest";
 import { faultRig, survivesOutage } from "../support/resume.js";
-import { needs, unless } from "../support/needs.js";
+import { longSuite } from "../support/needs.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -15,7 +15,7 @@ const rig = faultRig(cleanups);
 
 describe(
   "refused connections for longer than a minute, within reconnectGraceMs (default options)",
-  unless(needs.longDrill("90 s of refused connections")),
+  longSuite("90 s of refused connections"),
   () => {
     it("90 s of refused connections (the links reset, the port closed): the counter's output is exactly 1..N, its exit code kept", async () => {
       await survivesOutage(rig, "outage-refused", (p) => p.refuse(), { ms: 90_000, n: 240, sleepS: 0.5, code: 4 });

@@ -4,7 +4,7 @@
 // kept: re-attached, not restarted, not abandoned. One drill per file, so that they run side by side.
 import { afterEach, describe, it } from "vitest";
 import { faultRig, survivesOutage } from "../support/resume.js";
-import { needs, unless } from "../support/needs.js";
+import { longSuite } from "../support/needs.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -13,7 +13,7 @@ afterEach(async () => {
 
 const rig = faultRig(cleanups);
 
-describe("an outage longer than a minute, within reconnectGraceMs (default options)", unless(needs.longDrill("a 150 s blackhole")), () => {
+describe("an outage longer than a minute, within reconnectGraceMs (default options)", longSuite("a 150 s blackhole"), () => {
   it("a silent 150 s blackhole: the counter's output is exactly 1..N, its exit code kept", async () => {
     // ~2.5 lines/s for 160 s.
     await survivesOutage(rig, "outage-blackhole", (p) => p.blackhole(), { ms: 150_000, n: 400, sleepS: 0.4, code: 3 });

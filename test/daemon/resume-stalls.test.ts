@@ -8,7 +8,7 @@ import { brokerStats } from "../support/broker.js";
 import { sleep } from "../support/exec.js";
 import { waitFor } from "../rig/rig.js";
 import { PATH, counter, daemonLog, expectOneToN, faultRig, recordOf } from "../support/resume.js";
-import { needs, unless } from "../support/needs.js";
+import { longSuite } from "../support/needs.js";
 import { requireView } from "../support/host-view.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -18,7 +18,7 @@ afterEach(async () => {
 
 const { proxiedWorkspace, outage } = faultRig(cleanups);
 
-describe("resumable execs through silent links", unless(needs.longDrill("a 40 s blackhole and a 60 s stop")), () => {
+describe("resumable execs through silent links", longSuite("a 40 s blackhole and a 60 s stop"), () => {
   it("a 40 s blackhole at keepaliveIntervalMs 5000: both sides declare the link dead, the exec finishes meanwhile, its output and exit arrive after", async () => {
     const { proxy, ws } = await proxiedWorkspace("resume-blackhole", { keepaliveIntervalMs: 5000 });
     const N = 60;

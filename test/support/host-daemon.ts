@@ -66,7 +66,9 @@ export async function finish(ws: ExecWorkspace): Promise<void> {
   // A bound against a daemon that never exits; on a loaded machine it has taken over 15 s.
   await waitFor(() => runtimeProcesses(ws.configuredRoot).length === 0, 30_000).catch((err: Error) => {
     const left = runtimeProcesses(ws.configuredRoot).map((p) => `${p.pid} ${p.args}`);
-    throw new Error(`${err.message}: runtime processes left for ${ws.configuredRoot}: ${left.join(" | ") || "(none now)"}\n${logs}\nbroker log:\n${brokerLog}`);
+    throw new Error(
+      `${err.message}: runtime processes left for ${ws.configuredRoot}: ${left.join(" | ") || "(none now)"}\n${logs}\nbroker log:\n${brokerLog}`,
+    );
   });
 }
 
