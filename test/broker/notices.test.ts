@@ -3,7 +3,8 @@
 // removals too; after a link reset the broker reconnects by itself and the daemon's snapshot
 // brings it up to date (a key removed during the outage is gone, one added is there); the stream
 // keeps the broker up while it holds notices, and keeps neither it nor the daemon up otherwise.
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { openHost } from "../../src/broker/open-host.js";
 import type { RuntimeOptions } from "../../src/transport/options.js";
 import { suiteRoot } from "../support/workspace.js";
@@ -12,10 +13,7 @@ import { throughProxy } from "../support/host-daemon.js";
 import { setDaemonTestNotices } from "../support/test-hooks.js";
 import { needs, unless } from "../support/needs.js";
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = suite();
 
 /** Polls `probe` until `ok` holds of its value (bounded); the last value is returned either way for the assertion. */
 async function until<T>(probe: () => Promise<T>, ok: (v: T) => boolean, ms: number): Promise<T> {

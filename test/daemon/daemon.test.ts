@@ -8,7 +8,8 @@
 import { copyFileSync, existsSync, appendFileSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { longSuite } from "../support/needs.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { agentBundle } from "../../src/transport/bootstrap.js";
@@ -27,10 +28,7 @@ import { onHost, requireView } from "../support/host-view.js";
 /** Whether a host pid (a daemon's) is still running. */
 const aliveOnHost = (pid: number) => !requireView().isGone(pid);
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = suite();
 
 const PATH = { PATH: "/usr/bin:/bin" };
 

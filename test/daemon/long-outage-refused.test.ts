@@ -2,14 +2,12 @@
 // answer (~60 s), but within reconnectGraceMs (600 s by default), at default options, against the
 // real sshd through the fault proxy. The exec must survive with its output exact and its exit code
 // kept: re-attached, not restarted, not abandoned. One drill per file, so that they run side by side (the other is long-outage.test.ts).
-import { afterEach, describe, it } from "vitest";
+import { describe, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { faultRig, survivesOutage } from "../support/resume.js";
 import { longSuite } from "../support/needs.js";
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = suite();
 
 const rig = faultRig(cleanups);
 

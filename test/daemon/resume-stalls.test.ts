@@ -2,7 +2,8 @@
 // link, and a sleeping laptop (the Paseo-side processes SIGSTOPped while TCP stays up). Both sides
 // must declare the link dead by their keepalives and the exec must come back whole. Apart from
 // resume.test.ts because each drill takes about a minute: they run beside the rest of the suite.
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { brokerStats } from "../support/broker.js";
 import { sleep } from "../support/exec.js";
@@ -11,10 +12,7 @@ import { PATH, counter, daemonLog, expectOneToN, faultRig, recordOf } from "../s
 import { longSuite } from "../support/needs.js";
 import { requireView } from "../support/host-view.js";
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = suite();
 
 const { proxiedWorkspace, outage } = faultRig(cleanups);
 

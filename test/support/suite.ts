@@ -8,7 +8,8 @@ import { tmpdir } from "node:os";
 import { isAbsolute, join } from "node:path";
 import { afterAll, afterEach } from "vitest";
 
-export type Cleanup = () => Promise<void> | void;
+/** Its result is awaited when it is a promise. */
+export type Cleanup = () => unknown;
 
 /** What helpers that register cleanups take: a Suite, or a plain array someone else runs. */
 export interface Cleanups {
