@@ -8,7 +8,8 @@ import { suite } from "../support/suite.js";
 import { openHost } from "../../src/broker/open-host.js";
 import type { RuntimeOptions } from "../../src/transport/options.js";
 import { suiteRoot } from "../support/workspace.js";
-import { brokerNotices, brokerOptions, brokerStats, stopBroker } from "../support/broker.js";
+import { alive, brokerNotices, brokerOptions, brokerStats, stopBroker } from "../support/broker.js";
+import { waitFor } from "../rig/rig.js";
 import { throughProxy } from "../support/host-daemon.js";
 import { setDaemonTestNotices } from "../support/test-hooks.js";
 import { needs, unless } from "../support/needs.js";
@@ -78,8 +79,9 @@ describe("notices from the host daemon", unless(needs.localHost("writes the daem
     // Nothing held: the broker idles out although its notices stream is open.
     setDaemonTestNotices(root, {});
     expect(await until(() => brokerNotices(options, "test"), same([]), 10_000)).toEqual([]);
-    // (Not polled meanwhile: every question to the broker is activity.)
-    await new Promise((r) => setTimeout(r, 6000));
+    // Watched by its pid, not asked: every question to the broker is activity. Same 6 s bound as
+    // the fixed wait this was, ended as soon as the broker is gone (brokerIdleMs 2000).
+    await waitFor(() => !alive(stats!.pid), 6000);
     expect(await brokerStats(options)).toBeNull();
   });
 
