@@ -1,13 +1,11 @@
 // The fault proxy the link-loss tests and the benchmark put in front of sshd: it must really
 // break links the way networks do, or the tests built on it prove nothing.
 import { createServer, connect, type Server, type Socket } from "node:net";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { startDelayProxy, type DelayProxy } from "../../bench/delay-proxy.mjs";
 
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = suite();
 
 async function echoServer(): Promise<{ port: number; accepted: () => number }> {
   let accepted = 0;

@@ -7,7 +7,8 @@ import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { startDelayProxy, type DelayProxy } from "../../bench/delay-proxy.mjs";
 import { parseRuntimeOptions, type RuntimeOptions } from "../../src/transport/options.js";
 import { BrokerHost } from "../../src/broker/client/broker-host.js";
@@ -20,10 +21,7 @@ import { alive, brokerOptions, brokerStats, stopBroker, targetOf } from "../supp
 import { ownLogin } from "../support/own-login.js";
 import { extraSshdSkipReason, startExtraSshd } from "../support/extra-sshd.js";
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = suite();
 
 function track(options: RuntimeOptions): RuntimeOptions {
   cleanups.push(() => stopBroker(options));

@@ -4,7 +4,8 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import type { Options } from "../../src/contract/index.js";
 import { lifecycleRequest, runCli } from "../support/run-cli.js";
 import { brokerStats, stopBroker } from "../support/broker.js";
@@ -27,10 +28,7 @@ async function withAgentSock<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = suite();
 
 describe("broker environment", unless(needs.linux("reads the broker's environment from /proc/<pid>/environ")), () => {
   it("a broker started by an operation whose env holds a secret never sees it; SSH_AUTH_SOCK is kept", async () => {

@@ -3,19 +3,18 @@
 // removals too; after a link reset the broker reconnects by itself and the daemon's snapshot
 // brings it up to date (a key removed during the outage is gone, one added is there); the stream
 // keeps the broker up while it holds notices, and keeps neither it nor the daemon up otherwise.
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { openHost } from "../../src/broker/client/open-host.js";
 import type { RuntimeOptions } from "../../src/transport/options.js";
 import { suiteRoot } from "../support/workspace.js";
-import { brokerNotices, brokerOptions, brokerStats, stopBroker } from "../support/broker.js";
+import { alive, brokerNotices, brokerOptions, brokerStats, stopBroker } from "../support/broker.js";
+import { waitFor } from "../rig/rig.js";
 import { throughProxy } from "../support/host-daemon.js";
 import { setDaemonTestNotices } from "../support/test-hooks.js";
 import { needs, unless } from "../support/needs.js";
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = suite();
 
 /** Polls `probe` until `ok` holds of its value (bounded); the last value is returned either way for the assertion. */
 async function until<T>(probe: () => Promise<T>, ok: (v: T) => boolean, ms: number): Promise<T> {
@@ -80,8 +79,9 @@ describe("notices from the host daemon", unless(needs.localHost("writes the daem
     // Nothing held: the broker idles out although its notices stream is open.
     setDaemonTestNotices(root, {});
     expect(await until(() => brokerNotices(options, "test"), same([]), 10_000)).toEqual([]);
-    // (Not polled meanwhile: every question to the broker is activity.)
-    await new Promise((r) => setTimeout(r, 6000));
+    // Watched by its pid, not asked: every question to the broker is activity. Same 6 s bound as
+    // the fixed wait this was, ended as soon as the broker is gone (brokerIdleMs 2000).
+    await waitFor(() => !alive(stats!.pid), 6000);
     expect(await brokerStats(options)).toBeNull();
   });
 

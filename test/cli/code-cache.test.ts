@@ -3,15 +3,14 @@
 // the directory; the first successful run writes the cache (a refused one does not), later runs use
 // it without rewriting; a cache others could write, or one that is damaged, is never used, and the
 // answer stays byte for byte the same; caches of other builds of the operation are removed.
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { brokerDirCandidates } from "../../src/broker/common/broker-paths.js";
 import { runCli } from "../support/run-cli.js";
 
-const tmp = mkdtempSync(join(tmpdir(), "paseo-code-cache-"));
-afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+const tmp = suite("all").tmp("paseo-code-cache-");
 
 const env: NodeJS.ProcessEnv = { ...process.env, TMPDIR: tmp };
 delete env.XDG_RUNTIME_DIR;

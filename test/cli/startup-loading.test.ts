@@ -9,17 +9,18 @@
 // that does load the thing (an argv refusal loads commander, `--help` writes through
 // process.stdout, an in-process connection loads ssh2, node:child_process and node:crypto, any other operation
 // its bundle and every contract schema).
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { homedir, tmpdir } from "node:os";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { ExecWorkspace, exitOf } from "../support/exec.js";
 import { lifecycleRequest, runCli } from "../support/run-cli.js";
 import { needs, skipUnless } from "../support/needs.js";
 import { SYSTEM_CONFIG } from "../../src/transport/ssh-config/ssh-g.js";
 
-const dir = mkdtempSync(join(tmpdir(), "paseo-loading-"));
+const dir = suite("all").tmp("paseo-loading-");
 let runs = 0;
 
 beforeAll(() => {
@@ -67,7 +68,6 @@ beforeAll(() => {
     ].join("\n"),
   );
 });
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** A fresh log and the env that makes the executable write it. */
 function traced(): { env: NodeJS.ProcessEnv; loaded: () => Loaded } {

@@ -8,7 +8,9 @@
 import { copyFileSync, existsSync, appendFileSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
+import { longSuite } from "../support/needs.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { agentBundle } from "../../src/transport/bootstrap.js";
 import { connectSsh } from "../../src/transport/ssh-connection.js";
@@ -26,10 +28,7 @@ import { onHost, requireView } from "../support/host-view.js";
 /** Whether a host pid (a daemon's) is still running. */
 const aliveOnHost = (pid: number) => !requireView().isGone(pid);
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = suite();
 
 const PATH = { PATH: "/usr/bin:/bin" };
 
@@ -49,56 +48,60 @@ async function liveExecs(ws: ExecWorkspace, n: number, tag: string) {
 const skip = extraSshdSkipReason();
 
 describe("host daemon", () => {
-  it("100 live pipes execs through an sshd with MaxSessions 10: one SSH connection, exact results, at most 3 runtime processes within 150 MiB", async (ctx) => {
-    if (skip) return ctx.skip(skip);
-    const sshd: ExtraSshd = await startExtraSshd(["MaxSessions 10"]);
-    cleanups.push(() => sshd.stop());
-    const ws = new ExecWorkspace("daemon-100", sshd.options());
-    cleanups.push(() => finish(ws));
-    await ws.create();
-    const N = 100;
-    const handles: ExecHandle[] = [];
-    for (let i = 0; i < N; i++) {
-      handles.push(
-        ws.start(
-          { argv: ["/bin/sh", "-c", `echo start-${i}; read line; echo "got-$line"; exit ${i % 50}`], env: PATH },
-          { keepStdinOpen: true },
-        ),
+  it(
+    "100 live pipes execs through an sshd with MaxSessions 10: one SSH connection, exact results, at most 3 runtime processes within 150 MiB",
+    { ...longSuite("100 execs at once"), timeout: 600_000 },
+    async (ctx) => {
+      if (skip) return ctx.skip(skip);
+      const sshd: ExtraSshd = await startExtraSshd(["MaxSessions 10"]);
+      cleanups.push(() => sshd.stop());
+      const ws = new ExecWorkspace("daemon-100", sshd.options());
+      cleanups.push(() => finish(ws));
+      await ws.create();
+      const N = 100;
+      const handles: ExecHandle[] = [];
+      for (let i = 0; i < N; i++) {
+        handles.push(
+          ws.start(
+            { argv: ["/bin/sh", "-c", `echo start-${i}; read line; echo "got-$line"; exit ${i % 50}`], env: PATH },
+            { keepStdinOpen: true },
+          ),
+        );
+      }
+      await Promise.all(handles.map((h, i) => h.waitOutput(`start-${i}\n`, 240_000)));
+      // All 100 are live now (each waits for its stdin line): measure the host side.
+      let peakCount = 0;
+      let peakRssKiB = 0;
+      let procs: HostProc[] = [];
+      for (let sample = 0; sample < 5; sample++) {
+        procs = runtimeProcesses(ws.configuredRoot);
+        peakCount = Math.max(peakCount, procs.length);
+        peakRssKiB = Math.max(
+          peakRssKiB,
+          procs.reduce((n, p) => n + p.rssKiB, 0),
+        );
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      console.log(
+        `100 live execs: ${peakCount} runtime process(es) on the host, ${(peakRssKiB / 1024).toFixed(1)} MiB RSS in total: ${procs.map((p) => `${p.args.replace(/^.*agent\.cjs /, "")} ${(p.rssKiB / 1024).toFixed(1)} MiB`).join("; ")}`,
       );
-    }
-    await Promise.all(handles.map((h, i) => h.waitOutput(`start-${i}\n`, 240_000)));
-    // All 100 are live now (each waits for its stdin line): measure the host side.
-    let peakCount = 0;
-    let peakRssKiB = 0;
-    let procs: HostProc[] = [];
-    for (let sample = 0; sample < 5; sample++) {
-      procs = runtimeProcesses(ws.configuredRoot);
-      peakCount = Math.max(peakCount, procs.length);
-      peakRssKiB = Math.max(
-        peakRssKiB,
-        procs.reduce((n, p) => n + p.rssKiB, 0),
-      );
-      await new Promise((r) => setTimeout(r, 200));
-    }
-    console.log(
-      `100 live execs: ${peakCount} runtime process(es) on the host, ${(peakRssKiB / 1024).toFixed(1)} MiB RSS in total: ${procs.map((p) => `${p.args.replace(/^.*agent\.cjs /, "")} ${(p.rssKiB / 1024).toFixed(1)} MiB`).join("; ")}`,
-    );
-    expect(daemonsOf(ws.configuredRoot).length).toBe(1);
-    expect(peakCount).toBeLessThanOrEqual(3);
-    expect(peakRssKiB).toBeLessThanOrEqual(150 * 1024);
-    const stats = await brokerStats(parseRuntimeOptions(ws.options));
-    expect(stats).toMatchObject({ connections: 1, handshakes: 1, muxChannels: 1, liveChannels: N, daemonTransport: "stream-local" });
-    expect(sshd.logins()).toBe(1);
+      expect(daemonsOf(ws.configuredRoot).length).toBe(1);
+      expect(peakCount).toBeLessThanOrEqual(3);
+      expect(peakRssKiB).toBeLessThanOrEqual(150 * 1024);
+      const stats = await brokerStats(parseRuntimeOptions(ws.options));
+      expect(stats).toMatchObject({ connections: 1, handshakes: 1, muxChannels: 1, liveChannels: N, daemonTransport: "stream-local" });
+      expect(sshd.logins()).toBe(1);
 
-    handles.forEach((h, i) => h.stdin.end(`line-${i}\n`));
-    const results = await Promise.all(handles.map((h) => h.done));
-    results.forEach((r, i) => {
-      expect(exitOf(r)).toEqual({ code: i % 50, signal: null });
-      expect(r.stdout.toString()).toBe(`start-${i}\ngot-line-${i}\n`);
-      expect(r.stderr).toBe("");
-    });
-    expect(sshd.logins()).toBe(1);
-  }, 600_000);
+      handles.forEach((h, i) => h.stdin.end(`line-${i}\n`));
+      const results = await Promise.all(handles.map((h) => h.done));
+      results.forEach((r, i) => {
+        expect(exitOf(r)).toEqual({ code: i % 50, signal: null });
+        expect(r.stdout.toString()).toBe(`start-${i}\ngot-line-${i}\n`);
+        expect(r.stderr).toBe("");
+      });
+      expect(sshd.logins()).toBe(1);
+    },
+  );
 
   it.for(["AllowStreamLocalForwarding no", "DisableForwarding yes"])(
     "relays through `agent.cjs relay` when sshd refuses stream-local forwarding (%s), brokered and in-process",

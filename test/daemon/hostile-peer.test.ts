@@ -6,17 +6,15 @@
 import { connect } from "node:net";
 import { once } from "node:events";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { agentBundle } from "../../src/transport/bootstrap.js";
 import { MUX_VERSION, MuxFrame, encodeMuxFrame } from "../../src/shared/mux.js";
 import { ExecWorkspace, flood, rssOf } from "../support/exec.js";
 import { daemonsOf, finish } from "../support/host-daemon.js";
 import { needs, unless } from "../support/needs.js";
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = suite();
 
 const MiB = 1024 * 1024;
 

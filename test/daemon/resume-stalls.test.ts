@@ -2,23 +2,21 @@
 // link, and a sleeping laptop (the Paseo-side processes SIGSTOPped while TCP stays up). Both sides
 // must declare the link dead by their keepalives and the exec must come back whole. Apart from
 // resume.test.ts because each drill takes about a minute: they run beside the rest of the suite.
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { brokerStats } from "../support/broker.js";
 import { sleep } from "../support/exec.js";
 import { waitFor } from "../rig/rig.js";
 import { PATH, counter, daemonLog, expectOneToN, faultRig, recordOf } from "../support/resume.js";
-import { needs, unless } from "../support/needs.js";
+import { longSuite } from "../support/needs.js";
 import { requireView } from "../support/host-view.js";
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = suite();
 
 const { proxiedWorkspace, outage } = faultRig(cleanups);
 
-describe("resumable execs through silent links", unless(needs.longDrill("a 40 s blackhole and a 60 s stop")), () => {
+describe("resumable execs through silent links", longSuite("a 40 s blackhole and a 60 s stop"), () => {
   it("a 40 s blackhole at keepaliveIntervalMs 5000: both sides declare the link dead, the exec finishes meanwhile, its output and exit arrive after", async () => {
     const { proxy, ws } = await proxiedWorkspace("resume-blackhole", { keepaliveIntervalMs: 5000 });
     const N = 60;

@@ -13,7 +13,8 @@ import { execFileSync, execSync } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { Readable } from "node:stream";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { isGone } from "../../src/shared/proc-stat.js";
 import { generateKeyPair } from "../../src/demo/key-pair.js";
@@ -26,10 +27,7 @@ import { PATH, counter, daemonLog, expectOneToN, explained, faultRig, lines, rec
 import { needs, skipUnless } from "../support/needs.js";
 import { onHost, requireView } from "../support/host-view.js";
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = suite();
 
 const { proxiedWorkspace, outage } = faultRig(cleanups);
 

@@ -3,17 +3,15 @@
 // whichever daemon holds the socket path), so it reaps the detached exec and exits within seconds
 // instead of keeping the workload and itself alive for reconnectGraceMs (ten minutes by default).
 import { rmSync } from "node:fs";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { sleep } from "../support/exec.js";
 import { runtimeProcesses } from "../support/host-daemon.js";
 import { waitFor } from "../rig/rig.js";
 import { PATH, daemonLog, faultRig, recordOf } from "../support/resume.js";
 import { requireView } from "../support/host-view.js";
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = suite();
 const { proxiedWorkspace, outage } = faultRig(cleanups);
 
 describe("a root removed under a detached exec", () => {

@@ -1,9 +1,9 @@
 // Pure pieces of exec, checked without SSH: /proc stat parsing, cwd confinement, PATH lookup,
 // fd3 control validation and exit mirroring. Behaviour end to end is proven in the rig suites.
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync, chmodSync, realpathSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, symlinkSync, writeFileSync, chmodSync, realpathSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { parseProcStat } from "../../src/shared/proc-stat.js";
 import { findOnPath, resolveWorkloadCwd } from "../../src/remote-agent/exec/launch.js";
 import { validateControl, validateEnvelope } from "../../src/exec/controls.js";
@@ -20,14 +20,13 @@ describe("parseProcStat", () => {
 });
 
 describe("resolveWorkloadCwd", () => {
-  const base = mkdtempSync(join(tmpdir(), "exec-cwd-"));
+  const base = suite("all").tmp("exec-cwd-");
   const root = join(base, "root");
   mkdirSync(join(root, "sub"), { recursive: true });
   symlinkSync("..", join(root, "up"));
   symlinkSync("sub", join(root, "inside"));
   const link = join(base, "link");
   symlinkSync(root, link);
-  afterAll(() => rmSync(base, { recursive: true, force: true }));
 
   it("accepts the root and subdirectories, following symlinks that stay inside", () => {
     const real = realpathSync(root);
@@ -61,11 +60,10 @@ describe("resolveWorkloadCwd", () => {
 });
 
 describe("findOnPath", () => {
-  const dir = mkdtempSync(join(tmpdir(), "exec-path-"));
+  const dir = suite("all").tmp("exec-path-");
   writeFileSync(join(dir, "tool"), "#!/bin/sh\n");
   chmodSync(join(dir, "tool"), 0o755);
   writeFileSync(join(dir, "plain"), "x");
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it("finds executables only, in PATH order", () => {
     expect(findOnPath("tool", `/nonexistent:${dir}`, "/")).toBe(join(dir, "tool"));

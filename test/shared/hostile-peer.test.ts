@@ -5,11 +5,9 @@
 // they pile up; credit beyond the window is clamped; a HELLO's numbers
 // are clamped (keepaliveMs 1e10 overflowed node's timer into a ping every millisecond); and
 // unfinished JSON messages are bounded per conversation and for the whole agent.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { Duplex } from "node:stream";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import {
   MAX_CONTROL_BACKLOG,
   MAX_PEER_KEEPALIVE_MS,
@@ -169,8 +167,7 @@ describe("a peer's fields", () => {
 });
 
 describe("an agent conversation's unfinished messages", () => {
-  const root = mkdtempSync(join(tmpdir(), "paseo-hostile-conv-"));
-  afterAll(() => rmSync(root, { recursive: true, force: true }));
+  const root = suite("all").tmp("paseo-hostile-conv-");
 
   function conversation(): { push(b: Buffer): void; answers: Buffer[]; finished: () => boolean | null; close(how: ConversationEnd): void } {
     let onData!: (chunk: Buffer) => void;

@@ -1,6 +1,7 @@
 // What the host daemon tests share: the runtime's own processes on the host for a root (through
 // host-view.ts), a workspace's end-of-test check that nothing of the runtime runs for it any more, and a
 // fault proxy in front of the rig's sshd with runtime options that reach the host through it.
+import type { Cleanups } from "./suite.js";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -74,7 +75,7 @@ export async function finish(ws: ExecWorkspace): Promise<void> {
 
 /** A proxy in front of the rig's sshd (`delayMs` each way) and runtime options reaching the host through it. */
 export async function throughProxy(
-  cleanups: Array<() => Promise<void> | void>,
+  cleanups: Cleanups,
   extra: Record<string, unknown> = {},
   delayMs = 0,
 ): Promise<{ proxy: DelayProxy; options: Record<string, unknown>; knownHostsFile: string }> {

@@ -1,13 +1,13 @@
-// Vitest's order for a run with several workers: the files that hold a long drill (a test that
-// declares `needs.longDrill`, a minute or more of outage) first, then vitest's own order (failed
+// Vitest's order for a run with several workers: the files that hold a long drill (a test declared
+// with `longSuite(…)` from needs.ts: a minute or more of outage, or a proof repeated at scale) first, then vitest's own order (failed
 // and slow files first by its cache, otherwise larger files first). Without this, on a clean clone
 // with no cache a small file holding a 150 s drill starts last and the whole run waits for it alone.
 import { readFileSync } from "node:fs";
 import { BaseSequencer, type TestSpecification } from "vitest/node";
 
-const LONG_DRILL = /\bneeds\.longDrill\(/;
+const LONG_DRILL = /\blongSuite\(/;
 
-function holdsLongDrill(file: string): boolean {
+export function holdsLongDrill(file: string): boolean {
   try {
     return LONG_DRILL.test(readFileSync(file, "utf8"));
   } catch {

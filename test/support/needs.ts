@@ -127,9 +127,9 @@ export const needs = {
     return process.platform === "linux" ? null : `${NEEDS}Linux: ${why}`;
   },
   /**
-   * Time for a drill of a minute or more (long outages, a sleeping laptop). CI runs them once, in its
-   * OpenSSH pass, and sets PASEO_TEST_SKIP_LONG=1 for the passes that repeat the suite on another
-   * server. test/support/long-first-sequencer.ts starts the files that declare this need first.
+   * Time for a drill of a minute or more (long outages, a sleeping laptop). Declared through
+   * longSuite() below, which also tags the test `long`. PASEO_TEST_SKIP_LONG=1 skips them even where
+   * the `long` tag is selected (npm run test:long on another server).
    */
   longDrill(what: string): Need {
     return process.env.PASEO_TEST_SKIP_LONG === "1" ? `${NEEDS}time for long drills: ${what} (PASEO_TEST_SKIP_LONG=1)` : null;
@@ -172,6 +172,21 @@ export function skipUnless(ctx: TestContext, ...list: Need[]): void {
 export function unless(...list: Need[]): { skip: boolean; meta: { needs?: string } } {
   const unmet = firstUnmet(...list);
   return unmet ? { skip: true, meta: { needs: unmet } } : { skip: false, meta: {} };
+}
+
+/** The tag of the long suite: `npm run test:long` runs only these tests, `npm test` all others. */
+export const LONG_TAG = "long";
+
+/**
+ * Options for a describe/it that belongs to the long suite: a real outage of a minute or more, or a
+ * test of 20 s and more that repeats a proof at scale (what it proves is proven at small scale in
+ * `npm test` too). Tagged `long` (vitest.config.ts: `npm test` filters it out, `npm run test:long`
+ * runs only it, CI runs both): without PASEO_TEST_LONG=1 it is skipped with that reason.
+ * test/support/long-first-sequencer.ts starts the files that call this first.
+ */
+export function longSuite(what: string, ...more: Need[]): { tags: string[]; skip: boolean; meta: { needs?: string } } {
+  const longRun = process.env.PASEO_TEST_LONG === "1" ? null : `${NEEDS}npm run test:long: ${what} (the long suite)`;
+  return { tags: [LONG_TAG], ...unless(longRun, needs.longDrill(what), ...more) };
 }
 
 /** Whether a skip note is one of ours (needs.ts or needs-openssh.ts). */

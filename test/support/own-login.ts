@@ -3,6 +3,7 @@
 // login" counts only the `Accepted publickey` lines of a key no other test uses (sshd names the
 // key's fingerprint in each, at LogLevel VERBOSE). Only the local OpenSSH rig has such a log; on
 // other servers the rig's own key is used and nothing is counted.
+import type { Cleanups } from "./suite.js";
 import { createHash } from "node:crypto";
 import { appendFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -23,7 +24,7 @@ export function sha256Fingerprint(publicKey: string): string {
 }
 
 /** A client key of the test's own, authorized for the rig user; removed by `cleanups`. */
-export function ownLogin(cleanups: Array<() => Promise<void> | void>): OwnLogin {
+export function ownLogin(cleanups: Cleanups): OwnLogin {
   const r = rig();
   if (!r.sshdLog || r.external) return { identityFile: r.identityFile, loginsSince: () => 0 };
   const dir = mkdtempSync(join(tmpdir(), "paseo-own-login-"));

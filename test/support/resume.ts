@@ -2,6 +2,7 @@
 // workload and the output it must produce exactly once, the host daemon's log and exec records, and
 // workspaces reached through a fresh fault proxy whose outages the test's cleanup ends if the test
 // did not.
+import type { Cleanups } from "./suite.js";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { expect } from "vitest";
@@ -66,8 +67,6 @@ export async function explained<T>(ws: ExecWorkspace, wait: () => Promise<T>): P
 export function recordOf(ws: ExecWorkspace, h: ExecHandle) {
   return readRecordFile(onHost(execRecordPath(workspaceLayout(ws.configuredRoot, ws.workspaceId), h.execId)));
 }
-
-type Cleanups = Array<() => Promise<void> | void>;
 
 /** Workspaces behind fault proxies, and outages of them, all torn down by `cleanups`. */
 export function faultRig(cleanups: Cleanups) {

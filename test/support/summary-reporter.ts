@@ -8,6 +8,9 @@ import { needLabel } from "./needs.js";
 
 const FULL_SUITE = "for the full suite: apt-get install openssh-server, or npm run test:compose with Docker";
 
+/** What npm run test:long leaves out (npm test runs it). */
+export const NOT_LONG = "not in the long suite: npm test runs it";
+
 /** A skip that names no reason (a bare ctx.skip() or skipIf): counted so it shows. */
 export const NO_REASON = "no reason given";
 
@@ -54,7 +57,9 @@ export default class SummaryReporter implements Reporter {
       if (result.state === "passed") return counts.passed++;
       if (result.state === "failed") return counts.failed++;
       counts.skipped++;
-      const label = skipReason(result.state === "skipped" ? result.note : undefined, test.meta().needs);
+      // npm run test:long filters out every test without the long tag: say so rather than "no reason".
+      const notLong = process.env.PASEO_TEST_LONG === "1" && !test.tags.includes("long") ? NOT_LONG : undefined;
+      const label = skipReason(result.state === "skipped" ? result.note : undefined, test.meta().needs ?? notLong);
       reasons.set(label, (reasons.get(label) ?? 0) + 1);
     };
     for (const mod of testModules) {

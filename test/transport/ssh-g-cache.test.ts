@@ -2,10 +2,10 @@
 // when ssh was asked, and every answer is compared with what ssh says. Remembered answers must
 // follow edits of the config, of an Included file and of a glob Include's directory, the
 // environment variables the config names and the ssh binary; Match exec configs are never kept.
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeEach, describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { cachedSshG, scanInputs } from "../../src/transport/ssh-config/ssh-g-cache.js";
 import { findSsh, runSshG, type EvalRequest } from "../../src/transport/ssh-config/ssh-g.js";
 import { resolvePlan } from "../../src/transport/ssh-config/resolve.js";
@@ -14,10 +14,8 @@ import { localIdentity } from "../../src/transport/ssh-config/tokens.js";
 import { needs, unless } from "../support/needs.js";
 
 const realSsh = findSsh();
-const root = mkdtempSync(join(tmpdir(), "paseo-sshg-cache-"));
+const root = suite("all").tmp("paseo-sshg-cache-");
 const local = localIdentity();
-
-afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 /** Writes a file and dates it a minute back, as an edit made a while ago looks. */
 function put(path: string, text: string): void {

@@ -9,7 +9,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { ExecWorkspace, exitOf } from "../support/exec.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { waitFor } from "../rig/rig.js";
-import { needs, unless } from "../support/needs.js";
+import { longSuite, needs } from "../support/needs.js";
 import { requireView } from "../support/host-view.js";
 
 const PATH = { PATH: "/usr/bin:/bin" };
@@ -27,7 +27,7 @@ const FILL = `const fs=require("fs");const b=Buffer.alloc(3000,97);for(let d=0;d
 
 describe(
   "destroying a 40,000-file workspace",
-  unless(needs.localHost("writes the 40,000 files into the host's workspace directly")),
+  longSuite("a 40,000-file destroy", needs.localHost("writes the 40,000 files into the host's workspace directly")),
   () => {
     const big = new ExecWorkspace("destroy-big");
     // Another workspace of the same root: the same host daemon serves both.

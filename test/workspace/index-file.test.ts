@@ -1,16 +1,15 @@
 // index-file.ts (pure logic against real git): an index git wrote, read and written back by us,
 // is the same index to git (entries, stat data: `git diff-files` re-hashes nothing and finds
 // nothing changed); a part of it with shortened paths is a valid index of the subdirectory.
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { readIndex, writeIndex } from "../../src/remote-agent/workspace/index-file.js";
 import { gitIn } from "../fixtures/repo.js";
 
 describe("index-file", () => {
-  const base = mkdtempSync(join(tmpdir(), "paseo-index-"));
-  afterAll(() => rmSync(base, { recursive: true, force: true }));
+  const base = suite("all").tmp("paseo-index-");
 
   const repo = (name: string) => {
     const dir = join(base, name);

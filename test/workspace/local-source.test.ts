@@ -4,15 +4,15 @@ import { execFileSync } from "node:child_process";
 import { chownSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { resolveLocalSource } from "../../src/workspace/local-source.js";
 import { RuntimeError } from "../../src/shared/errors.js";
 import { gitResult } from "../../src/shared/git-exec.js";
 import { unless } from "../support/needs.js";
 
 describe("directory source resolution", () => {
-  const base = mkdtempSync(join(tmpdir(), "paseo-local-source-"));
-  afterAll(() => rmSync(base, { recursive: true, force: true }));
+  const base = suite("all").tmp("paseo-local-source-");
 
   async function failure(path: string): Promise<RuntimeError> {
     const err = await resolveLocalSource(path, { kind: "existing" }).then(

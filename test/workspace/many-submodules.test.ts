@@ -10,12 +10,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { manySubmodules } from "../../bench/many-submodules.mjs";
 import { cliDriver, dirInput, gitAsRemoteUser, progressLines, removeRoot, type Driver } from "../support/workspace.js";
-import { needs, unless } from "../support/needs.js";
+import { longSuite, needs } from "../support/needs.js";
 
 const COUNT = 100;
 const PROGRESS = { PASEO_SSH_PROGRESS: "1" };
 
-describe("many submodules over SSH", unless(needs.localHost("reads the checkout on the host")), () => {
+describe("many submodules over SSH", longSuite("100 submodules", needs.localHost("reads the checkout on the host")), () => {
   let base: string;
   let fx: ReturnType<typeof manySubmodules>;
   let d: Driver;

@@ -18,7 +18,7 @@ import { runCli, TEST_RUNTIME_INSTANCE_ID } from "../support/run-cli.js";
 import { dirInput, removeRoot } from "../support/workspace.js";
 import { extraSshdSkipReason } from "../support/extra-sshd.js";
 import { poolOp, startPoolEndpoint, type PoolEndpoint } from "../support/pool-endpoints.js";
-import { needs, unless } from "../support/needs.js";
+import { longSuite, needs, unless } from "../support/needs.js";
 import { usePrivateBrokerDir } from "../support/private-broker-dir.js";
 import type { Options } from "../../src/contract/index.js";
 
@@ -199,43 +199,47 @@ describe("a pool among other runtime entries", unless(skip), () => {
     expect((await op(pool([eps[0]!.entry(), eps[1]!.entry()]), ["destroy", "--workspace-id", id])).code).toBe(0);
   }, 300_000);
 
-  it("a large host list is asked FANOUT hosts at a time and leaves no broker behind for hosts it only looked at", async () => {
-    // What the fan-out allows on one endpoint: FANOUT workers, each holding one in-process
-    // connection at a time, plus the one each worker just closed. withHost closes a connection
-    // before its worker takes the next host, but nothing waits for the teardown to reach the relay
-    // (SshHost.close() only writes the FIN); a worker's following connection needs a whole SSH
-    // handshake through that relay before it is done, so at most one closed connection per worker
-    // can still be counted. 3 x FANOUT entries, so that asking them all at once (the code before
-    // the bound: 16 brokers connecting at once for 16 hosts) exceeds it.
-    const hosts = 3 * FANOUT;
-    const bound = 2 * FANOUT;
-    // Entries on one endpoint, each its own root (distinct host identities), none used before.
-    const roots = Array.from({ length: hosts }, (_, i) => `${eps[1]!.root}-many${i}`);
-    // Each host's first answer installs the agent into its new root and starts its daemon: on a
-    // loaded machine that can take longer than the usual 3 s + 5 s, and a host that answers late
-    // is abandoned with its connection still open, beyond the bound (and reported unreachable).
-    const options = { ...pool(roots.map((root) => eps[1]!.entry({ root }))), connectTimeoutMs: 20_000 } as Options;
-    const sockets = (): number => readdirSync(brokerDir()!).filter((n) => n.endsWith(".sock")).length;
-    try {
-      const before = sockets();
-      eps[1]!.takePeak();
-      // Connections this status does not make: brokers of earlier tests' entries on this endpoint.
-      const others = eps[1]!.carried();
-      const r = await runCli(["status", "--options", JSON.stringify(options), "--json", "true"], { timeoutMs: 180_000 });
-      expect(r.code, r.stderr.toString()).toBe(0);
-      expect(r.stdout.toString("utf8").trim().split("\n")).toHaveLength(hosts);
-      // Every host answered in time (code 0): a late one's connection would outlive its worker's turn.
-      expect(eps[1]!.takePeak()).toBeLessThanOrEqual(others + bound);
-      expect(sockets()).toBe(before);
-      // A create places its workspace on one of them (that one gets a broker: it is used). The
-      // broker connects once placement's fan-out is over: its connection and the last ones
-      // placement closed stay within the same bound.
-      const id = newId("many");
-      expect((await create(options, id)).code).toBe(0);
-      expect(eps[1]!.takePeak()).toBeLessThanOrEqual(others + bound);
-      expect((await op(options, ["destroy", "--workspace-id", id])).code).toBe(0);
-    } finally {
-      for (const root of roots) removeRoot(root);
-    }
-  }, 300_000);
+  it(
+    "a large host list is asked FANOUT hosts at a time and leaves no broker behind for hosts it only looked at",
+    { ...longSuite("a host list of many endpoints"), timeout: 300_000 },
+    async () => {
+      // What the fan-out allows on one endpoint: FANOUT workers, each holding one in-process
+      // connection at a time, plus the one each worker just closed. withHost closes a connection
+      // before its worker takes the next host, but nothing waits for the teardown to reach the relay
+      // (SshHost.close() only writes the FIN); a worker's following connection needs a whole SSH
+      // handshake through that relay before it is done, so at most one closed connection per worker
+      // can still be counted. 3 x FANOUT entries, so that asking them all at once (the code before
+      // the bound: 16 brokers connecting at once for 16 hosts) exceeds it.
+      const hosts = 3 * FANOUT;
+      const bound = 2 * FANOUT;
+      // Entries on one endpoint, each its own root (distinct host identities), none used before.
+      const roots = Array.from({ length: hosts }, (_, i) => `${eps[1]!.root}-many${i}`);
+      // Each host's first answer installs the agent into its new root and starts its daemon: on a
+      // loaded machine that can take longer than the usual 3 s + 5 s, and a host that answers late
+      // is abandoned with its connection still open, beyond the bound (and reported unreachable).
+      const options = { ...pool(roots.map((root) => eps[1]!.entry({ root }))), connectTimeoutMs: 20_000 } as Options;
+      const sockets = (): number => readdirSync(brokerDir()!).filter((n) => n.endsWith(".sock")).length;
+      try {
+        const before = sockets();
+        eps[1]!.takePeak();
+        // Connections this status does not make: brokers of earlier tests' entries on this endpoint.
+        const others = eps[1]!.carried();
+        const r = await runCli(["status", "--options", JSON.stringify(options), "--json", "true"], { timeoutMs: 180_000 });
+        expect(r.code, r.stderr.toString()).toBe(0);
+        expect(r.stdout.toString("utf8").trim().split("\n")).toHaveLength(hosts);
+        // Every host answered in time (code 0): a late one's connection would outlive its worker's turn.
+        expect(eps[1]!.takePeak()).toBeLessThanOrEqual(others + bound);
+        expect(sockets()).toBe(before);
+        // A create places its workspace on one of them (that one gets a broker: it is used). The
+        // broker connects once placement's fan-out is over: its connection and the last ones
+        // placement closed stay within the same bound.
+        const id = newId("many");
+        expect((await create(options, id)).code).toBe(0);
+        expect(eps[1]!.takePeak()).toBeLessThanOrEqual(others + bound);
+        expect((await op(options, ["destroy", "--workspace-id", id])).code).toBe(0);
+      } finally {
+        for (const root of roots) removeRoot(root);
+      }
+    },
+  );
 });
