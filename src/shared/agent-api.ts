@@ -358,7 +358,7 @@ export const HostFacts = object({
 });
 export type HostFacts = Infer<typeof HostFacts>;
 
-/** What `pool.load` answers: the live facts placement scores a pool's hosts on (src/broker/host-pool/). */
+/** What `pool.load` answers: the live facts placement scores a pool's hosts on (src/workspace/pool/). */
 export const HostLoad = object({
   /** Free bytes of the filesystem holding the root, and its block size (for the disk estimate). */
   freeBytes: nullable(isNumber),
@@ -438,7 +438,7 @@ export const CreateRequest = object({
   workHome: optional(nullable(SealedRepo)),
   /** The commit's Git LFS pointers (directory sources whose tree has any; src/workspace/lfs-objects.ts). */
   lfs: optional(nullable(LfsSpec)),
-  /** The pool runtime entry that places it (src/broker/host-pool/options.ts poolScope); reconcile of another entry leaves it alone. */
+  /** The pool runtime entry that places it (src/workspace/pool/pool-options.ts poolScope); reconcile of another entry leaves it alone. */
   scope: optional(nullable(SCOPE)),
   /** Git in the workspace reaches the Paseo side's forwarded ssh-agent (runtime option forwardAgent). */
   forwardAgent: optional(isBoolean),

@@ -43,10 +43,6 @@ export function findSession(token: string): ExecSession | undefined {
   return byToken.get(token);
 }
 
-export function sessionCount(): number {
-  return byToken.size;
-}
-
 /** An attached conversation and how its handler learns it was let go. */
 interface Attachment {
   ctx: AgentContext;
