@@ -90,12 +90,16 @@ describe("forwardAgent: git in the workspace pushes with the Paseo side's ssh-ag
     await without.create();
   });
   afterAll(async () => {
-    process.env.SSH_AUTH_SOCK = saved;
     // The proxy first: it holds the sshd side of the broker's connection (and so the forwarding
     // session) open after the broker left.
     await proxy?.close();
     const failures: unknown[] = [];
+    // SSH_AUTH_SOCK is part of a broker's key: restored only after the cleanups, or each finish()
+    // would stop a broker of its own while the workspace's broker lives on, holding the daemon's
+    // notices and starting a daemon again once the root is gone.
     for (const c of cleanups.splice(0).reverse()) await Promise.resolve(c()).catch((err: unknown) => failures.push(err));
+    if (saved === undefined) delete process.env.SSH_AUTH_SOCK;
+    else process.env.SSH_AUTH_SOCK = saved;
     if (failures.length > 0) throw failures[0];
     rmSync(agentDir, { recursive: true, force: true });
   });
