@@ -2,17 +2,17 @@
 // the same stale lock at once) cannot be produced on demand by a real sshd, so one contender is
 // held between its judgement and its action through the lock's test seam.
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readdirSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { withLock } from "../../src/broker/common/lock.js";
 
+const s = suite();
 let dir = "";
 beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), "paseo-lock-"));
+  dir = s.tmp("paseo-lock-");
 });
-afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
 /** A pid that certainly belongs to no live process (a child that has exited and been reaped). */
 function deadPid(): number {

@@ -1,25 +1,24 @@
 // The broker directory is trusted only when it is ours and closed to others: a squatted name is
 // skipped (the same fixed alternative for every process of ours), a too-open one is tightened.
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { chmodSync, chownSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { brokerDir, brokerVersion, socketPathFits } from "../../src/broker/common/broker-paths.js";
 import { brokerTarget } from "../../src/broker/client/connect-broker.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { needs, unless } from "../support/needs.js";
 
+const s = suite();
 let base = "";
-let savedXdg: string | undefined;
 beforeEach(() => {
-  base = mkdtempSync(join(tmpdir(), "paseo-broker-dir-"));
-  savedXdg = process.env.XDG_RUNTIME_DIR;
+  base = s.tmp("paseo-broker-dir-");
+  const savedXdg = process.env.XDG_RUNTIME_DIR;
   process.env.XDG_RUNTIME_DIR = base;
-});
-afterEach(() => {
-  if (savedXdg === undefined) delete process.env.XDG_RUNTIME_DIR;
-  else process.env.XDG_RUNTIME_DIR = savedXdg;
-  rmSync(base, { recursive: true, force: true });
+  s.push(() => {
+    if (savedXdg === undefined) delete process.env.XDG_RUNTIME_DIR;
+    else process.env.XDG_RUNTIME_DIR = savedXdg;
+  });
 });
 
 describe("broker directory", () => {

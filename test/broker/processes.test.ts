@@ -4,7 +4,8 @@
 // nothing away to other users.
 import { readFileSync, statSync } from "node:fs";
 import { dirname } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import type { RuntimeOptions } from "../../src/transport/options.js";
 import { lifecycleRequest, runCli } from "../support/run-cli.js";
 import { needsOpenSsh } from "../rig/needs-openssh.js";
@@ -14,10 +15,7 @@ import { brokerStats, stopBroker, targetOf } from "../support/broker.js";
 import { BROKER_NODE_FLAGS } from "../../src/broker/client/connect-broker.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0)) await c();
-});
+const cleanups = suite();
 
 /**
  * Raw options as Paseo sends them, plus the parsed form used to find the broker, logging in with a
