@@ -2,7 +2,8 @@
 // real wrapper, DaemonLink, mux and daemon-side ExecSession, with reset, blackhole and slow links
 // instead of an sshd and a fault proxy, so each case runs in about a second. The same rules against
 // the real host daemon through sshd: test/daemon/resume.test.ts and long-outage.test.ts.
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { lines } from "../support/resume.js";
 import { faultExec, say } from "../support/fault-exec.js";
 import type { ExecContext } from "../../src/remote-agent/exec/exec-session.js";
@@ -51,10 +52,7 @@ async function expectResumedWhole(x: ReturnType<typeof faultExec>, n: number): P
   expect(x.view.attaches).toBe(1);
 }
 
-const cleanups: Array<() => void> = [];
-afterEach(() => {
-  for (const c of cleanups.splice(0)) c();
-});
+const cleanups = suite();
 
 function run(opts: Parameters<typeof faultExec>[0]) {
   const x = faultExec(opts);

@@ -12,7 +12,6 @@ import {
   existsSync,
   lchownSync,
   mkdirSync,
-  mkdtempSync,
   readFileSync,
   readdirSync,
   renameSync,
@@ -21,7 +20,8 @@ import {
   writeFileSync,
 } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { agentBundle } from "../../src/transport/bootstrap.js";
 import { rig } from "../rig/rig.js";
 import { ExecWorkspace, exitOf } from "../support/exec.js";
@@ -88,14 +88,17 @@ const gate = unless(
 );
 
 describe("a root swapped or tampered with after the daemon verified it", gate, () => {
+  const s = suite("all");
   // Made only where the block runs: its body is collected even when the block is skipped.
-  const base = gate.skip ? "/nonexistent" : mkdtempSync("/srv/paseo-root-swap-");
+  const base = gate.skip ? "/nonexistent" : s.tmp("/srv/paseo-root-swap-");
   const shared = join(base, "shared");
   const root = join(shared, "r");
   const agentDir = join(root, "agent", agentBundle().hash);
   // Where a planted file, run as whoever, can leave its proof.
   const proof = join(base, "proofs", "pwned");
   const ws = new ExecWorkspace("root-swap", { root, brokerIdleMs: 300_000 });
+  // Newest first: the workspace goes before the directory that holds its root.
+  s.push(() => ws.cleanup());
 
   beforeAll(async () => {
     chmodSync(base, 0o755);
@@ -109,10 +112,6 @@ describe("a root swapped or tampered with after the daemon verified it", gate, (
     await ws.create();
   });
   beforeEach(() => rmSync(proof, { force: true }));
-  afterAll(async () => {
-    await ws.cleanup();
-    rmSync(base, { recursive: true, force: true });
-  });
 
   it("a helper or terminal relay file rewritten in the agent's directory is replaced before it runs", async () => {
     const first = await ws.run({ argv: ["paseo-workspace-helper", "describe"], env: {}, purpose: "workspace-helper" });
