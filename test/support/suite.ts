@@ -45,9 +45,10 @@ export async function runCleanups(fns: Cleanup[]): Promise<void> {
 /**
  * The fixture of the enclosing describe block (or file): its cleanups run after each test
  * (`"each"`, the default) or once after the block (`"all"`, for what beforeAll or the block's body
- * sets up). Call it at the top of a file or a describe body, not inside a test.
+ * sets up), within `timeoutMs` when given (else vitest's hookTimeout). Call it at the top of a file
+ * or a describe body, not inside a test.
  */
-export function suite(scope: "each" | "all" = "each"): Suite {
+export function suite(scope: "each" | "all" = "each", timeoutMs?: number): Suite {
   const fns: Cleanup[] = [];
   const s: Suite = {
     push: (...more) => fns.push(...more),
@@ -58,6 +59,6 @@ export function suite(scope: "each" | "all" = "each"): Suite {
     },
     run: () => runCleanups(fns.splice(0)),
   };
-  (scope === "each" ? afterEach : afterAll)(() => s.run());
+  (scope === "each" ? afterEach : afterAll)(() => s.run(), timeoutMs);
   return s;
 }

@@ -1,8 +1,9 @@
 // Authentication and connection failures against the real sshd: classes, exit codes and messages.
 import { spawn, execFileSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdtempSync } from "node:fs";
+import { copyFileSync, existsSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { RuntimeError } from "../../src/shared/errors.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { connectSshHost } from "../../src/transport/ssh-host.js";
@@ -11,13 +12,14 @@ import { writeKeyFile } from "../rig/keys.js";
 import { NEEDS, needs, skipUnless, unless } from "../support/needs.js";
 
 const r = rig();
+const s = suite();
 const savedSock = process.env.SSH_AUTH_SOCK;
 beforeEach(() => {
   delete process.env.SSH_AUTH_SOCK;
-});
-afterEach(() => {
-  if (savedSock === undefined) delete process.env.SSH_AUTH_SOCK;
-  else process.env.SSH_AUTH_SOCK = savedSock;
+  s.push(() => {
+    if (savedSock === undefined) delete process.env.SSH_AUTH_SOCK;
+    else process.env.SSH_AUTH_SOCK = savedSock;
+  });
 });
 
 async function failure(extra: Record<string, unknown>): Promise<RuntimeError> {
@@ -43,7 +45,7 @@ describe("authentication", unless(r.encryptedIdentityFile === null ? `${NEEDS}a 
   });
 
   it("a key the server does not accept is an auth error naming what was tried", async () => {
-    const scratch = mkdtempSync(join(r.tmpDir, "auth-"));
+    const scratch = s.tmp(join(r.tmpDir, "auth-"));
     writeKeyFile(join(scratch, "stranger"));
     const err = await failure({ identityFile: join(scratch, "stranger") });
     expect(err.errorClass).toBe("auth");
@@ -71,7 +73,7 @@ describe("authentication", unless(r.encryptedIdentityFile === null ? `${NEEDS}a 
       needs.command("ssh-keygen", "decrypts a copy of the key for ssh-add"),
       needs.command("ssh-add", "loads the agent"),
     );
-    const scratch = mkdtempSync(join(r.tmpDir, "agent-"));
+    const scratch = s.tmp(join(r.tmpDir, "agent-"));
     const sock = join(scratch, "agent.sock");
     const agent = spawn("ssh-agent", ["-D", "-a", sock], { stdio: "ignore" });
     try {

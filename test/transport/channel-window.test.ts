@@ -7,7 +7,8 @@
 import { createHash, randomBytes } from "node:crypto";
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { Duplex, PassThrough } from "node:stream";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { PortForwarder } from "../../src/broker/process/port-forwards.js";
 import { connectSsh, type SshConnection } from "../../src/transport/ssh-connection.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
@@ -24,7 +25,7 @@ const MiB = 1024 * 1024;
 /** One block repeated; each connection's bytes are its offset-dependent pattern (hashes differ per slice). */
 const BLOCK = randomBytes(MiB);
 
-const cleanups: Array<() => Promise<void> | void> = [];
+const cleanups = suite("all", 30_000);
 let conn: SshConnection;
 /** Every channel the forwarder opened, newest last (their window is looked at). */
 const channels: Duplex[] = [];
@@ -126,10 +127,6 @@ beforeAll(async () => {
     log: () => undefined,
   });
 }, 60_000);
-
-afterAll(async () => {
-  for (const f of cleanups.reverse()) await Promise.resolve(f()).catch(() => undefined);
-}, 30_000);
 
 /** ssh2's channel internals the window module uses (read here to see what it did). */
 const windowOf = (ch: Duplex) => (ch as unknown as { incoming: { window: number } }).incoming.window;

@@ -1,8 +1,9 @@
 // `paseo-ssh-runtime doctor` as a spawned CLI against the real sshd (needs `npm run build`).
 import { execFileSync } from "node:child_process";
-import { writeFileSync, mkdtempSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { runCli } from "../support/run-cli.js";
 import { rig, rigOptions, uniqueTestRoot } from "../rig/rig.js";
 import { writeKeyFile } from "../rig/keys.js";
@@ -13,6 +14,8 @@ const STEP = /^(ok  |FAIL) (.{17}) +(\d+) ms {2}(.*)$/;
 const steps = (out: string) => out.split("\n").filter((l) => STEP.test(l));
 
 describe("doctor", () => {
+  const s = suite();
+
   it("passes every step against the rig, installing the agent first time and finding it next", async () => {
     const options = JSON.stringify(rigOptions({ root: uniqueTestRoot("doctor") }));
     const first = await runCli(["doctor", "--options", options]);
@@ -45,7 +48,7 @@ describe("doctor", () => {
     if (rig().server === "openssh")
       expect(lines[7]).toMatch(/ forwarded ports +\d+ ms {2}detected and forwarded to this machine's loopback$/);
 
-    const dir = mkdtempSync(join(rig().tmpDir, "doctor-"));
+    const dir = s.tmp(join(rig().tmpDir, "doctor-"));
     writeFileSync(join(dir, "options.json"), options);
     const second = await runCli(["doctor", "--options-file", join(dir, "options.json")]);
     expect(second.code).toBe(0);
@@ -57,7 +60,7 @@ describe("doctor", () => {
   });
 
   it("fails at the host-key step with exit code 4 against a wrong known_hosts", async () => {
-    const dir = mkdtempSync(join(rig().tmpDir, "doctor-"));
+    const dir = s.tmp(join(rig().tmpDir, "doctor-"));
     writeFileSync(join(dir, "known_hosts"), "");
     const result = await runCli(["doctor", "--options", JSON.stringify(rigOptions({ knownHostsFile: join(dir, "known_hosts") }))]);
     expect(result.code).toBe(4);
@@ -77,7 +80,7 @@ describe("doctor", () => {
   });
 
   it("fails at authenticated with the auth exit code for an unauthorized key", async () => {
-    const dir = mkdtempSync(join(rig().tmpDir, "doctor-"));
+    const dir = s.tmp(join(rig().tmpDir, "doctor-"));
     writeKeyFile(join(dir, "stranger"));
     const env = { ...process.env };
     delete env.SSH_AUTH_SOCK;

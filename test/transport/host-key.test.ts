@@ -1,9 +1,10 @@
 // Strict host-key checking against the real sshd: accepted forms of known_hosts, and every refusal
 // happening before authentication (proven from the sshd log).
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { RuntimeError } from "../../src/shared/errors.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { fingerprint } from "../../src/transport/known-hosts.js";
@@ -15,7 +16,7 @@ import { needs, unless } from "../support/needs.js";
 
 const r = rig();
 const hostName = r.port === 22 ? r.host : `[${r.host}]:${r.port}`;
-const scratch = mkdtempSync(join(r.tmpDir, "hk-"));
+const scratch = suite("all").tmp(join(r.tmpDir, "hk-"));
 let fileCount = 0;
 
 function knownHosts(lines: string[]): string {

@@ -2,10 +2,11 @@
 // install command lines through each login shell available here (sh, bash, zsh, fish, csh) with a
 // hostile root, and check the dependency statuses the bootstrap script reports.
 import { spawn, spawnSync } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir, userInfo } from "node:os";
+import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { userInfo } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { AgentChannel } from "../../src/transport/agent-channel.js";
 import { BootStatusScanner, agentBundle, bootstrapCommand, installCommand } from "../../src/transport/bootstrap.js";
 import { RuntimeError } from "../../src/shared/errors.js";
@@ -13,6 +14,7 @@ import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { connectSshHost } from "../../src/transport/ssh-host.js";
 import { rig, rigOptions } from "../rig/rig.js";
 
+const dirs = suite();
 const SHELLS = ["/bin/sh", "/bin/bash", "/usr/bin/zsh", "/usr/bin/fish", "/usr/bin/csh"];
 const bundle = agentBundle();
 // Shell-special characters a root may contain (backslash, `!`, newline and NUL are refused).
@@ -30,7 +32,7 @@ function statusOf(stdout: Buffer): string | undefined {
 
 describe.each(SHELLS.filter((s) => existsSync(s)))("login shell %s", (shell) => {
   it("installs into and starts the agent from a hostile root", async () => {
-    const home = mkdtempSync(join(tmpdir(), "paseo-shell-"));
+    const home = dirs.tmp("paseo-shell-");
     const root = HOSTILE_ROOT;
     const dir = join(home, root.slice(2), "agent", bundle.hash);
 
@@ -53,7 +55,7 @@ describe.each(SHELLS.filter((s) => existsSync(s)))("login shell %s", (shell) => 
 
 describe.each(SHELLS.filter((s) => existsSync(s)))("login shell %s, unsafe root", (shell) => {
   it("refuses to run or install from a root others can write, naming it", () => {
-    const home = mkdtempSync(join(tmpdir(), "paseo-unsafe-"));
+    const home = dirs.tmp("paseo-unsafe-");
     const root = join(home, "r o'ot");
     mkdirSync(join(root, "agent", bundle.hash), { recursive: true, mode: 0o700 });
     chmodSync(root, 0o775);
@@ -67,7 +69,7 @@ describe.each(SHELLS.filter((s) => existsSync(s)))("login shell %s, unsafe root"
   });
 
   it("refuses a root below a directory others can write (sticky too unless it is root's, or reached through a symlink), naming the nearest", () => {
-    const home = mkdtempSync(join(tmpdir(), "paseo-parent-"));
+    const home = dirs.tmp("paseo-parent-");
     const shared = join(home, "sh ared");
     const root = join(shared, "r o'ot");
     mkdirSync(join(root, "agent", bundle.hash), { recursive: true, mode: 0o700 });
@@ -106,7 +108,7 @@ describe.each(SHELLS.filter((s) => existsSync(s)))("login shell %s, unsafe root"
 
 describe("install command", () => {
   it("concurrent installers all succeed, keep one intact file and leave no temp files", async () => {
-    const home = mkdtempSync(join(tmpdir(), "paseo-race-"));
+    const home = dirs.tmp("paseo-race-");
     const data = readFileSync(bundle.path);
     const outputs = await Promise.all(
       Array.from(
@@ -134,7 +136,7 @@ describe("install command", () => {
   });
 
   it("a short upload is never linked into place", () => {
-    const home = mkdtempSync(join(tmpdir(), "paseo-short-"));
+    const home = dirs.tmp("paseo-short-");
     const out = run("/bin/sh", installCommand("~/r", bundle.hash, bundle.size), home, readFileSync(bundle.path).subarray(0, 1000));
     expect(statusOf(out.stdout)).toBe("short-upload:1000");
     expect(out.status).not.toBe(0);
@@ -150,7 +152,7 @@ function statusNode(): string {
 }
 
 describe("bootstrap dependency statuses", () => {
-  const home = mkdtempSync(join(tmpdir(), "paseo-deps-"));
+  const home = suite("all").tmp("paseo-deps-");
   const oldNode = join(home, "node16");
   writeFileSync(oldNode, "#!/bin/sh\necho 16.20.2\n");
   chmodSync(oldNode, 0o755);
@@ -166,7 +168,7 @@ describe("bootstrap dependency statuses", () => {
   });
 
   it("reports missing git (node found) and missing node", () => {
-    const empty = mkdtempSync(join(tmpdir(), "paseo-path-"));
+    const empty = dirs.tmp("paseo-path-");
     const node = process.execPath;
     // /bin/sh itself needs no PATH; `command -v git` finds nothing in an empty directory.
     expect(
@@ -179,7 +181,7 @@ describe("dependency errors through sshd", () => {
   it("an old remote node is a remote-dependency error naming version and path", async () => {
     const r = rig();
     if (r.external) return;
-    const stub = join(mkdtempSync(join(r.tmpDir, "node16-")), "node");
+    const stub = join(dirs.tmp(join(r.tmpDir, "node16-")), "node");
     writeFileSync(stub, "#!/bin/sh\necho 16.20.2\n");
     chmodSync(stub, 0o755);
     chmodSync(join(stub, ".."), 0o755);

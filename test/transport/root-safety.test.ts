@@ -11,7 +11,6 @@ import {
   chownSync,
   existsSync,
   mkdirSync,
-  mkdtempSync,
   readdirSync,
   readFileSync,
   rmSync,
@@ -21,7 +20,8 @@ import {
 } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { agentBundle } from "../../src/transport/bootstrap.js";
 import { ROOT_MARKER } from "../../src/remote-agent/root-marker.js";
 import { rig, rigOptions } from "../rig/rig.js";
@@ -31,10 +31,7 @@ import type { Options } from "../../src/contract/index.js";
 
 const uidOf = (user: string) => Number(execFileSync("id", ["-u", user]).toString().trim());
 
-const bases: string[] = [];
-afterAll(() => {
-  for (const b of bases) rmSync(b, { recursive: true, force: true });
-});
+const bases = suite("all");
 
 /**
  * A directory of `uid` (mode `mode`) whose parents all pass StrictModes: as root, under a
@@ -44,8 +41,7 @@ afterAll(() => {
  */
 function closedParent(uid: number, mode: number): string {
   const asRoot = process.getuid?.() === 0;
-  const base = mkdtempSync(asRoot ? "/srv/paseo-root-safety-" : join(homedir(), ".paseo-root-safety-"));
-  bases.push(base);
+  const base = bases.tmp(asRoot ? "/srv/paseo-root-safety-" : join(homedir(), ".paseo-root-safety-"));
   chmodSync(base, 0o755);
   const dir = join(base, "p");
   dirOf(dir, asRoot ? uid : process.getuid!(), mode);
@@ -188,8 +184,7 @@ describe("remote root safety", unless(needs.localHost("plants files on the host 
   it("a root right below /tmp (sticky, world-writable, root's) is accepted: nobody else can rename it away", async () => {
     expect(statSync("/tmp").uid).toBe(0);
     expect(statSync("/tmp").mode & 0o1777).toBe(0o1777);
-    const root = mkdtempSync("/tmp/paseo-root-safety-");
-    bases.push(root);
+    const root = bases.tmp("/tmp/paseo-root-safety-");
     rmSync(root, { recursive: true });
     const r = await inspect(root);
     expect(r.stderr).toBe("");

@@ -7,10 +7,11 @@
 // the real sshd rig.
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, rmdirSync, readdirSync, writeFileSync } from "node:fs";
-import { tmpdir, userInfo } from "node:os";
+import { existsSync, mkdirSync, rmSync, rmdirSync, readdirSync, writeFileSync } from "node:fs";
+import { userInfo } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { RuntimeError } from "../../src/shared/errors.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { parseDump } from "../../src/transport/ssh-config/dump.js";
@@ -31,7 +32,8 @@ const hasSsh = (() => {
 })();
 
 const id = randomBytes(4).toString("hex");
-const dir = mkdtempSync(join(tmpdir(), "paseo-sshcfg-"));
+const s = suite("all");
+const dir = s.tmp("paseo-sshcfg-");
 /** Relative Include paths are relative to ~/.ssh (of the password database's home, as ssh uses). */
 const homeSsh = join(userInfo().homedir, ".ssh");
 const relDir = `paseo-golden-${id}`;
@@ -40,6 +42,10 @@ const fixture = join(dir, "main.conf");
 const neverRan = join(dir, "should-not-run");
 
 beforeAll(() => {
+  s.push(() => {
+    rmSync(join(homeSsh, relDir), { recursive: true, force: true });
+    if (homeSshCreated && readdirSync(homeSsh).length === 0) rmdirSync(homeSsh);
+  });
   if (!existsSync(homeSsh)) {
     mkdirSync(homeSsh, { mode: 0o700 });
     homeSshCreated = true;
@@ -112,12 +118,6 @@ Host *
   GlobalKnownHostsFile ${dir}/global_kh ~/global2
 `,
   );
-});
-
-afterAll(() => {
-  rmSync(join(homeSsh, relDir), { recursive: true, force: true });
-  if (homeSshCreated && readdirSync(homeSsh).length === 0) rmdirSync(homeSsh);
-  rmSync(dir, { recursive: true, force: true });
 });
 
 const ALIASES: Array<Omit<EvalRequest, "file">> = [
@@ -294,6 +294,7 @@ const agentHere = unless(
 
 describe("IdentitiesOnly with an ssh-agent holding other keys (real sshd)", agentHere, () => {
   const r = rig();
+  const agentSide = suite("all");
   let agent: ChildProcess;
   const sock = join(dir, `agent-${id}.sock`);
   const saved = process.env.SSH_AUTH_SOCK;
@@ -301,6 +302,7 @@ describe("IdentitiesOnly with an ssh-agent holding other keys (real sshd)", agen
 
   beforeAll(async () => {
     agent = spawn("ssh-agent", ["-D", "-a", sock], { stdio: "ignore" });
+    agentSide.push(() => agent.kill());
     await waitFor(() => existsSync(sock), 5000);
     // The agent holds the key the server accepts; the config names another one.
     execFileSync("ssh-add", ["-q", r.identityFile], { env: { ...process.env, SSH_AUTH_SOCK: sock }, stdio: "ignore" });
@@ -310,12 +312,10 @@ describe("IdentitiesOnly with an ssh-agent holding other keys (real sshd)", agen
     file = join(dir, "agent.conf");
     writeFileSync(file, `Host only\n${common}  IdentitiesOnly yes\nHost any\n${common}`);
     process.env.SSH_AUTH_SOCK = sock;
-  });
-
-  afterAll(() => {
-    if (saved === undefined) delete process.env.SSH_AUTH_SOCK;
-    else process.env.SSH_AUTH_SOCK = saved;
-    agent?.kill();
+    agentSide.push(() => {
+      if (saved === undefined) delete process.env.SSH_AUTH_SOCK;
+      else process.env.SSH_AUTH_SOCK = saved;
+    });
   });
 
   it("without IdentitiesOnly the agent's key logs in; with it, the agent may offer only the listed key", async () => {
