@@ -5,10 +5,10 @@
 // full commit id, and a flood of branches is refused. A fake host answers the work-state (these
 // are checks of pure logic before any transfer); the local repository is a real one and must be
 // left exactly as it was.
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, mkdtempSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { bringBack, MAX_BRANCHES } from "../../src/mirror/bring-back.js";
 import { sealWorkHome } from "../../src/mirror/seal.js";
 import { isSafeBranchName, workNamespace } from "../../src/mirror/ref-names.js";
@@ -18,19 +18,19 @@ import { gitIn, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { OWNER } from "../support/workspace.js";
 
 describe("a host's report of a workspace's work is checked before anything local changes", () => {
+  const s = suite("all");
   let base: string;
   let fixture: FixtureRepo;
   const savedState = process.env.XDG_STATE_HOME;
   beforeAll(() => {
-    base = mkdtempSync(join(tmpdir(), "paseo-hostile-work-"));
+    base = s.tmp("paseo-hostile-work-");
     mkdirSync(join(base, "state"), { mode: 0o700 });
     process.env.XDG_STATE_HOME = join(base, "state");
+    s.push(() => {
+      if (savedState === undefined) delete process.env.XDG_STATE_HOME;
+      else process.env.XDG_STATE_HOME = savedState;
+    });
     fixture = seedRepo(base);
-  });
-  afterAll(() => {
-    if (savedState === undefined) delete process.env.XDG_STATE_HOME;
-    else process.env.XDG_STATE_HOME = savedState;
-    rmSync(base, { recursive: true, force: true });
   });
 
   const host: RemoteHost = {

@@ -4,6 +4,7 @@
 // notice to the runtime's work-notice operation, which brings the commits back. A new branch
 // appears as a local branch and a later commit moves it; after a link reset the mirror catches up.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { execFileSync } from "node:child_process";
 import { ExecWorkspace, exitOf } from "../support/exec.js";
 import { throughProxy } from "../support/host-daemon.js";
@@ -69,18 +70,16 @@ describe("the live mirror", () => {
 });
 
 describe("the live mirror across a link outage", () => {
-  const cleanups: Array<() => Promise<void> | void> = [];
+  const cleanups = suite("all");
   let proxy: DelayProxy;
   let ws: ExecWorkspace;
   beforeAll(async () => {
     const through = await throughProxy(cleanups, { keepaliveIntervalMs: 1000, brokerIdleMs: 300_000 });
     proxy = through.proxy;
     ws = new ExecWorkspace("live-mirror-outage", through.options);
+    // Newest first: the workspace is removed before the proxy it goes through closes.
+    cleanups.push(() => ws.cleanup());
     await ws.create();
-  });
-  afterAll(async () => {
-    await ws.cleanup();
-    for (const c of cleanups.splice(0).reverse()) await c();
   });
 
   it("a commit made while the link is down arrives once it is back, with no operation called", async () => {

@@ -4,10 +4,10 @@
 // local HEAD, index, working tree, config and every other branch untouched. Where the work cannot
 // come back (a deleted local repository, a git source) the host keeps it and the operation says
 // where on stderr.
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { gitIn, seedRepo, treeSnapshot, type FixtureRepo } from "../fixtures/repo.js";
 import { hostGitSource } from "../support/host-git-source.js";
@@ -66,21 +66,19 @@ function agentWorks(checkout: string): { feature: string; other: string } {
 }
 
 describe("work comes back before a workspace is removed", () => {
+  const s = suite("all");
   let base: string;
   let fixture: FixtureRepo;
   let d: Driver;
 
   beforeAll(() => {
-    base = mkdtempSync(join(tmpdir(), "paseo-work-back-"));
+    base = s.tmp("paseo-work-back-");
     fixture = seedRepo(base);
     // A branch of the user's own, and a stash-free, dirty working tree: none of it may change.
     gitIn(fixture.path, ["branch", "user-branch"]);
     writeFileSync(join(fixture.path, "committed.txt"), "the user's own uncommitted edit\n");
     d = cliDriver("work-back");
-  });
-  afterAll(() => {
-    rmSync(base, { recursive: true, force: true });
-    removeRoot(d.root);
+    s.push(() => removeRoot(d.root));
   });
 
   it("destroy keeps two branches of commits and the uncommitted work, and touches nothing else locally", async () => {
@@ -294,17 +292,15 @@ describe("work comes back before a workspace is removed", () => {
 });
 
 describe("a git-source workspace keeps its work on the host", () => {
+  const s = suite("all");
   let base: string;
   let d: Driver;
   let src: ReturnType<typeof hostGitSource> | undefined;
   beforeAll(() => {
-    base = mkdtempSync(join(tmpdir(), "paseo-work-git-"));
+    base = s.tmp("paseo-work-git-");
     d = cliDriver("work-git");
-  });
-  afterAll(() => {
-    rmSync(base, { recursive: true, force: true });
-    removeRoot(d.root);
-    src?.remove();
+    s.push(() => removeRoot(d.root));
+    s.push(() => src?.remove());
   });
 
   it("destroy archives its commits and says where; a clean one leaves nothing behind", async () => {

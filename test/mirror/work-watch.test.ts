@@ -2,10 +2,10 @@
 // filesystem with real git: inotify says which workspace to look at, so a commit is seen within a
 // tick or two while idle workspaces are not read at all between the safety looks, and a workspace
 // that comes, moves a nested branch, detaches HEAD or goes is reported as such.
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { SAFETY_LOOK_MS, watchWork } from "../../src/remote-agent/workspace/work-watch.js";
 import { rootLayout, workspaceKey, WORKSPACE_PREFIX } from "../../src/remote-agent/layout.js";
@@ -16,11 +16,11 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const git = (cwd: string, ...args: string[]) =>
   execFileSync("git", ["-c", "user.name=A", "-c", "user.email=a@example.com", ...args], { cwd, encoding: "utf8" }).trim();
 
+const s = suite();
 let root: string;
 beforeEach(() => {
-  root = mkdtempSync(join(tmpdir(), "work-watch-"));
+  root = s.tmp("work-watch-");
 });
-afterEach(() => rmSync(root, { recursive: true, force: true }));
 
 /** A ready, mirrored workspace with a one-commit checkout on main. */
 function workspace(id: string): string {
