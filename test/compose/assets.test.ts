@@ -4,9 +4,10 @@
 // Dockerfile, the entrypoint and the runner must agree on ports, user, key paths and variables.
 // PASEO_UPDATE_DOCKER_ASSETS=1 rewrites the generated files instead of comparing them.
 import { describe, expect, it } from "vitest";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { suite } from "../support/suite.js";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { execFileSync } from "node:child_process";
-import { tmpdir, userInfo } from "node:os";
+import { userInfo } from "node:os";
 import { dirname, join } from "node:path";
 import { parse as parseYaml } from "yaml";
 import {
@@ -62,6 +63,8 @@ function composeService(name = "sshd"): Record<string, any> {
 }
 
 describe("compose sshd rig assets", () => {
+  const s = suite();
+
   it.each(generated)("%s is generated from test/rig/sshd-config.ts", (file, text) => {
     expect(read(docker(file))).toBe(text());
   });
@@ -78,26 +81,22 @@ describe("compose sshd rig assets", () => {
 
   it("the generator's output is accepted by sshd -t", (ctx) => {
     if (!sshdInstalled()) ctx.skip(openSshOnly(`${SSHD_PATH} -t checks the generated config`));
-    const tmp = mkdtempSync(join(tmpdir(), "paseo-sshd-config-"));
-    try {
-      const hostKey = join(tmp, "host_key");
-      execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", hostKey]);
-      const file = join(tmp, "sshd_config");
-      writeFileSync(
-        file,
-        sshdConfigText({
-          port: 2222,
-          listenAddress: "127.0.0.1",
-          hostKeys: [hostKey],
-          pidFile: join(tmp, "pid"),
-          authorizedKeysFile: join(tmp, "authorized_keys"),
-          allowUsers: [TEST_USER],
-        }),
-      );
-      expect(() => execFileSync(SSHD_PATH, ["-t", "-f", file], { stdio: "pipe" })).not.toThrow();
-    } finally {
-      rmSync(tmp, { recursive: true, force: true });
-    }
+    const tmp = s.tmp("paseo-sshd-config-");
+    const hostKey = join(tmp, "host_key");
+    execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", hostKey]);
+    const file = join(tmp, "sshd_config");
+    writeFileSync(
+      file,
+      sshdConfigText({
+        port: 2222,
+        listenAddress: "127.0.0.1",
+        hostKeys: [hostKey],
+        pidFile: join(tmp, "pid"),
+        authorizedKeysFile: join(tmp, "authorized_keys"),
+        allowUsers: [TEST_USER],
+      }),
+    );
+    expect(() => execFileSync(SSHD_PATH, ["-t", "-f", file], { stdio: "pipe" })).not.toThrow();
   });
 
   it("setup-users.sh is valid sh that creates both users with the login shell", () => {
@@ -111,25 +110,20 @@ describe("compose sshd rig assets", () => {
   });
 
   it("the script (container) and applyUserSteps (local rig) write the same rc files byte for byte", () => {
-    const viaScript = mkdtempSync(join(tmpdir(), "paseo-user-steps-"));
-    const viaApply = mkdtempSync(join(tmpdir(), "paseo-user-steps-"));
-    try {
-      const me = userInfo().username;
-      execFileSync("sh", ["-c", userStepsScript(noisyRcSteps(me, viaScript))]);
-      const commands: string[] = [];
-      applyUserSteps(noisyRcSteps(me, viaApply), (command, args) => {
-        commands.push(command);
-        execFileSync(command, args);
-      });
-      expect(commands).toEqual(["chown", "chown", "chown", "chown"]);
-      for (const step of noisyRcSteps(me, "")) {
-        if (!("write" in step)) continue;
-        expect(read(join(viaScript, step.write))).toBe(step.content);
-        expect(read(join(viaApply, step.write))).toBe(step.content);
-      }
-    } finally {
-      rmSync(viaScript, { recursive: true, force: true });
-      rmSync(viaApply, { recursive: true, force: true });
+    const viaScript = s.tmp("paseo-user-steps-");
+    const viaApply = s.tmp("paseo-user-steps-");
+    const me = userInfo().username;
+    execFileSync("sh", ["-c", userStepsScript(noisyRcSteps(me, viaScript))]);
+    const commands: string[] = [];
+    applyUserSteps(noisyRcSteps(me, viaApply), (command, args) => {
+      commands.push(command);
+      execFileSync(command, args);
+    });
+    expect(commands).toEqual(["chown", "chown", "chown", "chown"]);
+    for (const step of noisyRcSteps(me, "")) {
+      if (!("write" in step)) continue;
+      expect(read(join(viaScript, step.write))).toBe(step.content);
+      expect(read(join(viaApply, step.write))).toBe(step.content);
     }
   });
 

@@ -2,11 +2,11 @@
 // strict schema written here from docs/contract.md#registration (independent of the implementation's
 // own), and
 // the command it names is spawned exactly as Paseo would: directly, without a shell.
-import { describe, expect, it, beforeAll, afterAll } from "vitest";
+import { describe, expect, it, beforeAll } from "vitest";
+import { suite } from "../support/suite.js";
 import { z } from "zod";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { realpathSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CLI_PATH, runCli } from "../support/run-cli.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
@@ -23,17 +23,17 @@ const Entry = z.strictObject({
 });
 const ConfigSnippet = z.strictObject({ workspaceRuntimes: z.record(z.string().min(1), Entry) });
 
+const s = suite("all");
 let tmp: string;
 let identityFile: string;
 let knownHostsFile: string;
 beforeAll(() => {
-  tmp = mkdtempSync(join(tmpdir(), "paseo-config-test-"));
+  tmp = s.tmp("paseo-config-test-");
   identityFile = join(tmp, "id_ed25519");
   knownHostsFile = join(tmp, "known_hosts");
   writeFileSync(identityFile, "not read by config\n", { mode: 0o600 });
   writeFileSync(knownHostsFile, "");
 });
-afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 async function config(args: string[]) {
   const result = await runCli(["config", ...args]);

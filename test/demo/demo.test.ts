@@ -4,9 +4,9 @@
 // workspace or temp dirs, no change to the repository it ran in, and on a real host (the rig) no
 // workspace directory and no process under the demo's remote root.
 import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { spawn, spawnSync, execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CLI_PATH } from "../support/run-cli.js";
 import { rig, uniqueTestRoot } from "../rig/rig.js";
@@ -36,8 +36,10 @@ interface DemoRun {
   tmp: string;
 }
 
+const s = suite();
+
 function runDemo(args: string[], cwd: string, onOutput?: (stdout: string, kill: (s: NodeJS.Signals) => void) => void): Promise<DemoRun> {
-  const tmp = mkdtempSync(join(tmpdir(), "paseo-demo-test-"));
+  const tmp = s.tmp("paseo-demo-test-");
   return new Promise((resolve, reject) => {
     const started = Date.now();
     const child = spawn(process.execPath, [CLI_PATH, "demo", ...args], {
@@ -120,7 +122,6 @@ async function expectNoLocalLeftovers(run: DemoRun, created = true): Promise<voi
   while (localProcessesMentioning(needles).length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
   expect(localProcessesMentioning(needles)).toEqual([]);
   expect(readdirSync(run.tmp)).toEqual([]);
-  rmSync(run.tmp, { recursive: true, force: true });
 }
 
 /**
@@ -163,17 +164,13 @@ describe("demo", () => {
   it(
     "generates a sample repository when run outside a git repository",
     async () => {
-      const outside = mkdtempSync(join(tmpdir(), "paseo-demo-cwd-"));
-      try {
-        const run = await runDemo([], outside);
-        expectAllPassed(run, utilLinuxScript);
-        expect(run.stdout).toContain("from generated sample repo (main@");
-        expect(run.stdout).toContain("untracked .env absent");
-        await expectNoLocalLeftovers(run);
-        expect(readdirSync(outside)).toEqual([]);
-      } finally {
-        rmSync(outside, { recursive: true, force: true });
-      }
+      const outside = s.tmp("paseo-demo-cwd-");
+      const run = await runDemo([], outside);
+      expectAllPassed(run, utilLinuxScript);
+      expect(run.stdout).toContain("from generated sample repo (main@");
+      expect(run.stdout).toContain("untracked .env absent");
+      await expectNoLocalLeftovers(run);
+      expect(readdirSync(outside)).toEqual([]);
     },
     DEMO_TEST_MS,
   );
@@ -240,36 +237,32 @@ describe("demo", () => {
     "fails with the cause, skips what depends on it, still cleans up, when the host key is unknown",
     async () => {
       const r = rig();
-      const strangers = mkdtempSync(join(tmpdir(), "paseo-demo-kh-"));
-      try {
-        writeFileSync(join(strangers, "known_hosts"), "");
-        const run = await runDemo(
-          [
-            "--host",
-            `${r.user}@${r.host}:${r.port}`,
-            "--identity-file",
-            r.identityFile,
-            "--known-hosts-file",
-            join(strangers, "known_hosts"),
-            "--root",
-            uniqueTestRoot("demo"),
-          ],
-          repoRoot,
-        );
-        const marks = stepLines(run.stdout);
-        expect(marks.get("describe"), run.stdout).toBe("✓");
-        expect(marks.get("create"), run.stdout).toBe("✗");
-        expect(run.stdout).toMatch(/✗ create .*host key/i);
-        for (const step of ["committed files only", "git log -1", "pty", "pause", "resume"]) expect(marks.get(step)).toBe("-");
-        // destroy is still attempted (it cannot reach the host either), then the local cleanup runs.
-        expect(marks.get("destroy")).toBe("✗");
-        expect(marks.get("local cleanup")).toBe("✓");
-        expect(run.stdout).toMatch(/^demo: 2 passed, 2 failed, 7 skipped in /m);
-        expect(run.code).toBe(1);
-        await expectNoLocalLeftovers(run, false);
-      } finally {
-        rmSync(strangers, { recursive: true, force: true });
-      }
+      const strangers = s.tmp("paseo-demo-kh-");
+      writeFileSync(join(strangers, "known_hosts"), "");
+      const run = await runDemo(
+        [
+          "--host",
+          `${r.user}@${r.host}:${r.port}`,
+          "--identity-file",
+          r.identityFile,
+          "--known-hosts-file",
+          join(strangers, "known_hosts"),
+          "--root",
+          uniqueTestRoot("demo"),
+        ],
+        repoRoot,
+      );
+      const marks = stepLines(run.stdout);
+      expect(marks.get("describe"), run.stdout).toBe("✓");
+      expect(marks.get("create"), run.stdout).toBe("✗");
+      expect(run.stdout).toMatch(/✗ create .*host key/i);
+      for (const step of ["committed files only", "git log -1", "pty", "pause", "resume"]) expect(marks.get(step)).toBe("-");
+      // destroy is still attempted (it cannot reach the host either), then the local cleanup runs.
+      expect(marks.get("destroy")).toBe("✗");
+      expect(marks.get("local cleanup")).toBe("✓");
+      expect(run.stdout).toMatch(/^demo: 2 passed, 2 failed, 7 skipped in /m);
+      expect(run.code).toBe(1);
+      await expectNoLocalLeftovers(run, false);
     },
     DEMO_TEST_MS,
   );
@@ -302,6 +295,5 @@ describe("demo", () => {
     expect(run.code).toBe(2);
     expect(run.stdout).toBe("");
     expect(run.stderr).toMatch(/need --host/);
-    rmSync(run.tmp, { recursive: true, force: true });
   });
 });

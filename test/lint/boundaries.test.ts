@@ -2,21 +2,20 @@
 // laid out like src/: every layering rule reports its upward import by name, and the same tree
 // with only downward imports passes, so the check can fail and does not fail for nothing.
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 
 const REPO = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const DEPCRUISE = join(REPO, "node_modules", ".bin", "depcruise");
 const CONFIG = join(REPO, ".dependency-cruiser.cjs");
-const dirs: string[] = [];
+const s = suite("all");
 
 /** A fixture project: `files` maps paths to sources; `fakepkg` is an npm dependency. */
 function fixture(files: Record<string, string>): string {
-  const dir = mkdtempSync(join(tmpdir(), "boundaries-"));
-  dirs.push(dir);
+  const dir = s.tmp("boundaries-");
   const write = (path: string, text: string) => {
     mkdirSync(dirname(join(dir, path)), { recursive: true });
     writeFileSync(join(dir, path), text);
@@ -37,10 +36,6 @@ function cruise(dir: string): { code: number | null; out: string } {
 
 const imports = (from: string) => `import { x } from "${from}";\nexport const y = x;\n`;
 const leaf = "export const x = 1;\n";
-
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
 
 describe("import boundaries", () => {
   it("report every upward or sideways import by its rule", () => {

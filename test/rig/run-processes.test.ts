@@ -1,21 +1,17 @@
 // The run's processes are found by the mark they inherit, by running in a remote root of the run,
 // or by descending from either; other runs' processes are not; and whatever outlives the grace
 // period is killed and named, which is what fails a run that leaves something behind.
-import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { mkdirSync } from "node:fs";
 import { randomBytes } from "node:crypto";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { waitFor } from "./rig.js";
 import { RUN_MARK_VARIABLE, pin, reapRun, runProcesses, signal, type RunIdentity } from "./run-processes.js";
 import { needs, unless } from "../support/needs.js";
 
-const started: ChildProcess[] = [];
-afterEach(() => {
-  // Each child leads its own process group: the group goes, grandchildren included.
-  for (const child of started.splice(0)) signal([-child.pid!], "SIGKILL");
-});
+const s = suite();
 
 function identity(): RunIdentity {
   const runId = randomBytes(4).toString("hex");
@@ -29,7 +25,8 @@ function start(argv: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string } =
     cwd: opts.cwd,
     detached: true,
   });
-  started.push(child);
+  // Each child leads its own process group: the group goes, grandchildren included.
+  s.push(() => signal([-child.pid!], "SIGKILL"));
   return child.pid!;
 }
 
@@ -40,7 +37,7 @@ describe("processes of a test run", unless(needs.linux("reads processes from /pr
     const id = identity();
     const other = identity();
     const marked = start(["sleep", "61"], { env: { PATH: "/usr/bin:/bin", [RUN_MARK_VARIABLE]: id.runId } });
-    const root = join(mkdtempSync(join(tmpdir(), "paseo-home-")), `.paseo-ssh-test-${id.runId}-t-1`);
+    const root = join(s.tmp("paseo-home-"), `.paseo-ssh-test-${id.runId}-t-1`);
     mkdirSync(root);
     const inRoot = start(["sleep", "62"], { cwd: root });
     // The shell stays as the parent of a child whose environment was emptied.

@@ -1,15 +1,15 @@
 // Which server the rig starts: sshd where it is installed, the embedded server where it is not
 // (a machine without openssh-server), either when asked, and never a silent fallback when CI
 // requires sshd.
-import { chmodSync, mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { chmodSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { rig } from "./rig.js";
 import { chooseServer } from "./server-choice.js";
 import { needs, unless } from "../support/needs.js";
 
-const dir = mkdtempSync(join(tmpdir(), "paseo-sshd-choice-"));
+const dir = suite("all").tmp("paseo-sshd-choice-");
 const fakeSshd = join(dir, "sshd");
 writeFileSync(fakeSshd, "#!/bin/sh\n");
 chmodSync(fakeSshd, 0o755);

@@ -1,9 +1,9 @@
 // The runtime <-> agent protocol checks every JSON frame before use: well-formed messages decode
 // to their typed shape; anything else (wrong field types, unknown types, not JSON) is refused.
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { AGENT_OPS, decodeAgentMessage, decodeRuntimeMessage, isAnswer } from "../../src/shared/agent-api.js";
 import { lookupOp } from "../../src/remote-agent/op-registry.js";
 import type { OneShotHandlers } from "../../src/remote-agent/context.js";
@@ -73,20 +73,18 @@ describe("the one-shot op table", () => {
 });
 
 describe("test hooks", () => {
+  const s = suite();
+
   it("are off without the file and bounded with it", () => {
-    const root = mkdtempSync(join(tmpdir(), "hooks-"));
-    try {
-      expect(workspaceHooks(root, "w")).toEqual({ beforeClaimMs: 0, afterClaimMs: 0 });
-      writeFileSync(
-        join(root, TEST_HOOKS_FILE),
-        JSON.stringify({ workspaces: { w: { afterClaimMs: 99_999_999 } }, execs: { e: { delayIdentityMs: 300 } } }),
-      );
-      expect(workspaceHooks(root, "w")).toEqual({ beforeClaimMs: 0, afterClaimMs: 60_000 });
-      expect(workspaceHooks(root, "other")).toEqual({ beforeClaimMs: 0, afterClaimMs: 0 });
-      expect(execHooks(root, "e")).toEqual({ delayIdentityMs: 300 });
-      expect(execHooks(root, "__proto__")).toEqual({ delayIdentityMs: 0 });
-    } finally {
-      rmSync(root, { recursive: true, force: true });
-    }
+    const root = s.tmp("hooks-");
+    expect(workspaceHooks(root, "w")).toEqual({ beforeClaimMs: 0, afterClaimMs: 0 });
+    writeFileSync(
+      join(root, TEST_HOOKS_FILE),
+      JSON.stringify({ workspaces: { w: { afterClaimMs: 99_999_999 } }, execs: { e: { delayIdentityMs: 300 } } }),
+    );
+    expect(workspaceHooks(root, "w")).toEqual({ beforeClaimMs: 0, afterClaimMs: 60_000 });
+    expect(workspaceHooks(root, "other")).toEqual({ beforeClaimMs: 0, afterClaimMs: 0 });
+    expect(execHooks(root, "e")).toEqual({ delayIdentityMs: 300 });
+    expect(execHooks(root, "__proto__")).toEqual({ delayIdentityMs: 0 });
   });
 });

@@ -3,10 +3,10 @@
 // pipes cannot hold up the end, a git timeout (gitResult and gitStream alike) ends git's children
 // too, and a git failure names its subcommand past leading options.
 // The same behaviour over SSH: lfs.test.ts (a hanging LFS filter), pool.test.ts (hostsCommand pipelines).
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { CLOSE_GRACE_MS, spawnGroup } from "../../src/shared/child-group.js";
 import { gitFailure, gitResult, gitStream, gitSubcommand } from "../../src/shared/git-exec.js";
 
@@ -67,6 +67,8 @@ describe("spawnGroup", () => {
 });
 
 describe("git errors", () => {
+  const s = suite();
+
   it("name the subcommand past -c, -C and other leading options", () => {
     expect(gitSubcommand(["-c", "checkout.workers=0", "-c", "a=b", "checkout", "--quiet"])).toBe("checkout");
     expect(gitSubcommand(["-C", "/x", "--no-pager", "--git-dir", "/y", "log"])).toBe("log");
@@ -79,42 +81,34 @@ describe("git errors", () => {
   });
 
   it("a git whose alias leaves a child holding its stderr: the result comes after the grace, the child is killed", async () => {
-    const repo = mkdtempSync(join(tmpdir(), "child-group-git-"));
-    try {
-      writeFileSync(join(repo, "held.sh"), `#!/bin/sh\nsleep 30 >&2 &\necho $! > ${join(repo, "pid")}\n`, { mode: 0o755 });
-      const t0 = Date.now();
-      const r = await gitResult(["-c", `alias.held=!${join(repo, "held.sh")}`, "held"], { cwd: repo });
-      expect(r.code).toBe(0);
-      expect(Date.now() - t0).toBeLessThan(CLOSE_GRACE_MS + 10_000);
-      // Killed with its group when the grace ran out.
-      expect(await endsSoon(Number(readFileSync(join(repo, "pid"), "utf8")))).toBe(true);
-    } finally {
-      rmSync(repo, { recursive: true, force: true });
-    }
+    const repo = s.tmp("child-group-git-");
+    writeFileSync(join(repo, "held.sh"), `#!/bin/sh\nsleep 30 >&2 &\necho $! > ${join(repo, "pid")}\n`, { mode: 0o755 });
+    const t0 = Date.now();
+    const r = await gitResult(["-c", `alias.held=!${join(repo, "held.sh")}`, "held"], { cwd: repo });
+    expect(r.code).toBe(0);
+    expect(Date.now() - t0).toBeLessThan(CLOSE_GRACE_MS + 10_000);
+    // Killed with its group when the grace ran out.
+    expect(await endsSoon(Number(readFileSync(join(repo, "pid"), "utf8")))).toBe(true);
   });
 
   it("gitResult and gitStream at their timeout: git, its shell and the child holding its stderr are all killed, the error names the subcommand", async () => {
-    const repo = mkdtempSync(join(tmpdir(), "child-group-git-"));
-    try {
-      // An alias runs under a shell git waits for; the backgrounded sleep holds git's stderr.
-      const script = join(repo, "stuck.sh");
-      writeFileSync(script, `#!/bin/sh\nsleep 30 >&2 &\necho "$$ $!" > "$1"\nexec sleep 30\n`, { mode: 0o755 });
-      const alias = ["-c", `alias.stuck=!${script}`, "stuck"];
-      let t0 = Date.now();
-      await expect(gitResult([...alias, join(repo, "result.pid")], { cwd: repo, timeoutMs: 500 })).rejects.toThrow(
-        /^git stuck did not finish within 500 ms$/,
-      );
-      expect(Date.now() - t0).toBeLessThan(CLOSE_GRACE_MS + 10_000);
-      const stream = gitStream([...alias, join(repo, "stream.pid")], { cwd: repo, timeoutMs: 500 });
-      stream.stdin.end();
-      stream.stdout.resume();
-      t0 = Date.now();
-      await expect(stream.done).rejects.toThrow(/^git stuck did not finish within 500 ms$/);
-      expect(Date.now() - t0).toBeLessThan(CLOSE_GRACE_MS + 10_000);
-      for (const which of ["result.pid", "stream.pid"])
-        for (const pid of readFileSync(join(repo, which), "utf8").trim().split(" ")) expect(await endsSoon(Number(pid)), which).toBe(true);
-    } finally {
-      rmSync(repo, { recursive: true, force: true });
-    }
+    const repo = s.tmp("child-group-git-");
+    // An alias runs under a shell git waits for; the backgrounded sleep holds git's stderr.
+    const script = join(repo, "stuck.sh");
+    writeFileSync(script, `#!/bin/sh\nsleep 30 >&2 &\necho "$$ $!" > "$1"\nexec sleep 30\n`, { mode: 0o755 });
+    const alias = ["-c", `alias.stuck=!${script}`, "stuck"];
+    let t0 = Date.now();
+    await expect(gitResult([...alias, join(repo, "result.pid")], { cwd: repo, timeoutMs: 500 })).rejects.toThrow(
+      /^git stuck did not finish within 500 ms$/,
+    );
+    expect(Date.now() - t0).toBeLessThan(CLOSE_GRACE_MS + 10_000);
+    const stream = gitStream([...alias, join(repo, "stream.pid")], { cwd: repo, timeoutMs: 500 });
+    stream.stdin.end();
+    stream.stdout.resume();
+    t0 = Date.now();
+    await expect(stream.done).rejects.toThrow(/^git stuck did not finish within 500 ms$/);
+    expect(Date.now() - t0).toBeLessThan(CLOSE_GRACE_MS + 10_000);
+    for (const which of ["result.pid", "stream.pid"])
+      for (const pid of readFileSync(join(repo, which), "utf8").trim().split(" ")) expect(await endsSoon(Number(pid)), which).toBe(true);
   });
 });
