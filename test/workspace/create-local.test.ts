@@ -2,10 +2,10 @@
 // materialization and transfer negotiation. The same behaviours are proven over real SSH in
 // lifecycle.test.ts.
 import { execFileSync } from "node:child_process";
-import { existsSync, lstatSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, lstatSync, readFileSync, readlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { LocalHost } from "../support/local-host.js";
 import { prepareCreate, runCreate } from "../../src/workspace/create-workspace.js";
 import type { Progress } from "../../src/workspace/progress.js";
@@ -30,18 +30,18 @@ function input(workspaceId: string, repo: string, placement: CreateInput["placem
 }
 
 describe("create through a local agent", () => {
+  const s = suite("all");
   let base: string;
   let root: string;
   let fixture: FixtureRepo;
   let host: LocalHost;
 
   beforeAll(() => {
-    base = mkdtempSync(join(tmpdir(), "paseo-ws-local-"));
+    base = s.tmp("paseo-ws-local-");
     root = join(base, "root");
     fixture = seedRepo(base);
     host = new LocalHost(root);
   });
-  afterAll(() => rmSync(base, { recursive: true, force: true }));
 
   it("materializes committed content on main, then reuses the cache and sends only deltas", async () => {
     const before = localRepoFingerprint(fixture.path);

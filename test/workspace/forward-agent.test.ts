@@ -4,10 +4,10 @@
 // workload's environment stays exactly the exec's; without the option the same push is refused;
 // after a reset of the link the push works again; another user cannot reach the socket.
 import { execFileSync } from "node:child_process";
-import { appendFileSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { appendFileSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { writeKeyFile } from "../rig/keys.js";
 import { rig, rigOptions, waitFor } from "../rig/rig.js";
@@ -30,7 +30,7 @@ const needed = unless(
 const ENV = { PATH: "/usr/local/bin:/usr/bin:/bin", FORWARD_TEST: "exact" };
 
 describe("forwardAgent: git in the workspace pushes with the Paseo side's ssh-agent", { timeout: 180_000, ...needed }, () => {
-  const cleanups: Array<() => Promise<void> | void> = [];
+  const cleanups = suite("all");
   let agentDir: string;
   let bare: string;
   let url: string;
@@ -42,7 +42,14 @@ describe("forwardAgent: git in the workspace pushes with the Paseo side's ssh-ag
   beforeAll(async () => {
     const r = rig();
     // Our own ssh-agent on our own socket, holding a key nobody else has.
-    agentDir = mkdtempSync(join(tmpdir(), "paseo-fwd-agent-"));
+    agentDir = cleanups.tmp("paseo-fwd-agent-");
+    // SSH_AUTH_SOCK (set below) is part of a broker's key: restored only after every cleanup
+    // registered later, or each finish() would stop a broker of its own while the workspace's
+    // broker lives on, holding the daemon's notices and starting a daemon again once the root is gone.
+    cleanups.push(() => {
+      if (saved === undefined) delete process.env.SSH_AUTH_SOCK;
+      else process.env.SSH_AUTH_SOCK = saved;
+    });
     const sock = join(agentDir, "agent.sock");
     const out = execFileSync("ssh-agent", ["-a", sock, "-s"], { encoding: "utf8" });
     const pid = Number(/SSH_AGENT_PID=(\d+)/.exec(out)?.[1]);
@@ -89,20 +96,10 @@ describe("forwardAgent: git in the workspace pushes with the Paseo side's ssh-ag
     cleanups.push(() => finish(without));
     await without.create();
   });
-  afterAll(async () => {
-    // The proxy first: it holds the sshd side of the broker's connection (and so the forwarding
-    // session) open after the broker left.
-    await proxy?.close();
-    const failures: unknown[] = [];
-    // SSH_AUTH_SOCK is part of a broker's key: restored only after the cleanups, or each finish()
-    // would stop a broker of its own while the workspace's broker lives on, holding the daemon's
-    // notices and starting a daemon again once the root is gone.
-    for (const c of cleanups.splice(0).reverse()) await Promise.resolve(c()).catch((err: unknown) => failures.push(err));
-    if (saved === undefined) delete process.env.SSH_AUTH_SOCK;
-    else process.env.SSH_AUTH_SOCK = saved;
-    if (failures.length > 0) throw failures[0];
-    rmSync(agentDir, { recursive: true, force: true });
-  });
+  // The proxy first: it holds the sshd side of the broker's connection (and so the forwarding
+  // session) open after the broker left. afterAll hooks run newest first: this one before the
+  // fixture's cleanups.
+  afterAll(() => proxy?.close());
 
   const push = (ws: ExecWorkspace, branch: string) =>
     ws.run({ argv: ["git", "push", "-q", url, `HEAD:refs/heads/${branch}`], env: ENV, cwd: ws.root });

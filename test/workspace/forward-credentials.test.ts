@@ -7,11 +7,11 @@
 // gets nothing, even when the workspace's own config names it; a failing helper or a lost link
 // fails the push with a line saying why, never a prompt or a hang.
 import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { chmodSync, existsSync, lstatSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { rig, rigOptions } from "../rig/rig.js";
 import { ExecWorkspace, exitOf, secretLeaks, sleep } from "../support/exec.js";
 import { finish, throughProxy } from "../support/host-daemon.js";
@@ -94,7 +94,7 @@ describe(
   "forwardGitCredentials: git in the workspace pushes over HTTP with the Paseo side's credential helper",
   { timeout: 120_000, ...needed },
   () => {
-    const cleanups: Array<() => Promise<void> | void> = [];
+    const cleanups = suite("all");
     let dir: string;
     let forge: Forge;
     let url: string;
@@ -116,14 +116,14 @@ echo password=$(cat '${d}/token')
     };
 
     beforeAll(async () => {
-      dir = mkdtempSync(join(tmpdir(), "paseo-cred-"));
+      dir = cleanups.tmp("paseo-cred-");
       chmodSync(dir, 0o755);
-      cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
       writeFileSync(join(dir, "token"), TOKEN, { mode: 0o600 });
       writeFileSync(join(dir, "helper.sh"), helperScript(dir), { mode: 0o700 });
       forge = await startForge(dir);
       cleanups.push(() => forge.close());
       url = `http://127.0.0.1:${forge.port}/forge.git`;
+      // Newest first: the proxy closes after the workspaces' removal, which goes through it.
       const through = await throughProxy(cleanups, { forwardGitCredentials: true, sshConfig: false });
       proxy = through.proxy;
       withCreds = new ExecWorkspace("cred-on", { ...through.options, sshConfig: false });
@@ -131,12 +131,6 @@ echo password=$(cat '${d}/token')
       without = new ExecWorkspace("cred-off", { sshConfig: false });
       cleanups.push(() => finish(without));
       await Promise.all([withCreds.create(prepare), without.create(prepare)]);
-    });
-    afterAll(async () => {
-      // The proxy closes after the workspaces' removal (cleanups), which goes through it.
-      const failures: unknown[] = [];
-      for (const c of cleanups.splice(0).reverse()) await Promise.resolve(c()).catch((err: unknown) => failures.push(err));
-      if (failures.length > 0) throw failures[0];
     });
 
     const git = (ws: ExecWorkspace, args: string[], stdin?: string) =>

@@ -4,23 +4,28 @@
 // parser, a repository the seal does not name, the option off); `store`/`erase` only for the
 // credential the helpers give now.
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { answerCredentialAsk } from "../../src/workspace/forwarded-credentials.js";
 import { sealWorkHome } from "../../src/mirror/seal.js";
 import type { CredentialAttributes, GitCredentialAsk } from "../../src/shared/agent-api.js";
 
 describe("answering the host's credential asks", () => {
+  const s = suite("all");
   let base: string;
   let gitDir: string;
   const saved = process.env.XDG_STATE_HOME;
   const bind = { owner: "o".repeat(64), workspaceId: "ws-cred", commit: "c".repeat(40) };
 
   beforeAll(() => {
-    base = mkdtempSync(join(tmpdir(), "paseo-cred-unit-"));
+    base = s.tmp("paseo-cred-unit-");
     process.env.XDG_STATE_HOME = join(base, "state");
+    s.push(() => {
+      if (saved === undefined) delete process.env.XDG_STATE_HOME;
+      else process.env.XDG_STATE_HOME = saved;
+    });
     const repo = join(base, "repo");
     execFileSync("git", ["init", "-q", repo]);
     execFileSync("git", ["-C", repo, "remote", "add", "origin", "https://forge.example/team/repo.git"]);
@@ -33,11 +38,6 @@ describe("answering the host's credential asks", () => {
     });
     execFileSync("git", ["-C", repo, "config", "credential.helper", helper]);
     gitDir = join(repo, ".git");
-  });
-  afterAll(() => {
-    if (saved === undefined) delete process.env.XDG_STATE_HOME;
-    else process.env.XDG_STATE_HOME = saved;
-    rmSync(base, { recursive: true, force: true });
   });
 
   const ask = (attributes: CredentialAttributes, action: GitCredentialAsk["action"] = "get", home = sealWorkHome(gitDir, bind)) =>

@@ -4,22 +4,11 @@
 // leaves nothing half-made (no workspace directory, staging checkout, pack quarantine, tmp_pack_*
 // or manifest temp file), and a create after the cause is gone succeeds.
 import { execFileSync } from "node:child_process";
-import {
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  realpathSync,
-  rmSync,
-  statfsSync,
-  statSync,
-  writeFileSync,
-} from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, statfsSync, statSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { cachePath } from "../../src/remote-agent/workspace/git-cache.js";
 import { projectKey } from "../../src/workspace/create-workspace.js";
@@ -59,6 +48,7 @@ async function ended(run: RunningCli, ms = 40_000): Promise<{ code: number | nul
 }
 
 describe("a full disk and a killed git child during create (tmpfs root)", canMount, () => {
+  const s = suite("all");
   let base: string;
   let d: Driver;
   let mnt: string;
@@ -121,7 +111,7 @@ describe("a full disk and a killed git child during create (tmpfs root)", canMou
   const create = (id: string, repo: string, projectId: string) => ended(startCreate(id, repo, projectId));
 
   beforeAll(() => {
-    base = mkdtempSync(join(tmpdir(), "paseo-ws-disk-"));
+    base = s.tmp("paseo-ws-disk-");
     // 16 MiB that does not compress: as many bytes of objects as of checkout.
     randomRepo = repoOf(base, "random", (dir) => {
       for (let i = 0; i < 16; i++) writeFileSync(join(dir, `blob-${i}.bin`), randomBytes(MiB));
@@ -134,14 +124,11 @@ describe("a full disk and a killed git child during create (tmpfs root)", canMou
     });
     d = cliDriver("disk");
     mnt = d.root;
+    s.push(() => rmSync(mnt, { recursive: true, force: true }));
     mkdirSync(mnt, { recursive: true });
     const uid = statSync(rig().remoteHome!).uid;
     execFileSync("mount", ["-t", "tmpfs", "-o", `size=256m,uid=${uid},gid=${statSync(rig().remoteHome!).gid},mode=0700`, "tmpfs", mnt]);
-  });
-  afterAll(() => {
-    if (mnt) execFileSync("umount", ["-l", mnt]);
-    rmSync(mnt, { recursive: true, force: true });
-    rmSync(base, { recursive: true, force: true });
+    s.push(() => execFileSync("umount", ["-l", mnt]));
   });
 
   it("a workspace that cannot fit is refused before any object is sent; with room, the same create succeeds", async () => {

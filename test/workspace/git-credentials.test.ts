@@ -5,11 +5,11 @@
 // one, nor in any file under the root, nor in what the user is told when the create fails.
 import { spawn } from "node:child_process";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, readFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import type { CreateInput } from "../../src/contract/schemas.js";
 import { gitSourceAccess, redactUrl } from "../../src/remote-agent/workspace/git-credentials.js";
 import { gitSourceRepo } from "../fixtures/repo.js";
@@ -90,6 +90,7 @@ describe(
   "credentials in a git source URL over SSH",
   unless(needs.localHost("its git server listens on this machine's loopback, which another host cannot reach")),
   () => {
+    const s = suite("all");
     let base: string;
     let d: Driver;
     let git: ReturnType<typeof authGitServer>;
@@ -123,17 +124,14 @@ describe(
     }
 
     beforeAll(async () => {
-      base = mkdtempSync(join(tmpdir(), "paseo-ws-cred-"));
+      base = s.tmp("paseo-ws-cred-");
       gitSourceRepo(base);
       git = authGitServer(base);
+      s.push(() => new Promise((resolve) => git.server.close(resolve)));
       await new Promise<void>((resolve) => git.server.listen(0, "127.0.0.1", resolve));
       origin = `127.0.0.1:${(git.server.address() as { port: number }).port}`;
       d = cliDriver("cred");
-    });
-    afterAll(async () => {
-      await new Promise((resolve) => git.server.close(resolve));
-      rmSync(base, { recursive: true, force: true });
-      removeRoot(d.root);
+      s.push(() => removeRoot(d.root));
     });
 
     it("the token authenticates the fetch but is in no command line, file or message on the host", async () => {

@@ -1,10 +1,10 @@
 // Scenario G over SSH: git URL sources are fetched on the remote host into a URL-keyed cache;
 // revision "" checks out the default branch, a branch name that branch, a sha a detached HEAD;
 // the subdirectory becomes the workspace root.
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { hostGitSource } from "../support/host-git-source.js";
 import { cliDriver, type Driver, removeRoot } from "../support/workspace.js";
@@ -20,19 +20,17 @@ function gitInput(workspaceId: string, url: string, revision: string, subdirecto
 }
 
 describe("git URL sources over SSH", () => {
+  const s = suite("all");
   let base: string;
   let src: ReturnType<typeof hostGitSource>;
   let d: Driver;
 
   beforeAll(() => {
-    base = mkdtempSync(join(tmpdir(), "paseo-ws-git-"));
+    base = s.tmp("paseo-ws-git-");
     src = hostGitSource(base, "git-src");
+    s.push(() => src.remove());
     d = cliDriver("git");
-  });
-  afterAll(() => {
-    rmSync(base, { recursive: true, force: true });
-    removeRoot(d.root);
-    src.remove();
+    s.push(() => removeRoot(d.root));
   });
 
   it("G1: the default revision lands on the default branch; the subdirectory is the root", async () => {

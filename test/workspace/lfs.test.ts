@@ -23,7 +23,8 @@ import {
 import { randomBytes } from "node:crypto";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { gitIn, localRepoFingerprint } from "../fixtures/repo.js";
 import { cliDriver, dirInput, progressLines, type Driver, removeRoot } from "../support/workspace.js";
@@ -125,24 +126,20 @@ describe(
   "Git LFS over SSH",
   unless(needs.command("git-lfs"), needs.localHost("hides git-lfs from the host's PATH and reads the host's LFS store directly")),
   () => {
+    const cleanups = suite("all");
     let base: string;
     let repo: LfsRepo;
-    const drivers: Driver[] = [];
     const driver = (label: string) => {
       const d = cliDriver(label);
-      drivers.push(d);
+      cleanups.push(() => removeRoot(d.root));
       return d;
     };
     const progress = { env: { PASEO_SSH_PROGRESS: "1" } };
 
     beforeAll(() => {
-      base = mkdtempSync(join(tmpdir(), "paseo-ws-lfs-"));
+      base = cleanups.tmp("paseo-ws-lfs-");
       chmodSync(base, 0o755);
       repo = lfsRepo(base);
-    });
-    afterAll(() => {
-      rmSync(base, { recursive: true, force: true });
-      for (const d of drivers) removeRoot(d.root);
     });
 
     it("git-lfs on the host, no LFS server: content from the local store, a normal LFS checkout; a second workspace sends nothing", async () => {

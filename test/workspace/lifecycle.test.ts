@@ -1,10 +1,10 @@
 // Pause, resume, release-backing, merge-to-base and interrupted creates through the built CLI over
 // the real sshd: state lives in the remote manifest, responses are exact canonical bytes, and a
 // runtime killed mid-create leaves nothing that destroy (or the agent itself) does not clean.
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { commitAll, gitIn, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { lifecycleRequest } from "../support/run-cli.js";
@@ -16,18 +16,16 @@ const OK_LINE = '{"type":"ok","protocolVersion":1}\n';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe("pause, resume and the extras over SSH", () => {
+  const s = suite("all");
   let base: string;
   let fixture: FixtureRepo;
   let d: Driver;
 
   beforeAll(() => {
-    base = mkdtempSync(join(tmpdir(), "paseo-ws-life-"));
+    base = s.tmp("paseo-ws-life-");
     fixture = seedRepo(base);
     d = cliDriver("life");
-  });
-  afterAll(() => {
-    rmSync(base, { recursive: true, force: true });
-    removeRoot(d.root);
+    s.push(() => removeRoot(d.root));
   });
 
   it("pause and resume are durable and idempotent; create on a paused workspace reports it paused", async () => {

@@ -3,10 +3,9 @@
 // initialised and clean, in one pack and a few git processes (it used to take a round trip and
 // several git processes each: minutes). A second workspace of the same commits sends nothing.
 import { readFileSync } from "node:fs";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { manySubmodules } from "../../bench/many-submodules.mjs";
 import { cliDriver, dirInput, gitAsRemoteUser, progressLines, removeRoot, type Driver } from "../support/workspace.js";
@@ -16,18 +15,16 @@ const COUNT = 100;
 const PROGRESS = { PASEO_SSH_PROGRESS: "1" };
 
 describe("many submodules over SSH", longSuite("100 submodules", needs.localHost("reads the checkout on the host")), () => {
+  const s = suite("all");
   let base: string;
   let fx: ReturnType<typeof manySubmodules>;
   let d: Driver;
 
   beforeAll(() => {
-    base = mkdtempSync(join(tmpdir(), "paseo-ws-many-"));
+    base = s.tmp("paseo-ws-many-");
     fx = manySubmodules(join(base, "super"), COUNT);
     d = cliDriver("many-submod");
-  });
-  afterAll(() => {
-    rmSync(base, { recursive: true, force: true });
-    removeRoot(d.root);
+    s.push(() => removeRoot(d.root));
   });
 
   const expectAll = (checkout: string) => {

@@ -2,11 +2,10 @@
 // real sshd: only committed content reaches the host, the checkout is a real repository on the
 // branch, a second workspace ships no objects and a new commit ships only its delta.
 import { execFileSync } from "node:child_process";
-import { existsSync, lstatSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, lstatSync, readFileSync, readlinkSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { commitAll, gitIn, LARGE_BIN_SIZE, localRepoFingerprint, seedRepo, treeSnapshot, type FixtureRepo } from "../fixtures/repo.js";
 import { bytesSent, dirInput, gitAsRemoteUser, progressLines, cliDriver, type Driver, removeRoot } from "../support/workspace.js";
@@ -15,18 +14,16 @@ import { hostGit, onHost } from "../support/host-view.js";
 const PROGRESS = { PASEO_SSH_PROGRESS: "1" };
 
 describe("directory source materialization over SSH", () => {
+  const s = suite("all");
   let base: string;
   let fixture: FixtureRepo;
   let d: Driver;
 
   beforeAll(() => {
-    base = mkdtempSync(join(tmpdir(), "paseo-ws-mat-"));
+    base = s.tmp("paseo-ws-mat-");
     fixture = seedRepo(base);
     d = cliDriver("mat");
-  });
-  afterAll(() => {
-    rmSync(base, { recursive: true, force: true });
-    removeRoot(d.root);
+    s.push(() => removeRoot(d.root));
   });
 
   it("A1/A2/A9/A25: creates a clean checkout on main with committed content only", async () => {

@@ -3,10 +3,10 @@
 // manifest is altered (as root) to name another local repository, another branch, or an unsealed
 // target: each is refused and no local ref moves; the genuine record still merges. The head the
 // host reports is checked as a full object id (unit tests with a host that answers anything).
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { mergeToBase } from "../../src/workspace/fast-forward-base.js";
 import { sealIntegration } from "../../src/mirror/seal.js";
@@ -17,22 +17,20 @@ import { cliDriver, dirInput, gitAsRemoteUser, OWNER, type Driver, removeRoot } 
 import { onHost } from "../support/host-view.js";
 
 describe("merge-to-base with a host that rewrites its manifest", () => {
+  const s = suite("all");
   let base: string;
   let fixture: FixtureRepo;
   let other: string;
   let d: Driver;
 
   beforeAll(() => {
-    base = mkdtempSync(join(tmpdir(), "paseo-ws-tamper-"));
+    base = s.tmp("paseo-ws-tamper-");
     fixture = seedRepo(base);
     // Another local repository with the same history: a fast-forward there would succeed.
     other = join(base, "other");
     gitIn(base, ["clone", "-q", fixture.path, other]);
     d = cliDriver("tamper");
-  });
-  afterAll(() => {
-    rmSync(base, { recursive: true, force: true });
-    removeRoot(d.root);
+    s.push(() => removeRoot(d.root));
   });
 
   it("a target moved to another repository or branch, or unsealed, is refused and nothing local moves", async () => {
@@ -72,20 +70,20 @@ describe("merge-to-base with a host that rewrites its manifest", () => {
 });
 
 describe("merge-to-base checks the commit ids the host reports", () => {
+  const s = suite("all");
   let base: string;
   let fixture: FixtureRepo;
   const savedState = process.env.XDG_STATE_HOME;
 
   beforeAll(() => {
-    base = mkdtempSync(join(tmpdir(), "paseo-ws-head-"));
+    base = s.tmp("paseo-ws-head-");
     mkdirSync(join(base, "state"), { mode: 0o700 });
     process.env.XDG_STATE_HOME = join(base, "state");
+    s.push(() => {
+      if (savedState === undefined) delete process.env.XDG_STATE_HOME;
+      else process.env.XDG_STATE_HOME = savedState;
+    });
     fixture = seedRepo(base);
-  });
-  afterAll(() => {
-    if (savedState === undefined) delete process.env.XDG_STATE_HOME;
-    else process.env.XDG_STATE_HOME = savedState;
-    rmSync(base, { recursive: true, force: true });
   });
 
   /** A host whose merge-info answer is `info`; any further conversation is a test failure. */

@@ -3,10 +3,10 @@
 // "remote" is this machine) and must survive every refused operation byte for byte.
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { MANIFEST_MARKER } from "../../src/remote-agent/workspace/manifest.js";
 import { seedRepo, type FixtureRepo } from "../fixtures/repo.js";
@@ -69,20 +69,18 @@ function manifestFor(workspaceId: string, owner: string, phase = "ready", extra:
 }
 
 describe("ownership, partial state and reconciliation over SSH", () => {
+  const s = suite("all");
   let base: string;
   let fixture: FixtureRepo;
   let d: Driver;
 
   beforeAll(async () => {
-    base = mkdtempSync(join(tmpdir(), "paseo-ws-own-"));
+    base = s.tmp("paseo-ws-own-");
     fixture = seedRepo(base);
     d = cliDriver("own");
+    s.push(() => removeRoot(d.root));
     // Creates the root (owned by the remote user) so planted state can sit beside real workspaces.
     expect((await d.create(dirInput("own-real", fixture.path))).message).toBe("");
-  });
-  afterAll(() => {
-    rmSync(base, { recursive: true, force: true });
-    removeRoot(d.root);
   });
 
   it("J1: a directory without a manifest is refused by create, inspect and destroy, and survives", async () => {

@@ -2,10 +2,10 @@
 // out the branch or ref it names, resolved on the Paseo host without modifying its repository;
 // escapes are refused before anything exists remotely, symlink escapes after checkout with a
 // full rollback.
-import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { commitAll, gitIn, localRepoFingerprint, seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { cliDriver, dirInput, type Driver, removeRoot } from "../support/workspace.js";
@@ -13,6 +13,7 @@ import type { CreateInput } from "../../src/contract/schemas.js";
 import { hostGit, onHost } from "../support/host-view.js";
 
 describe("placements and relativeCwd over SSH", () => {
+  const s = suite("all");
   let base: string;
   let fixture: FixtureRepo;
   let side: string;
@@ -20,7 +21,7 @@ describe("placements and relativeCwd over SSH", () => {
   let d: Driver;
 
   beforeAll(() => {
-    base = mkdtempSync(join(tmpdir(), "paseo-ws-place-"));
+    base = s.tmp("paseo-ws-place-");
     fixture = seedRepo(base);
     mkdirSync(join(fixture.path, "sub", "deeper"), { recursive: true });
     writeFileSync(join(fixture.path, "sub", "deeper", "file.txt"), "deep\n");
@@ -35,10 +36,7 @@ describe("placements and relativeCwd over SSH", () => {
     // A change request fetched the usual way: only a remote-tracking ref exists locally.
     gitIn(fixture.path, ["update-ref", "refs/remotes/origin/pr-head", prHead]);
     d = cliDriver("place");
-  });
-  afterAll(() => {
-    rmSync(base, { recursive: true, force: true });
-    removeRoot(d.root);
+    s.push(() => removeRoot(d.root));
   });
 
   async function expectCheckout(id: string, placement: CreateInput["placement"], commit: string, branch: string): Promise<string> {

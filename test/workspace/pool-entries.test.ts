@@ -3,11 +3,11 @@
 // was lost goes back to the host that has the workspace, maxWorkspaces holds under concurrent
 // creates, a squatted temporary directory does not switch the records off, records follow the
 // entry's current options, and a large host list is asked a few hosts at a time.
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, chownSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync, chownSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { readPlacement, removePlacement } from "../../src/workspace/pool/pool-state.js";
 import { brokerDir } from "../../src/broker/common/broker-paths.js";
@@ -30,6 +30,8 @@ const newId = (label: string) => `entries-${label}-${randomBytes(4).toString("he
 
 describe("a pool among other runtime entries", unless(skip), () => {
   usePrivateBrokerDir("pool-entries");
+  // Called after usePrivateBrokerDir: its afterAll runs after these cleanups.
+  const fx = suite("all");
   let eps: PoolEndpoint[];
   let fixture: FixtureRepo;
   let base: string;
@@ -46,14 +48,11 @@ describe("a pool among other runtime entries", unless(skip), () => {
   };
 
   beforeAll(async () => {
-    base = mkdtempSync(join(tmpdir(), "paseo-pool-entries-"));
+    base = fx.tmp("paseo-pool-entries-");
     fixture = seedRepo(base);
+    fx.push(() => Promise.all((eps ?? []).map((e) => e.stop())));
     eps = await Promise.all(["ea", "eb"].map((l) => startPoolEndpoint(l)));
   }, 60_000);
-  afterAll(async () => {
-    await Promise.all((eps ?? []).map((e) => e.stop()));
-    rmSync(base, { recursive: true, force: true });
-  });
 
   it("a reconcile removes only what its own entry created: not another pool's, nor a single host's on a shared host", async () => {
     // Same Paseo home (one runtimeInstanceId): pool P1 on host 0, pool P2 on host 1, a single-host entry on host 0.

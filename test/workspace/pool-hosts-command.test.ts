@@ -1,10 +1,10 @@
 // The README's `hostsCommand` examples (a Kubernetes and a cloud fleet) are what the code accepts:
 // each is taken from README.md as written, run by the runtime's own hostsCommand code with `kubectl`
 // and `aws` stand-ins on PATH printing the fleet engines' JSON, and its answer parsed as host entries.
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { chmodSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { loadHostList } from "../../src/workspace/pool/hosts-command.js";
 import { parseEntries, parsePoolSpec } from "../../src/workspace/pool/pool-options.js";
 import { needs, unless } from "../support/needs.js";
@@ -32,10 +32,11 @@ const INSTANCES = {
 };
 
 describe("README hostsCommand examples", unless(needs.command("jq", "the examples filter the fleet's JSON with jq")), () => {
+  const s = suite("all");
   let bin: string;
   let path: string | undefined;
   beforeAll(() => {
-    bin = mkdtempSync(join(tmpdir(), "paseo-fleet-"));
+    bin = s.tmp("paseo-fleet-");
     for (const [name, answer] of [
       ["kubectl", PODS],
       ["aws", INSTANCES],
@@ -46,10 +47,9 @@ describe("README hostsCommand examples", unless(needs.command("jq", "the example
     }
     path = process.env.PATH;
     process.env.PATH = `${bin}:${path}`;
-  });
-  afterAll(() => {
-    process.env.PATH = path;
-    rmSync(bin, { recursive: true, force: true });
+    s.push(() => {
+      process.env.PATH = path;
+    });
   });
 
   it("lists a Kubernetes and a cloud fleet example", () => {

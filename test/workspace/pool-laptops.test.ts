@@ -2,11 +2,11 @@
 // their own brokers and placement records) sharing one pool of three hosts. Nothing central: the
 // second laptop's creates see the first's workspaces through the hosts' facts and go to the other
 // hosts, each laptop's operations reach its own workspaces, and neither can use the other's.
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { seedRepo, type FixtureRepo } from "../fixtures/repo.js";
 import { lifecycleRequest, runCli, TEST_RUNTIME_INSTANCE_ID } from "../support/run-cli.js";
@@ -45,6 +45,7 @@ function records(l: Laptop): number {
 }
 
 describe("two Paseo daemons sharing one pool", unless(skip), () => {
+  const s = suite("all");
   let eps: PoolEndpoint[];
   let fixture: FixtureRepo;
   let base: string;
@@ -79,15 +80,12 @@ describe("two Paseo daemons sharing one pool", unless(skip), () => {
   }
 
   beforeAll(async () => {
-    base = mkdtempSync(join(tmpdir(), "paseo-pool-laptops-"));
+    base = s.tmp("paseo-pool-laptops-");
     fixture = seedRepo(base);
     laptops = [newLaptop(base, "one", TEST_RUNTIME_INSTANCE_ID), newLaptop(base, "two", "7".repeat(64))];
+    s.push(() => Promise.all((eps ?? []).map((e) => e.stop())));
     eps = await Promise.all(["la", "lb", "lc"].map((l) => startPoolEndpoint(l)));
   }, 60_000);
-  afterAll(async () => {
-    await Promise.all((eps ?? []).map((e) => e.stop()));
-    rmSync(base, { recursive: true, force: true });
-  });
 
   it("the second laptop's creates go to the hosts the first left empty: it sees the first's workspaces in the hosts' facts", async () => {
     // Laptop one puts three workspaces on host 0 (the others cordoned in its entry only).

@@ -3,11 +3,11 @@
 // the hosts once the record is lost), a cordoned host takes nothing new, a refusing host is skipped
 // by creates, fails its own workspaces' operations with a network error naming it, and is left
 // untouched by reconcile until it is back; hostsCommand supplies and changes the host list.
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { readPlacement, recentlyDown, removePlacement } from "../../src/workspace/pool/pool-state.js";
 import { parseEntries } from "../../src/workspace/pool/pool-options.js";
@@ -40,6 +40,8 @@ const newId = (label: string) => `pool-${label}-${randomBytes(4).toString("hex")
 
 describe("a pool of three hosts", unless(skip), () => {
   usePrivateBrokerDir("pool");
+  // Called after usePrivateBrokerDir: its afterAll runs after these cleanups.
+  const s = suite("all");
   let eps: PoolEndpoint[];
   let fixture: FixtureRepo;
   let base: string;
@@ -64,14 +66,11 @@ describe("a pool of three hosts", unless(skip), () => {
   }
 
   beforeAll(async () => {
-    base = mkdtempSync(join(tmpdir(), "paseo-pool-"));
+    base = s.tmp("paseo-pool-");
     fixture = seedRepo(base);
+    s.push(() => Promise.all((eps ?? []).map((e) => e.stop())));
     eps = await Promise.all(["a", "b", "c"].map((l) => startPoolEndpoint(l)));
   }, 60_000);
-  afterAll(async () => {
-    await Promise.all((eps ?? []).map((e) => e.stop()));
-    rmSync(base, { recursive: true, force: true });
-  });
 
   it("spreads 9 creates over the three hosts (each at least 2) and names the chosen host in progress", async () => {
     const options = poolOptions();

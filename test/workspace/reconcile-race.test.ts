@@ -4,10 +4,10 @@
 // test holds reconcile still (SIGSTOP, as root) while it is busy removing an orphan, runs the
 // create in between, and lets reconcile finish.
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, readdirSync, realpathSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { cachePath } from "../../src/remote-agent/workspace/git-cache.js";
 import { projectKey } from "../../src/workspace/create-workspace.js";
@@ -20,21 +20,19 @@ import { needs, unless } from "../support/needs.js";
 const canSignal = unless(needs.localHost("signals the host's processes"), needs.root("signals the rig's login user's processes"));
 
 describe("reconcile racing a create over SSH", canSignal, () => {
+  const s = suite("all");
   let base: string;
   let fixture: FixtureRepo;
   let other: FixtureRepo;
   let d: Driver;
 
   beforeAll(() => {
-    base = mkdtempSync(join(tmpdir(), "paseo-ws-race-"));
+    base = s.tmp("paseo-ws-race-");
     for (const sub of ["a", "b"]) mkdirSync(join(base, sub));
     fixture = seedRepo(join(base, "a"));
     other = seedRepo(join(base, "b"));
     d = cliDriver("race");
-  });
-  afterAll(() => {
-    rmSync(base, { recursive: true, force: true });
-    removeRoot(d.root);
+    s.push(() => removeRoot(d.root));
   });
 
   it("a cache a create starts using while reconcile runs is not deleted under it", { timeout: 120_000 }, async () => {

@@ -2,10 +2,10 @@
 // `git remote -v` is the Paseo side repository's, its branch tracks what it tracks there (a new
 // branch nothing), the host's object cache lends objects without being a remote, and a fetch from
 // a forge the host cannot reach fails with git's own message. Also through a spare checkout.
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { cachePath } from "../../src/remote-agent/workspace/git-cache.js";
 import { projectKey } from "../../src/workspace/create-workspace.js";
@@ -16,13 +16,14 @@ import { hostGit, onHost } from "../support/host-view.js";
 const TOKEN = "s3cr3t-t0ken-28";
 
 describe("the project's own remotes in a directory-source workspace", { timeout: 120_000 }, () => {
+  const s = suite("all");
   let base: string;
   let fixture: FixtureRepo;
   let d: Driver;
   let upstreamCommit: string;
 
   beforeAll(() => {
-    base = mkdtempSync(join(tmpdir(), "paseo-ws-remotes-"));
+    base = s.tmp("paseo-ws-remotes-");
     fixture = seedRepo(base);
     const repo = fixture.path;
     gitIn(repo, ["remote", "add", "origin", "git@github.com:acme/widgets.git"]);
@@ -42,10 +43,7 @@ describe("the project's own remotes in a directory-source workspace", { timeout:
     writeFileSync(join(repo, "ours.txt"), "ours\n");
     fixture = { path: repo, commit: commitAll(repo, "ours") };
     d = cliDriver("remotes");
-  });
-  afterAll(() => {
-    rmSync(base, { recursive: true, force: true });
-    removeRoot(d.root);
+    s.push(() => removeRoot(d.root));
   });
 
   /** `git remote -v` as the Paseo side shows it, with the token dropped (it never reaches the host). */

@@ -3,10 +3,10 @@
 // deepened, or gets a newer commit, a create sends only what the host lacks, and the workspace's
 // history follows the source's again.
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { commitAll, gitIn, localRepoFingerprint, treeSnapshot } from "../fixtures/repo.js";
 import { shallowSource } from "../fixtures/submodules.js";
@@ -15,18 +15,16 @@ import { bytesSent, cliDriver, dirInput, gitAsRemoteUser, type Driver, removeRoo
 const PROGRESS = { PASEO_SSH_PROGRESS: "1" };
 
 describe("shallow sources over SSH", () => {
+  const s = suite("all");
   let base: string;
   let src: ReturnType<typeof shallowSource>;
   let d: Driver;
 
   beforeAll(() => {
-    base = mkdtempSync(join(tmpdir(), "paseo-ws-shallow-"));
+    base = s.tmp("paseo-ws-shallow-");
     src = shallowSource(base, 6);
     d = cliDriver("shallow");
-  });
-  afterAll(() => {
-    rmSync(base, { recursive: true, force: true });
-    removeRoot(d.root);
+    s.push(() => removeRoot(d.root));
   });
 
   const log = (cwd: string, remote = false) => {

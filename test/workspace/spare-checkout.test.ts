@@ -2,10 +2,10 @@
 // commit beside the project cache, and the next workspace of that commit takes it (one rename, no
 // file written). The workspaces stay fully independent (own files, own inodes), and a spare that
 // lost or changed a file is never handed out as it is: that workspace gets a fresh checkout.
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, unlinkSync, utimesSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, readFileSync, statSync, unlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { cachePath } from "../../src/remote-agent/workspace/git-cache.js";
 import { agentBundle } from "../../src/transport/bootstrap.js";
@@ -17,6 +17,7 @@ import { hostGit, onHost } from "../support/host-view.js";
 const PROGRESS = { PASEO_SSH_PROGRESS: "1" };
 
 describe("spare checkouts: the next workspace of a commit without writing its files again", { timeout: 120_000 }, () => {
+  const fx = suite("all");
   let base: string;
   let fixture: FixtureRepo;
   let d: Driver;
@@ -36,14 +37,11 @@ describe("spare checkouts: the next workspace of a commit without writing its fi
   const readDaemonLog = () => readFileSync(onHost(join(d.root, "run", `daemon-${agentBundle().hash}.log`)), "utf8");
 
   beforeAll(() => {
-    base = mkdtempSync(join(tmpdir(), "paseo-ws-spare-"));
+    base = fx.tmp("paseo-ws-spare-");
     fixture = seedRepo(base);
     d = cliDriver("spare");
+    fx.push(() => removeRoot(d.root));
     spare = join(cachePath(d.root, projectKey("fixture-project", fixture.path)), "paseo-spares", fixture.commit);
-  });
-  afterAll(() => {
-    rmSync(base, { recursive: true, force: true });
-    removeRoot(d.root);
   });
 
   it("a second workspace takes the spare: same content and branch, its own files, no objects sent", async () => {

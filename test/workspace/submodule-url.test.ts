@@ -1,10 +1,10 @@
 // Submodule URLs are resolved as git resolves them: every case is checked against git itself
 // (`git submodule init` in a scratch repository whose origin is the base), not against a table.
 // Names and the agent's check of a request's submodule list refuse what would leave the checkout.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdtempSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { resolveSubmoduleUrl } from "../../src/workspace/submodule-url.js";
 import { gitIn } from "../fixtures/repo.js";
 import { isSafeSubmoduleName } from "../../src/shared/submodule-name.js";
@@ -34,11 +34,11 @@ const URLS = [
 ];
 
 describe("submodule URL resolution", () => {
+  const s = suite("all");
   let base: string;
   beforeAll(() => {
-    base = mkdtempSync(join(tmpdir(), "paseo-suburl-"));
+    base = s.tmp("paseo-suburl-");
   });
-  afterAll(() => rmSync(base, { recursive: true, force: true }));
 
   /** A scratch repository with origin `origin` and one gitlink per URL (s0, s1, …) in .gitmodules. */
   const scratch = (origin: string, urls: string[]): string => {

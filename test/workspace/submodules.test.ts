@@ -5,10 +5,10 @@
 // add` leaves it (and `git submodule update --init` still works for it), and progress names it, as
 // it names a declared path that leaves the repository.
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suite } from "../support/suite.js";
 import { workspaceLayout } from "../../src/remote-agent/layout.js";
 import { gitIn, localRepoFingerprint, treeSnapshot } from "../fixtures/repo.js";
 import { cachePath } from "../../src/remote-agent/workspace/git-cache.js";
@@ -27,18 +27,16 @@ function allBytesSent(stderr: string): number {
 }
 
 describe("submodules over SSH", unless(needs.localHost("looks at the submodules' caches and git dirs on the host")), () => {
+  const s = suite("all");
   let base: string;
   let fx: SuperFixture;
   let d: Driver;
 
   beforeAll(() => {
-    base = mkdtempSync(join(tmpdir(), "paseo-ws-submod-"));
+    base = s.tmp("paseo-ws-submod-");
     fx = superproject(base);
     d = cliDriver("submod");
-  });
-  afterAll(() => {
-    rmSync(base, { recursive: true, force: true });
-    removeRoot(d.root);
+    s.push(() => removeRoot(d.root));
   });
 
   const expectComplete = (checkout: string, f: SuperFixture = fx) => {
