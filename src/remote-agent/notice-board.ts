@@ -7,7 +7,7 @@
 // The same streams carry the host's asks (agent-api.ts AskAnswer): a request to the newest broker
 // that declared the topic, answered on that stream; a stream that closes answers its asks null.
 import { encodeJson, BinaryFrameDecoder, FrameKind } from "../shared/frames.js";
-import { AskAnswer, type HostAskTopic, type NoticeMessage } from "../shared/agent-api.js";
+import { AskAnswer, type HostAskTopic, type NoticeKind, type NoticeMessage, type NoticePayload } from "../shared/agent-api.js";
 import { parseJson } from "../shared/guards.js";
 import type { MuxStream } from "../shared/mux.js";
 import { NoticeTable, goneNotice } from "../shared/notice-table.js";
@@ -33,7 +33,7 @@ class NoticeBoard {
   }
 
   /** The current state of `key` in `kind` (null: it has none any more); unchanged state is not sent again. */
-  publish(kind: string, key: string, payload: Record<string, unknown> | null): void {
+  publish<K extends NoticeKind>(kind: K, key: string, payload: NoticePayload<K> | null): void {
     const change = this.table.apply(payload ? { ...payload, kind, key } : goneNotice(kind, key));
     if (!change) return;
     for (const stream of this.streams.keys()) this.send(stream, { type: "notice", notice: change });

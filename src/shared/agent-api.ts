@@ -29,6 +29,7 @@ import {
   isNull,
   isNumber,
   isPositiveInt,
+  isRecord,
   isString,
   isUnknown,
   literal,
@@ -681,6 +682,46 @@ export const streamHeader = {
  */
 export const Notice = object({ kind: isNonEmptyString, key: isString, gone: optional(literal(true)) });
 export type Notice = Infer<typeof Notice> & Record<string, unknown>;
+
+/** One port a workspace's process listens on, as the daemon's port watch reports it. */
+export const PortEntry = object({
+  port: isInteger,
+  pid: isInteger,
+  argv0: isString,
+  /** When the daemon first saw it listen (ms since the epoch). */
+  since: isInteger,
+  addresses: optional(arrayOf(isString)),
+  /** Named in a live exec's env for Paseo's services (PASEO_PORT, …). */
+  named: optional(literal(true)),
+});
+export type PortEntry = Infer<typeof PortEntry>;
+
+/**
+ * Every kind of notice the host publishes, with its payload (checked on the whole notice; a gone
+ * one has none): with HOST_ASK_TOPICS below, all the host can say to the Paseo side unasked. The
+ * broker drops a notice of another kind, or with a payload that does not match, as it arrives.
+ */
+export const NOTICE_KINDS = {
+  /** key: a workspace id; the TCP ports its own processes listen on (port-watch.ts → port-forwards.ts). */
+  ports: object({ ports: arrayOf(PortEntry) }),
+  /** key: a workspace id; its refs moved (work-watch.ts → the runtime's work-notice op, hand-off.ts). */
+  work: object({ state: WorkState }),
+  /** Published only from the test hooks file (remote-agent/test-hooks.ts): any payload. */
+  test: isRecord,
+} satisfies Record<string, Guard<Record<string, unknown>>>;
+export type NoticeKind = keyof typeof NOTICE_KINDS;
+export type NoticePayload<K extends NoticeKind> = Infer<(typeof NOTICE_KINDS)[K]>;
+/** A notice of kind K as its handler gets it: the key's payload, or gone. */
+export type KindNotice<K extends NoticeKind> =
+  { kind: K; key: string; gone: true } | ({ kind: K; key: string; gone?: undefined } & NoticePayload<K>);
+
+/** Why `n` is no notice this build declares; null when it is one. */
+export function noticeProblem(n: Notice): string | null {
+  if (!Object.hasOwn(NOTICE_KINDS, n.kind)) return `a notice of unknown kind ${JSON.stringify(n.kind)}`;
+  // A plain predicate: a guard's false would narrow `n` away.
+  const fits: (v: unknown) => boolean = NOTICE_KINDS[n.kind as NoticeKind];
+  return n.gone || fits(n) ? null : `a malformed ${n.kind} notice for ${JSON.stringify(n.key)}`;
+}
 
 /**
  * The notices stream's Json frames: first (and again whenever the stream fell behind) a snapshot

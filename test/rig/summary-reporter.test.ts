@@ -1,7 +1,7 @@
 // The run's last lines: skip reasons counted by what was missing ("needs nc", "needs root", …),
 // a skip that names none counted as such, and the server line.
 import { describe, expect, it } from "vitest";
-import { NO_REASON, serverLine, skipLine, skipReason, unreportedFailure } from "../support/summary-reporter.js";
+import { NO_REASON, serverLine, skipLine, skipReason, unexplainedLine, unreportedFailure } from "../support/summary-reporter.js";
 import { needLabel } from "../support/needs.js";
 
 describe("summary lines", () => {
@@ -21,6 +21,13 @@ describe("summary lines", () => {
     ]);
     expect(skipLine(reasons)).toBe("skipped by reason: 12 needs OpenSSH, 2 needs nc, 2 needs root");
     expect(skipLine(new Map())).toBeNull();
+  });
+
+  it("name the tests that skipped without a reason, five at the most", () => {
+    expect(unexplainedLine([])).toBeNull();
+    expect(unexplainedLine(["a.test.ts > x"])).toBe(`${NO_REASON}: a.test.ts > x`);
+    const seven = Array.from({ length: 7 }, (_, i) => `f.test.ts > t${i}`);
+    expect(unexplainedLine(seven)).toBe(`${NO_REASON}: ${seven.slice(0, 5).join("; ")} (and 2 more)`);
   });
 
   it("name the server and why it was chosen", () => {

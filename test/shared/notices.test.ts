@@ -80,9 +80,12 @@ function channel(): Mux {
 
 const settle = () => new Promise((r) => setTimeout(r, 20));
 
+/** A ports notice's entry for host port `port`. */
+const at = (port: number) => ({ port, pid: 1, argv0: "node", since: 0 });
+
 describe("notice board to registry", () => {
   it("a snapshot on open, then changes; a newer channel's snapshot reports what vanished meanwhile", async () => {
-    noticeBoard.publish("ports", "w1", { ports: [3000] });
+    noticeBoard.publish("ports", "w1", { ports: [at(3000)] });
     const reg = new NoticeRegistry();
     const seen: Notice[] = [];
     reg.onNotice(
@@ -95,14 +98,15 @@ describe("notice board to registry", () => {
     reg.attach(first.open({ kind: "notices" }));
     await settle();
     expect(reg.up).toBe(true);
-    expect(seen).toEqual([{ ports: [3000], kind: "ports", key: "w1" }]);
-    noticeBoard.publish("ports", "w2", { ports: [5173] });
-    noticeBoard.publish("ports", "w2", { ports: [5173] });
-    noticeBoard.publish("other", "x", { a: 1 });
+    expect(seen).toEqual([{ ports: [at(3000)], kind: "ports", key: "w1" }]);
+    noticeBoard.publish("ports", "w2", { ports: [at(5173)] });
+    noticeBoard.publish("ports", "w2", { ports: [at(5173)] });
+    noticeBoard.publish("test", "x", { a: 1 });
     await settle();
     expect(seen.map((n) => n.key)).toEqual(["w1", "w2"]);
+    // A declared kind with no handler here is held (and keeps the broker up) all the same.
     expect(reg.live).toBe(3);
-    expect(reg.describe("ports", "w2")).toEqual([{ ports: [5173], kind: "ports", key: "w2", seenBy: "view of w2" }]);
+    expect(reg.describe("ports", "w2")).toEqual([{ ports: [at(5173)], kind: "ports", key: "w2", seenBy: "view of w2" }]);
 
     // The channel is lost; meanwhile w1 goes and w2 changes. A new channel's snapshot catches up.
     first.close("link reset");
@@ -110,13 +114,13 @@ describe("notice board to registry", () => {
     expect(reg.up).toBe(false);
     expect(reg.live).toBe(3);
     noticeBoard.publish("ports", "w1", null);
-    noticeBoard.publish("ports", "w2", { ports: [5173, 6006] });
+    noticeBoard.publish("ports", "w2", { ports: [at(5173), at(6006)] });
     const second = channel();
     reg.attach(second.open({ kind: "notices" }));
     await settle();
     expect(seen.slice(2)).toEqual([
       { kind: "ports", key: "w1", gone: true },
-      { ports: [5173, 6006], kind: "ports", key: "w2" },
+      { ports: [at(5173), at(6006)], kind: "ports", key: "w2" },
     ]);
     expect(noticeBoard.subscribers).toBe(1);
 
@@ -124,6 +128,43 @@ describe("notice board to registry", () => {
     expect(seen.at(-1)).toEqual({ kind: "ports", key: "w2", gone: true });
     expect(reg.live).toBe(0);
     second.close("done");
+    noticeBoard.publish("ports", "w2", null);
+    noticeBoard.publish("test", "x", null);
+  });
+
+  it("takes only what the protocol declares: an unknown kind is dropped, a malformed notice is its key gone", async () => {
+    const reg = new NoticeRegistry();
+    const seen: Notice[] = [];
+    const logs: string[] = [];
+    reg.on("log", (l) => logs.push(l));
+    reg.onNotice("ports", (n) => seen.push(n));
+    // The daemon's board is typed: a host of another build (or a hostile one) is what sends these.
+    const publish = noticeBoard.publish.bind(noticeBoard) as (kind: string, key: string, payload: Record<string, unknown> | null) => void;
+    publish("ports", "w1", { ports: [at(3000)] });
+    publish("other", "x", { a: 1 });
+    const ch = channel();
+    reg.attach(ch.open({ kind: "notices" }));
+    await settle();
+    expect(seen).toEqual([{ ports: [at(3000)], kind: "ports", key: "w1" }]);
+    expect(reg.live).toBe(1);
+    expect(reg.describe("other")).toEqual([]);
+    expect(logs).toContain('notices stream: ignored a notice of unknown kind "other"');
+
+    // A report that cannot be read takes the key's forwards away rather than keep stale ones.
+    publish("ports", "w1", { ports: [{ port: "3000" }] });
+    await settle();
+    expect(seen.at(-1)).toEqual({ kind: "ports", key: "w1", gone: true });
+    expect(reg.live).toBe(0);
+    expect(logs).toContain('notices stream: ignored a malformed ports notice for "w1"');
+    publish("work", "w2", { state: { head: 1 } });
+    await settle();
+    expect(reg.describe("work")).toEqual([]);
+    expect(reg.up).toBe(true);
+
+    ch.close("done");
+    publish("ports", "w1", null);
+    publish("other", "x", null);
+    publish("work", "w2", null);
   });
 });
 

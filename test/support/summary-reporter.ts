@@ -34,6 +34,13 @@ export function skipLine(reasons: ReadonlyMap<string, number>): string | null {
   return `skipped by reason: ${sorted.map(([label, n]) => `${n} ${label}`).join(", ")}`;
 }
 
+/** Which tests skipped without saying why (so the next reader can give them a reason), at most five. */
+export function unexplainedLine(names: string[]): string | null {
+  if (names.length === 0) return null;
+  const more = names.length > 5 ? ` (and ${names.length - 5} more)` : "";
+  return `${NO_REASON}: ${names.slice(0, 5).join("; ")}${more}`;
+}
+
 /** The reason a skipped test gives: its ctx.skip note, else the need it was declared with (unless()). */
 export function skipReason(note: string | undefined, declared: string | undefined): string {
   const reason = note || declared;
@@ -52,6 +59,7 @@ export default class SummaryReporter implements Reporter {
   onTestRunEnd(testModules: ReadonlyArray<TestModule>): void {
     const counts = { passed: 0, failed: 0, skipped: 0 };
     const reasons = new Map<string, number>();
+    const unexplained: string[] = [];
     const count = (test: TestCase) => {
       const result = test.result();
       if (result.state === "passed") return counts.passed++;
@@ -61,6 +69,7 @@ export default class SummaryReporter implements Reporter {
       const notLong = process.env.PASEO_TEST_LONG === "1" && !test.tags.includes("long") ? NOT_LONG : undefined;
       const label = skipReason(result.state === "skipped" ? result.note : undefined, test.meta().needs ?? notLong);
       reasons.set(label, (reasons.get(label) ?? 0) + 1);
+      if (label === NO_REASON) unexplained.push(`${test.module.relativeModuleId} > ${test.fullName}`);
     };
     for (const mod of testModules) {
       for (const test of mod.children.allTests()) count(test);
@@ -72,7 +81,12 @@ export default class SummaryReporter implements Reporter {
     const skipped = counts.skipped ? `, ${counts.skipped} skipped` : "";
     const raw = process.env.PASEO_TEST_RIG;
     const info = raw ? (JSON.parse(raw) as RigInfo) : null;
-    const lines = [`${counts.passed} passed, ${counts.failed} failed${skipped}`, serverLine(info), skipLine(reasons)];
+    const lines = [
+      `${counts.passed} passed, ${counts.failed} failed${skipped}`,
+      serverLine(info),
+      skipLine(reasons),
+      unexplainedLine(unexplained),
+    ];
     process.stdout.write(`\n${lines.filter((l) => l !== null).join("\n")}\n`);
   }
 }

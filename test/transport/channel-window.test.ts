@@ -13,7 +13,7 @@ import { PortForwarder } from "../../src/broker/process/port-forwards.js";
 import { connectSsh, type SshConnection } from "../../src/transport/ssh-connection.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { INITIAL_WINDOW, MAX_WINDOW, pipeChannel } from "../../src/transport/ssh2-channel-window.js";
-import type { Notice } from "../../src/shared/agent-api.js";
+import type { KindNotice } from "../../src/shared/agent-api.js";
 import { rigOptions } from "../rig/rig.js";
 import { throughProxy } from "../support/host-daemon.js";
 import { needs, unless } from "../support/needs.js";
@@ -70,9 +70,9 @@ function digestOf(bytes: number): string {
 let key = 0;
 /** Forwards host port `port` and resolves with the local port it answers on. */
 async function forward(port: number): Promise<number> {
-  const n = { kind: "ports", key: `k${key++}`, ports: [{ port, pid: 1, argv0: "node", since: 0 }] } as Notice;
+  const n: KindNotice<"ports"> = { kind: "ports", key: `k${key++}`, ports: [{ port, pid: 1, argv0: "node", since: 0 }] };
   forwarder.handle(n);
-  cleanups.push(() => forwarder.handle({ kind: "ports", key: n.key, gone: true } as Notice));
+  cleanups.push(() => forwarder.handle({ kind: "ports", key: n.key, gone: true }));
   for (let i = 0; i < 200; i++) {
     const f = forwarder.view(n).forwards.find((x) => x.hostPort === port);
     if (f) return f.localPort;

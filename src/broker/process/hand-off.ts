@@ -18,7 +18,7 @@
 // hold a secret, so it is neither logged nor kept.
 import { spawn } from "node:child_process";
 import { dirname, join } from "node:path";
-import type { HostAskTopic, Notice } from "../../shared/agent-api.js";
+import type { HostAskTopic, Notice, NoticeKind } from "../../shared/agent-api.js";
 import { oneLine } from "../../shared/errors.js";
 import { parseJson } from "../../shared/guards.js";
 import type { NoticeRegistry } from "./notices.js";
@@ -68,7 +68,7 @@ export class HandOff {
 
   constructor(
     private readonly registry: NoticeRegistry,
-    readonly kind: string,
+    readonly kind: NoticeKind,
     private readonly operation: string,
     private readonly ctx: HandOffContext,
   ) {

@@ -6,22 +6,34 @@
 // The host's asks arrive on the same stream: one handler per topic (`onAsk`), whose answer goes
 // back on the stream the ask came on; the topics with a handler are declared when the stream opens.
 import { EventEmitter } from "node:events";
-import { NoticeMessage, type AskAnswer, type HostAskTopic, type Notice } from "../../shared/agent-api.js";
+import {
+  NoticeMessage,
+  noticeProblem,
+  type AskAnswer,
+  type HostAskTopic,
+  type KindNotice,
+  type Notice,
+  type NoticeKind,
+} from "../../shared/agent-api.js";
 import { BinaryFrameDecoder, FrameKind, encodeJson } from "../../shared/frames.js";
 import { parseJson } from "../../shared/guards.js";
 import type { MuxStream } from "../../shared/mux.js";
-import { NoticeTable } from "../../shared/notice-table.js";
+import { NoticeTable, goneNotice } from "../../shared/notice-table.js";
 
-export type NoticeHandler = (notice: Notice) => void;
+export type NoticeHandler<K extends NoticeKind = NoticeKind> = (notice: KindNotice<K>) => void;
 
 /** Answers one ask of its topic (null: no answer); it must settle within its own bound. */
 export type AskHandler = (body: unknown) => Promise<unknown>;
 
 /** What a handler may add to the answer of a client's `notices` request about one notice. */
-export type NoticeView = (notice: Notice) => Record<string, unknown>;
+export type NoticeView<K extends NoticeKind = NoticeKind> = (notice: KindNotice<K>) => Record<string, unknown>;
 
 export class NoticeRegistry extends EventEmitter<{ log: [string]; link: [boolean] }> {
-  private readonly handlers = new Map<string, { handle: NoticeHandler; view?: NoticeView; keepsAlive: boolean }>();
+  /** By kind; the table's notices are handed over only once accepted() checked them. */
+  private readonly handlers = new Map<
+    string,
+    { handle: (n: Notice) => void; view?: (n: Notice) => Record<string, unknown>; keepsAlive: boolean }
+  >();
   private readonly askHandlers = new Map<HostAskTopic, AskHandler>();
   /** Holds taken by handlers with work in progress (hold()). */
   private holds = 0;
@@ -37,9 +49,13 @@ export class NoticeRegistry extends EventEmitter<{ log: [string]; link: [boolean
    * forwarded port must keep answering); a kind whose state only matters while the host's daemon
    * runs anyway (work that moved: only its execs move it) says false.
    */
-  onNotice(kind: string, handle: NoticeHandler, view?: NoticeView, opts: { keepsAlive?: boolean } = {}): void {
+  onNotice<K extends NoticeKind>(kind: K, handle: NoticeHandler<K>, view?: NoticeView<K>, opts: { keepsAlive?: boolean } = {}): void {
     if (this.handlers.has(kind)) throw new Error(`notices of kind ${kind} already have a handler`);
-    this.handlers.set(kind, { handle, ...(view ? { view } : {}), keepsAlive: opts.keepsAlive ?? true });
+    this.handlers.set(kind, {
+      handle: handle as (n: Notice) => void,
+      ...(view ? { view: view as (n: Notice) => Record<string, unknown> } : {}),
+      keepsAlive: opts.keepsAlive ?? true,
+    });
   }
 
   /** One handler per ask topic; registered before the first stream opens (the header declares them). */
@@ -131,13 +147,27 @@ export class NoticeRegistry extends EventEmitter<{ log: [string]; link: [boolean
     if (message.type === "ask") return void this.answer(stream, message.id, message.topic, message.body);
     if (stream !== this.current) return;
     if (message.type === "snapshot") {
-      this.dispatch(this.table.replace(message.notices as Notice[]));
+      const held = message.notices.map((n) => this.accepted(n as Notice)).filter((n): n is Notice => n !== null && !n.gone);
+      this.dispatch(this.table.replace(held));
       this.synced = true;
       this.emit("link", true);
       return;
     }
-    const change = this.table.apply(message.notice as Notice);
+    const notice = this.accepted(message.notice as Notice);
+    const change = notice && this.table.apply(notice);
     if (change) this.dispatch([change]);
+  }
+
+  /**
+   * The notice as this broker takes it: one of a kind the protocol does not declare is dropped
+   * (null), and a malformed one stands for its key's having no state the broker can use (gone):
+   * a forward is never kept on the strength of a report that could not be read.
+   */
+  private accepted(n: Notice): Notice | null {
+    const problem = noticeProblem(n);
+    if (problem === null) return n;
+    this.emit("log", `notices stream: ignored ${problem}`);
+    return problem.startsWith("a notice of unknown kind") ? null : goneNotice(n.kind, n.key);
   }
 
   /** Runs the topic's handler (the broker stays up meanwhile) and sends its answer back where the ask came from. */

@@ -9,21 +9,9 @@
 // The broker knows nothing of workspaces: keys are opaque here.
 import { createServer, type Server, type Socket } from "node:net";
 import { oneLine } from "../../shared/errors.js";
-import type { Notice } from "../../shared/agent-api.js";
-import { arrayOf, isInteger, isString, object, optional } from "../../shared/guards.js";
+import type { KindNotice } from "../../shared/agent-api.js";
 import type { Duplex } from "node:stream";
 import { pipeChannel } from "../../transport/ssh2-channel-window.js";
-
-/** One port as the daemon reports it. */
-const PortEntry = object({
-  port: isInteger,
-  pid: isInteger,
-  argv0: isString,
-  since: isInteger,
-  addresses: optional(arrayOf(isString)),
-  named: optional((v: unknown): v is true => v === true),
-});
-const PortsPayload = object({ ports: arrayOf(PortEntry) });
 
 /** How many local ports are tried for one host port before it is given up (and logged). */
 const MAX_TRIES = 100;
@@ -110,10 +98,9 @@ export class PortForwarder {
   constructor(private readonly deps: PortForwarderDeps) {}
 
   /** The registry's handler for kind "ports". */
-  readonly handle = (n: Notice): void => {
+  readonly handle = (n: KindNotice<"ports">): void => {
     const wanted = new Map<number, Who>();
     if (!n.gone) {
-      if (!PortsPayload(n)) return this.deps.log(`ignored a malformed ports notice for ${n.key}`);
       // Named ports first: set up one after another, they are listening here before the rest.
       const ports = [...n.ports].sort((a, b) => Number(b.named === true) - Number(a.named === true));
       for (const p of ports) {
@@ -129,7 +116,7 @@ export class PortForwarder {
   };
 
   /** The registry's view of a "ports" notice: what is forwarded where. */
-  readonly view = (n: Notice): { forwards: ForwardView[] } => ({
+  readonly view = (n: KindNotice<"ports">): { forwards: ForwardView[] } => ({
     forwards: [...(this.forwards.get(n.key)?.values() ?? [])].map((f) => ({
       hostPort: f.hostPort,
       localPort: f.localPort,

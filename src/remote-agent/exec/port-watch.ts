@@ -11,6 +11,7 @@
 // preview answers at once.
 import { basename } from "node:path";
 import { readArgv } from "../../shared/proc-stat.js";
+import type { PortEntry as WirePortEntry } from "../../shared/agent-api.js";
 import { noticeBoard } from "../notice-board.js";
 import { listeners, socketInodes, type ListenAddress } from "../proc/listening.js";
 import { workspaceMembers } from "../proc/process-set.js";
@@ -32,16 +33,8 @@ const NAMED_FAST_FOR_MS = 30_000;
 /** A listening socket no workspace process held is looked at again after this long. */
 const NOBODY_RETRY_MS = 2000;
 
-interface PortEntry {
-  port: number;
-  addresses: ListenAddress[];
-  pid: number;
-  argv0: string;
-  /** When the daemon first saw it listen (ms since the epoch). */
-  since: number;
-  /** Named in a live exec's env for Paseo's services (PASEO_PORT, …). */
-  named?: true;
-}
+/** A port as published (agent-api.ts PortEntry), with the addresses it listens on. */
+type PortEntry = WirePortEntry & { addresses: ListenAddress[] };
 
 interface Owner {
   workspaceId: string;
