@@ -23,7 +23,7 @@ import { join } from "node:path";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { suite } from "../support/suite.js";
 import { agentBundle } from "../../src/transport/bootstrap.js";
-import { rig } from "../rig/rig.js";
+import { rig, waitFor } from "../rig/rig.js";
 import { ExecWorkspace, exitOf } from "../support/exec.js";
 import { NEEDS, needs, unless } from "../support/needs.js";
 
@@ -62,7 +62,7 @@ async function waitForRelay(file: string): Promise<number[]> {
   throw new Error(`no relay started ahead (${file}) within 10 s`);
 }
 
-function killRelaysOf(file: string, pids: number[]): void {
+async function killRelaysOf(file: string, pids: number[]): Promise<void> {
   for (const pid of pids) {
     try {
       process.kill(pid, "SIGKILL");
@@ -70,7 +70,11 @@ function killRelaysOf(file: string, pids: number[]): void {
       // ended by itself
     }
   }
-  expect(processesRunning(file).filter((p) => pids.includes(p) && !isZombie(p))).toEqual([]);
+  // SIGKILL is delivered asynchronously: /proc may list a killed relay for a moment (CI-like load
+  // saw one right after the kill), so the check waits, bounded, for every one to be gone.
+  const left = () => processesRunning(file).filter((p) => pids.includes(p) && !isZombie(p));
+  await waitFor(() => left().length === 0, 5000).catch(() => undefined);
+  expect(left()).toEqual([]);
 }
 
 const isZombie = (pid: number) => {
@@ -122,7 +126,7 @@ describe("a root swapped or tampered with after the daemon verified it", gate, (
     // spawned, but its python reads the file a moment later: a rewrite landing in between would
     // race it, not test the check. So it is waited for and killed first; the next PTY exec finds it
     // gone and starts a relay anew, through the check.
-    killRelaysOf(join(agentDir, "terminal-relay.py"), await waitForRelay(join(agentDir, "terminal-relay.py")));
+    await killRelaysOf(join(agentDir, "terminal-relay.py"), await waitForRelay(join(agentDir, "terminal-relay.py")));
     const me = uidOf(rig().user);
     for (const [name, kind] of [
       ["helper.cjs", "node"],
