@@ -118,8 +118,14 @@ describe("host daemon", () => {
       expect(r.stdout.toString()).toBe("through the relay\n");
       const stats = await brokerStats(parseRuntimeOptions(ws.options));
       expect(stats).toMatchObject({ daemonTransport: "relay", muxChannels: 1, sessionChannels: 1, connections: 1 });
-      const kinds = runtimeProcesses(ws.configuredRoot).map((p) => /agent\.cjs (\S+)/.exec(p.args)?.[1]);
-      expect(kinds.sort()).toEqual(["daemon", "relay"]);
+      const kinds = () =>
+        runtimeProcesses(ws.configuredRoot)
+          .map((p) => /agent\.cjs (\S+)/.exec(p.args)?.[1])
+          .sort();
+      // A starter that lost the race to bind the socket (two channels' relays at once) runs a
+      // daemon that exits 0 as soon as its bind fails: under load it can still be listed here.
+      await waitFor(() => JSON.stringify(kinds()) === JSON.stringify(["daemon", "relay"]), 10_000).catch(() => undefined);
+      expect(kinds()).toEqual(["daemon", "relay"]);
       // In-process (broker: false) takes the same way.
       const options = parseRuntimeOptions(ws.options);
       const host = new SshHost(await connectSsh(options), options);
