@@ -141,6 +141,21 @@ const REMOTE_LEFTOVERS = [
 // The demo alone takes ~10 s; with the whole suite running in parallel it can take several times that.
 const DEMO_TEST_MS = 90_000;
 
+/** The demo's flags for the rig's host, with this known_hosts file and remote root. */
+function hostArgs(knownHostsFile: string, root: string): string[] {
+  const r = rig();
+  return [
+    "--host",
+    `${r.user}@${r.host}:${r.port}`,
+    "--identity-file",
+    r.identityFile,
+    "--known-hosts-file",
+    knownHostsFile,
+    "--root",
+    root,
+  ];
+}
+
 describe("demo", () => {
   it(
     "passes every step against the embedded server from this repository and leaves nothing behind",
@@ -181,19 +196,7 @@ describe("demo", () => {
       skipUnless(ctx, needs.hostCommand("python3", "the demo's PTY step runs on a terminal the host daemon owns"));
       const r = rig();
       const root = uniqueTestRoot("demo");
-      const run = await runDemo(
-        [
-          "--host",
-          `${r.user}@${r.host}:${r.port}`,
-          "--identity-file",
-          r.identityFile,
-          "--known-hosts-file",
-          r.knownHostsFile,
-          "--root",
-          root,
-        ],
-        repoRoot,
-      );
+      const run = await runDemo(hostArgs(r.knownHostsFile, root), repoRoot);
       expectAllPassed(run, true);
       // The rig's host has python3: the demo says its PTY step ran on a terminal the daemon owns.
       expect(run.stdout).toMatch(/^ {2}✓ pty .*; terminal owned by the host daemon \(python3\)$/m);
@@ -239,19 +242,7 @@ describe("demo", () => {
       const r = rig();
       const strangers = s.tmp("paseo-demo-kh-");
       writeFileSync(join(strangers, "known_hosts"), "");
-      const run = await runDemo(
-        [
-          "--host",
-          `${r.user}@${r.host}:${r.port}`,
-          "--identity-file",
-          r.identityFile,
-          "--known-hosts-file",
-          join(strangers, "known_hosts"),
-          "--root",
-          uniqueTestRoot("demo"),
-        ],
-        repoRoot,
-      );
+      const run = await runDemo(hostArgs(join(strangers, "known_hosts"), uniqueTestRoot("demo")), repoRoot);
       const marks = stepLines(run.stdout);
       expect(marks.get("describe"), run.stdout).toBe("✓");
       expect(marks.get("create"), run.stdout).toBe("✗");
