@@ -17,8 +17,8 @@
 // rewrite an object there.
 //   {"host": {"daemon": {"dropClientGone": n}}}: the host daemon refuses the first n client-gone
 // notices it receives without applying them, as a daemon that lost them would.
-//   {"host": {"daemon": {"notices": {"<key>": {…payload}}}}}: the host daemon publishes these as
-// notices of kind "test" (checked every second; a key no longer listed is published gone), so a
+//   {"host": {"daemon": {"notices": {"<key>": {…payload}}, "noticeKind"?: "<kind>"}}}: the host
+// daemon publishes these as notices of kind "test" (or noticeKind, unchecked) (checked every second; a key no longer listed is published gone), so a
 // suite can watch the notices stream carry something from the daemon to the broker.
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -110,11 +110,17 @@ export function droppedClientGoneNotices(root: string): number {
   return typeof n === "number" && Number.isInteger(n) && n > 0 ? Math.min(n, 100) : 0;
 }
 
-/** Notices of kind "test" the daemon should hold (key → payload); null without the hook. */
-export function testNotices(root: string): Record<string, Record<string, unknown>> | null {
-  const n = hooksFor(root, "host", "daemon").notices;
+/**
+ * Notices the daemon should hold (key → payload), of kind "test" or of the hook's `noticeKind`
+ * (any string: a suite plays a host that sends a kind the broker does not know, or a malformed
+ * payload of a real kind, unchecked); null without the hook.
+ */
+export function testNotices(root: string): { kind: string; notices: Record<string, Record<string, unknown>> } | null {
+  const hooks = hooksFor(root, "host", "daemon");
+  const n = hooks.notices;
   if (!isRecord(n)) return null;
-  const out: Record<string, Record<string, unknown>> = {};
-  for (const [key, payload] of Object.entries(n)) if (isRecord(payload)) out[key] = payload;
-  return out;
+  const notices: Record<string, Record<string, unknown>> = {};
+  for (const [key, payload] of Object.entries(n)) if (isRecord(payload)) notices[key] = payload;
+  const kind = typeof hooks.noticeKind === "string" && hooks.noticeKind !== "" ? hooks.noticeKind : "test";
+  return { kind, notices };
 }

@@ -715,12 +715,13 @@ export type NoticePayload<K extends NoticeKind> = Infer<(typeof NOTICE_KINDS)[K]
 export type KindNotice<K extends NoticeKind> =
   { kind: K; key: string; gone: true } | ({ kind: K; key: string; gone?: undefined } & NoticePayload<K>);
 
-/** Why `n` is no notice this build declares; null when it is one. */
-export function noticeProblem(n: Notice): string | null {
-  if (!Object.hasOwn(NOTICE_KINDS, n.kind)) return `a notice of unknown kind ${JSON.stringify(n.kind)}`;
+/** Why `n` is no notice this build declares (`unknown`: its kind is not; `malformed`: its payload); null when it is one. */
+export function noticeProblem(n: Notice): { problem: "unknown" | "malformed"; why: string } | null {
+  if (!Object.hasOwn(NOTICE_KINDS, n.kind)) return { problem: "unknown", why: `a notice of unknown kind ${JSON.stringify(n.kind)}` };
   // A plain predicate: a guard's false would narrow `n` away.
   const fits: (v: unknown) => boolean = NOTICE_KINDS[n.kind as NoticeKind];
-  return n.gone || fits(n) ? null : `a malformed ${n.kind} notice for ${JSON.stringify(n.key)}`;
+  if (n.gone || fits(n)) return null;
+  return { problem: "malformed", why: `a malformed ${n.kind} notice for ${JSON.stringify(n.key)}` };
 }
 
 /**

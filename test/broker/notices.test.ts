@@ -8,7 +8,9 @@ import { suite } from "../support/suite.js";
 import { openHost } from "../../src/broker/client/open-host.js";
 import type { RuntimeOptions } from "../../src/transport/options.js";
 import { suiteRoot } from "../support/workspace.js";
-import { alive, brokerNotices, brokerOptions, brokerStats, stopBroker } from "../support/broker.js";
+import { readFileSync } from "node:fs";
+import { connect } from "node:net";
+import { alive, brokerNotices, brokerOptions, brokerStats, stopBroker, targetOf } from "../support/broker.js";
 import { waitFor } from "../rig/rig.js";
 import { throughProxy } from "../support/host-daemon.js";
 import { setDaemonTestNotices } from "../support/test-hooks.js";
@@ -83,6 +85,56 @@ describe("notices from the host daemon", unless(needs.localHost("writes the daem
     // the fixed wait this was, ended as soon as the broker is gone (brokerIdleMs 2000).
     await waitFor(() => !alive(stats!.pid), 6000);
     expect(await brokerStats(options)).toBeNull();
+  });
+
+  it("a host that sends what the protocol does not declare: an unknown kind is never held, a malformed ports report takes the key's forward away", async () => {
+    const options = brokerOptions({ root: suiteRoot("notices-hostile"), brokerIdleMs: 60_000 });
+    cleanups.push(() => stopBroker(options, { retireDaemon: true }));
+    const root = options.root;
+    await ping(options);
+    const log = async () => readFileSync((await targetOf(options)).paths.log, "utf8");
+
+    // A well-formed ports report: the broker forwards the port here.
+    const hostPort = 20_000 + Math.floor(Math.random() * 20_000);
+    setDaemonTestNotices(root, { w1: { ports: [{ port: hostPort, pid: 1, argv0: "srv", since: 0 }] } }, "ports");
+    const held = await until(
+      () => brokerNotices(options, "ports"),
+      (v) => (v?.[0]?.forwards as unknown[] | undefined)?.length === 1,
+      10_000,
+    );
+    const local = (held?.[0]?.forwards as Array<{ localPort: number }>)[0]!.localPort;
+    const answers = (port: number) =>
+      new Promise<boolean>((resolve) => {
+        const c = connect(port, "127.0.0.1");
+        c.once("connect", () => (c.destroy(), resolve(true)));
+        c.once("error", () => resolve(false));
+      });
+    expect(await answers(local)).toBe(true);
+
+    // The same key reported unreadably: nothing is held for it and its local port no longer listens.
+    setDaemonTestNotices(root, { w1: { ports: [{ port: "not a number" }] } }, "ports");
+    expect(
+      await until(
+        () => brokerNotices(options, "ports"),
+        (v) => v?.length === 0,
+        10_000,
+      ),
+    ).toEqual([]);
+    expect(
+      await until(
+        () => answers(local),
+        (up) => !up,
+        5000,
+      ),
+    ).toBe(false);
+    expect(await log()).toContain('notices stream: ignored a malformed ports notice for "w1"');
+
+    // A kind this build does not declare: arrives (the broker says so) and is never held.
+    setDaemonTestNotices(root, { x: { a: 1 } }, "not-a-kind");
+    const unknown = 'notices stream: ignored a notice of unknown kind "not-a-kind"';
+    expect(await until(log, (text) => text.includes(unknown), 10_000)).toContain(unknown);
+    expect(await brokerNotices(options, "not-a-kind")).toEqual([]);
+    expect((await brokerStats(options))?.notices).toBe(0);
   });
 
   it("the notices stream is not work: the host daemon idles out while the broker holds it open", async () => {

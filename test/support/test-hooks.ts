@@ -77,7 +77,10 @@ export function setDaemonDropsClientGone(root: string, n: number): void {
   write(root, "host", "daemon", { dropClientGone: n });
 }
 
-/** The host daemon publishes these notices of kind "test" (key → payload; {} withdraws them all). */
-export function setDaemonTestNotices(root: string, notices: Record<string, Record<string, unknown>>): void {
-  write(root, "host", "daemon", { notices });
+/**
+ * The host daemon publishes these notices (key → payload; {} withdraws them all) of kind "test",
+ * or of `kind`, unchecked: a host that sends what the broker must not take.
+ */
+export function setDaemonTestNotices(root: string, notices: Record<string, Record<string, unknown>>, kind?: string): void {
+  write(root, "host", "daemon", { notices, ...(kind ? { noticeKind: kind } : {}) });
 }

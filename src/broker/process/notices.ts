@@ -164,10 +164,10 @@ export class NoticeRegistry extends EventEmitter<{ log: [string]; link: [boolean
    * a forward is never kept on the strength of a report that could not be read.
    */
   private accepted(n: Notice): Notice | null {
-    const problem = noticeProblem(n);
-    if (problem === null) return n;
-    this.emit("log", `notices stream: ignored ${problem}`);
-    return problem.startsWith("a notice of unknown kind") ? null : goneNotice(n.kind, n.key);
+    const found = noticeProblem(n);
+    if (found === null) return n;
+    this.emit("log", `notices stream: ignored ${found.why}`);
+    return found.problem === "unknown" ? null : goneNotice(n.kind, n.key);
   }
 
   /** Runs the topic's handler (the broker stays up meanwhile) and sends its answer back where the ask came from. */
