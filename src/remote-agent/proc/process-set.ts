@@ -26,7 +26,12 @@ export { TAG_FD } from "./process-tags.js";
 
 /** Bounds of the sweeps: a fork bomb cannot keep pause or destroy busy forever. */
 const MAX_SWEEPS = 20;
-const SETTLE_MS = 2000;
+/**
+ * How long a SIGSTOPped member may take to show as stopped. A process in uninterruptible sleep
+ * (a write to a busy disk) takes the stop only once it leaves it: 2 s was missed once by a loop
+ * appending to a file while the compose CI pass loaded the disk. Pause stays within A27's 5 s.
+ */
+const SETTLE_MS = 4000;
 const POLL_MS = 10;
 
 export function execTagPath(layout: WorkspaceLayout, execId: string): string {
@@ -230,15 +235,19 @@ export async function freezeWorkspaceProcesses(layout: WorkspaceLayout): Promise
   }
   rememberAlreadyStopped(layout, alreadyStopped);
   // SIGSTOP is asynchronous; report paused only once every member really is stopped.
-  const stopped = await waitUntil(
-    () =>
-      [...frozen].every(([pid, start]) => {
-        const st = readProcStat(pid);
-        return !st || st.startTime !== start || isStopped(st.state) || st.state === "Z";
-      }),
-    SETTLE_MS,
-  );
-  if (!stopped) throw new RuntimeError("remote", `Workspace processes did not stop: ${layout.dir}`);
+  const running = () =>
+    [...frozen].flatMap(([pid, start]) => {
+      const st = readProcStat(pid);
+      return !st || st.startTime !== start || isStopped(st.state) || st.state === "Z" ? [] : [`${pid} (state ${st.state})`];
+    });
+  if (!(await waitUntil(() => running().length === 0, SETTLE_MS))) {
+    // The workspace stays paused (its manifest says so); pause again, or resume, finishes the job.
+    const left = running();
+    throw new RuntimeError(
+      "remote",
+      `Workspace processes did not stop within ${SETTLE_MS} ms: ${layout.dir} (pids ${left.join(", ") || "none left now"})`,
+    );
+  }
 }
 
 /**
