@@ -69,6 +69,8 @@ export function encodeMessage(kind: FrameKind, payload: Buffer): Buffer[] {
 
 export class FrameError extends Error {}
 
+const EMPTY = Buffer.alloc(0);
+
 /**
  * Incremental decoder: push chunks of any size, get whole frames back in order. JsonPart frames
  * are joined with the Json frame that ends their message, so consumers only see whole messages.
@@ -100,6 +102,9 @@ export class BinaryFrameDecoder {
       filled += part.length;
       this.offset += part.length;
       if (this.offset === head.length) {
+        // A consumed chunk must not stay reachable from the array: a stream whose frames span
+        // chunks never empties it, and 1,024 spent 64 KiB chunks were 64 MiB kept alive.
+        this.parts[this.first] = EMPTY;
         this.first++;
         this.offset = 0;
       }

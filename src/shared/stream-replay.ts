@@ -30,6 +30,8 @@ interface Entry {
   weight: number;
 }
 
+const SPENT: Entry = { seq: 0, bytes: Buffer.alloc(0), weight: 0 };
+
 /** Frames sent and not yet acknowledged, in order. */
 export class ReplayLog {
   private readonly entries: Entry[] = [];
@@ -56,6 +58,9 @@ export class ReplayLog {
     let freed = 0;
     while (this.head < this.entries.length && this.entries[this.head]!.seq <= seq) {
       freed += this.entries[this.head]!.weight;
+      // An acked frame must not stay reachable until the array is compacted: 1,024 of a busy
+      // exec's 64 KiB output frames were 64 MiB kept alive.
+      this.entries[this.head] = SPENT;
       this.head++;
     }
     if (this.head > 1024 && this.head * 2 > this.entries.length) {

@@ -1,7 +1,8 @@
 // Large or hostile input to the exec wrapper over the real sshd: memory stays bounded whatever a
 // writer does, and what cannot be handled fails with one clear line.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ExecWorkspace, exitOf, flood } from "../support/exec.js";
+import { ExecWorkspace, exitOf, flood, rssOf } from "../support/exec.js";
+import { daemonsOf } from "../support/host-daemon.js";
 import { alive, brokerStats } from "../support/broker.js";
 import { parseRuntimeOptions } from "../../src/transport/options.js";
 import { waitFor, rig } from "../rig/rig.js";
@@ -26,6 +27,41 @@ describe("exec under large or hostile input", () => {
     expect(r.stderr.trim()).toBe("fd3 control frame exceeds 16 MiB without a newline");
     expect(r.code).toBe(2);
     expect(r.fd4).toBe("");
+    expect(maxRss).toBeLessThan(150 * MiB);
+  });
+
+  // The resume layer keeps every frame until it is acknowledged; an acknowledged one must be let go
+  // at once (each direction kept 1,024 of them alive: the wrapper reached 176-179 MiB, the host
+  // daemon 164-177 MiB).
+  it("pipes: 256 MB into fd0 of `wc -c` arrive whole and the wrapper's RSS stays under 150 MiB", async () => {
+    const h = ws.start({ argv: ["wc", "-c"] }, { keepStdinOpen: true });
+    const { written, maxRss } = await flood(h.stdin, h.child.pid!, 256 * MiB, Buffer.alloc(MiB, "a"));
+    h.stdin.end();
+    const r = await h.done;
+    console.log(`fd0 256 MB: max wrapper RSS ${(maxRss / MiB).toFixed(0)} MiB`);
+    expect(written).toBe(256 * MiB);
+    expect(exitOf(r)).toEqual({ code: 0, signal: null });
+    expect(r.stdout.toString("utf8").trim()).toBe(String(256 * MiB));
+    expect(maxRss).toBeLessThan(150 * MiB);
+  });
+
+  it("pipes: 192 MiB of output arrive whole and the host daemon's RSS stays under 150 MiB", async (ctx) => {
+    skipUnless(ctx, needs.localHost("reads the host daemon's RSS"));
+    await ws.run({ argv: ["/bin/true"] });
+    const [daemon] = daemonsOf(ws.configuredRoot);
+    expect(daemon).toBeDefined();
+    let maxRss = rssOf(daemon!.pid);
+    const sampler = setInterval(() => (maxRss = Math.max(maxRss, rssOf(daemon!.pid))), 20);
+    try {
+      const r = await ws.run({ argv: ["head", "-c", String(192 * MiB), "/dev/zero"] });
+      expect(exitOf(r)).toEqual({ code: 0, signal: null });
+      expect(r.stdout.length).toBe(192 * MiB);
+      expect(r.stdout.every((b) => b === 0)).toBe(true);
+    } finally {
+      clearInterval(sampler);
+    }
+    console.log(`fd1 192 MiB: max host daemon RSS ${(maxRss / MiB).toFixed(0)} MiB`);
+    expect(daemonsOf(ws.configuredRoot).map((d) => d.pid)).toEqual([daemon!.pid]);
     expect(maxRss).toBeLessThan(150 * MiB);
   });
 

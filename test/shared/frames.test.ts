@@ -1,6 +1,7 @@
 // Runtime <-> agent framing: a JSON message longer than one frame travels as JsonPart frames and
 // a final Json frame and is decoded whole, however the bytes are chunked; a relay that re-encodes
-// decoded frames (the broker) keeps it intact; an endless message is refused at its bound.
+// decoded frames (the broker) keeps it intact; an endless message is refused at its bound; a long
+// stream of data frames keeps no chunk it has consumed reachable.
 import { describe, expect, it } from "vitest";
 import {
   BinaryFrameDecoder,
@@ -13,6 +14,7 @@ import {
   encodeMessage,
   type Frame,
 } from "../../src/shared/frames.js";
+import { survivors } from "../support/reachable.js";
 
 function decodeInChunks(bytes: Buffer, size: number): Frame[] {
   const d = new BinaryFrameDecoder();
@@ -73,5 +75,30 @@ describe("frames", () => {
     expect(() => {
       for (let i = 0; i <= MAX_JSON_MESSAGE / MAX_FRAME_PAYLOAD; i++) d.push(part);
     }).toThrow(`JSON message longer than ${MAX_JSON_MESSAGE} bytes`);
+  });
+
+  it("a long stream whose frames span chunks keeps no consumed chunk reachable (a 300 MiB pack held 64 MiB of them)", async () => {
+    // The create's object stream: 64 KiB + 5 byte frames arriving as 64 KiB mux payloads, so the
+    // decoder is never empty between pushes.
+    const frame = encodeFrame(FrameKind.Stdin, Buffer.alloc(64 * 1024, 1));
+    const chunkSize = 64 * 1024;
+    const d = new BinaryFrameDecoder();
+    const refs: WeakRef<Buffer>[] = [];
+    let carry = Buffer.alloc(0);
+    let decoded = 0;
+    for (let i = 0; i < 400; i++) {
+      carry = Buffer.concat([carry, frame]);
+      while (carry.length >= chunkSize) {
+        const chunk = Buffer.from(carry.subarray(0, chunkSize));
+        carry = carry.subarray(chunkSize);
+        refs.push(new WeakRef(chunk));
+        decoded += d.push(chunk).length;
+      }
+    }
+    expect(decoded).toBeGreaterThan(390);
+    expect(d.pending).toBeGreaterThan(0);
+    // The chunk holding the unfinished frame's bytes, and nothing older.
+    expect(await survivors(refs)).toBeLessThanOrEqual(2);
+    expect(refs).toHaveLength(400);
   });
 });

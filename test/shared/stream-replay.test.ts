@@ -4,6 +4,7 @@
 // exec-session-core.test.ts.)
 import { describe, expect, it } from "vitest";
 import { ReceiveCounter, ReplayLog } from "../../src/shared/stream-replay.js";
+import { survivors } from "../support/reachable.js";
 
 const b = (s: string) => Buffer.from(s);
 
@@ -42,6 +43,21 @@ describe("ReplayLog", () => {
     }
     expect(log.after(log.acked)?.map(String)).toEqual(Array.from({ length: 5000 - log.acked }, (_, i) => String(log.acked + i + 1)));
     expect(log.weight).toBe(5000 - log.acked);
+  });
+
+  it("keeps no acknowledged frame reachable (a busy exec's output held 64 MiB of them)", async () => {
+    const log = new ReplayLog();
+    const refs: WeakRef<Buffer>[] = [];
+    for (let i = 0; i < 600; i++) {
+      const frame = Buffer.alloc(64 * 1024, i & 0xff);
+      refs.push(new WeakRef(frame));
+      const seq = log.append(frame, frame.length);
+      // One frame in flight at a time, as a window of one frame would allow.
+      if (seq > 1) log.ack(seq - 1);
+    }
+    expect(log.length).toBe(1);
+    expect(log.after(599)).toEqual([Buffer.alloc(64 * 1024, 599 & 0xff)]);
+    expect(await survivors(refs)).toBe(1);
   });
 });
 
