@@ -1,6 +1,7 @@
 // Runs git as a child process with a bounded time, a predictable environment and one-line errors.
 // Shared by the runtime (reading the local project repo) and the remote agent (caches and
 // checkouts), so it uses Node built-ins only.
+import { StringDecoder } from "node:string_decoder";
 import { setPriority } from "node:os";
 import type { Readable, Writable } from "node:stream";
 import { spawnGroup, type GroupChild } from "./child-group.js";
@@ -190,10 +191,13 @@ export async function gitRecords(
 ): Promise<void> {
   const ls = gitStream(args, opts);
   ls.stdin.end();
+  // A chunk may end inside a multi-byte character of a path: decoding chunks on their own turned
+  // such a path into U+FFFD, and the checkout check then found that file missing.
+  const text = new StringDecoder("utf8");
   let rest = "";
   try {
     for await (const chunk of ls.stdout as AsyncIterable<Buffer>) {
-      const records = (rest + chunk.toString("utf8")).split("\0");
+      const records = (rest + text.write(chunk)).split("\0");
       rest = records.pop() ?? "";
       records.forEach(take);
     }
@@ -201,6 +205,7 @@ export async function gitRecords(
     ls.kill();
     throw err;
   }
+  rest += text.end();
   if (rest) take(rest);
   await ls.done;
 }

@@ -2,7 +2,7 @@
 // real sshd: only committed content reaches the host, the checkout is a real repository on the
 // branch, a second workspace ships no objects and a new commit ships only its delta.
 import { execFileSync } from "node:child_process";
-import { existsSync, lstatSync, readFileSync, readlinkSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { suite } from "../support/suite.js";
@@ -152,5 +152,20 @@ describe("directory source materialization over SSH", () => {
     expect(r.value?.materializedFreshContent).toBe(true);
     expect(JSON.parse(readFileSync(onHost(workspaceLayout(d.root, "mat-probe").manifest), "utf8")).purpose).toBe("discovery");
     expect((await d.op("destroy", "mat-probe")).ok).toBe(true);
+  });
+
+  it("4,000 files with multi-byte names (an index listing of many pipe chunks): the create succeeds with every name", async () => {
+    const repo = seedRepo(s.tmp("paseo-ws-mat-names-")).path;
+    const names = Array.from({ length: 4000 }, (_, i) => `ファイル-${i}-${"語".repeat(20)}.txt`);
+    mkdirSync(join(repo, "名前"));
+    for (const n of names) writeFileSync(join(repo, "名前", n), `${n}\n`);
+    commitAll(repo, "names");
+    const r = await d.create(dirInput("mat-names", repo));
+    expect(r.message).toBe("");
+    expect(r.value?.type).toBe("state");
+    const dir = onHost(join(workspaceLayout(d.root, "mat-names").checkout, "名前"));
+    expect(readdirSync(dir).sort()).toEqual([...names].sort());
+    expect(readFileSync(join(dir, names[3999]!), "utf8")).toBe(`${names[3999]}\n`);
+    expect((await d.op("destroy", "mat-names")).ok).toBe(true);
   });
 });
