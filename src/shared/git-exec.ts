@@ -1,7 +1,6 @@
 // Runs git as a child process with a bounded time, a predictable environment and one-line errors.
 // Shared by the runtime (reading the local project repo) and the remote agent (caches and
 // checkouts), so it uses Node built-ins only.
-import { StringDecoder } from "node:string_decoder";
 import { setPriority } from "node:os";
 import type { Readable, Writable } from "node:stream";
 import { spawnGroup, type GroupChild } from "./child-group.js";
@@ -182,30 +181,40 @@ export async function knownCommits(repo: string, offered: string[], errorClass: 
 
 /**
  * Runs `git <args>` and hands each NUL-terminated record of its stdout (`-z` output) to `take` as
- * it arrives, so a listing of a huge tree or index never sits in memory whole.
+ * it arrives, as bytes, so a listing of a huge tree or index never sits in memory whole. A path is
+ * bytes to git: one that is not UTF-8 (a Latin-1 name) must reach the file system as it is. `take`
+ * gets a view of the chunk: it copies what it keeps.
  */
-export async function gitRecords(
+export async function gitRecordBytes(
   args: string[],
   opts: Omit<GitOptions, "input" | "okCodes">,
-  take: (record: string) => void,
+  take: (record: Buffer) => void,
 ): Promise<void> {
   const ls = gitStream(args, opts);
   ls.stdin.end();
-  // A chunk may end inside a multi-byte character of a path: decoding chunks on their own turned
-  // such a path into U+FFFD, and the checkout check then found that file missing.
-  const text = new StringDecoder("utf8");
-  let rest = "";
+  let rest = Buffer.alloc(0);
   try {
     for await (const chunk of ls.stdout as AsyncIterable<Buffer>) {
-      const records = (rest + text.write(chunk)).split("\0");
-      rest = records.pop() ?? "";
-      records.forEach(take);
+      const data = rest.length > 0 ? Buffer.concat([rest, chunk]) : chunk;
+      let start = 0;
+      for (let nul = data.indexOf(0, start); nul !== -1; nul = data.indexOf(0, start)) {
+        take(data.subarray(start, nul));
+        start = nul + 1;
+      }
+      rest = Buffer.from(data.subarray(start));
     }
   } catch (err) {
     ls.kill();
     throw err;
   }
-  rest += text.end();
-  if (rest) take(rest);
+  if (rest.length > 0) take(rest);
   await ls.done;
+}
+
+/**
+ * gitRecords as text. Records are decoded whole: decoding chunk by chunk turned a path whose
+ * multi-byte character a chunk split into U+FFFD, and the checkout check then failed the create.
+ */
+export function gitRecords(args: string[], opts: Omit<GitOptions, "input" | "okCodes">, take: (record: string) => void): Promise<void> {
+  return gitRecordBytes(args, opts, (r) => take(r.toString("utf8")));
 }

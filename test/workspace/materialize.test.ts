@@ -168,4 +168,19 @@ describe("directory source materialization over SSH", () => {
     expect(readFileSync(join(dir, names[3999]!), "utf8")).toBe(`${names[3999]}\n`);
     expect((await d.op("destroy", "mat-names")).ok).toBe(true);
   });
+
+  it("a file name that is not UTF-8 (Latin-1 bytes): the create succeeds and the host's file has exactly that name", async () => {
+    const repo = seedRepo(s.tmp("paseo-ws-mat-latin1-")).path;
+    const name = Buffer.concat([Buffer.from("caf"), Buffer.from([0xe9]), Buffer.from(".txt")]);
+    writeFileSync(Buffer.concat([Buffer.from(`${repo}/`), name]), "latin-1\n");
+    commitAll(repo, "latin-1 name");
+    const r = await d.create(dirInput("mat-latin1", repo));
+    expect(r.message).toBe("");
+    const checkout = workspaceLayout(d.root, "mat-latin1").checkout;
+    const names = readdirSync(onHost(checkout), { encoding: "buffer" });
+    expect(names.some((n) => n.equals(name))).toBe(true);
+    expect(readFileSync(Buffer.concat([Buffer.from(`${onHost(checkout)}/`), name]), "utf8")).toBe("latin-1\n");
+    expect(hostGit(checkout, ["status", "--porcelain"])).toBe("");
+    expect((await d.op("destroy", "mat-latin1")).ok).toBe(true);
+  });
 });

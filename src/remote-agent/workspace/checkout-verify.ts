@@ -5,14 +5,18 @@
 // file (tens of milliseconds for thousands), unlike `git diff`, which may re-hash them all.
 // Entries are checked as git lists them, so the daemon's memory does not grow with the file count.
 import { lstatSync } from "node:fs";
-import { join } from "node:path";
 import { RuntimeError, oneLine } from "../../shared/errors.js";
-import { gitRecords } from "../../shared/git-exec.js";
+import { gitRecordBytes } from "../../shared/git-exec.js";
 import { formatBytes, isNoSpace, ranOutOfSpace } from "../../shared/disk-space.js";
 import { diskInfo } from "./disk.js";
 
+/** `dir`/`rel` as bytes: an index path is bytes, and one that is not UTF-8 must stay as it is. */
+export function entryPath(dir: string, rel: Buffer): Buffer {
+  return Buffer.concat([Buffer.from(`${dir}/`), rel]);
+}
+
 /** Whether the file an index entry names (`mode` as git writes it, octal text) is on disk with its type. */
-export function present(path: string, mode: string): boolean {
+export function present(path: Buffer, mode: string): boolean {
   try {
     const st = lstatSync(path);
     if (mode === "120000") return st.isSymbolicLink();
@@ -37,12 +41,12 @@ export interface Tally {
 async function tallyIndex(checkout: string): Promise<Tally> {
   // "<mode> <object> <stage>\t<path>\0"
   const tally: Tally = { total: 0, missing: 0, first: "" };
-  await gitRecords(["ls-files", "--stage", "-z"], { cwd: checkout, timeoutMs: 600_000 }, (line) => {
-    if (!line) return;
-    const path = line.slice(line.indexOf("\t") + 1);
+  await gitRecordBytes(["ls-files", "--stage", "-z"], { cwd: checkout, timeoutMs: 600_000 }, (line) => {
+    if (line.length === 0) return;
+    const path = line.subarray(line.indexOf(0x09) + 1);
     tally.total++;
-    if (present(join(checkout, path), line.slice(0, line.indexOf(" ")))) return;
-    if (tally.missing++ === 0) tally.first = path;
+    if (present(entryPath(checkout, path), line.subarray(0, line.indexOf(0x20)).toString("latin1"))) return;
+    if (tally.missing++ === 0) tally.first = path.toString("utf8");
   });
   return tally;
 }

@@ -12,7 +12,7 @@ import { gitResult } from "../../shared/git-exec.js";
 import { configEnv, STREAM_BIG_BLOBS } from "../../shared/big-blobs.js";
 import { checkoutFootprint, requireSpace } from "../../shared/disk-space.js";
 import { readIndex, type IndexEntry } from "./index-file.js";
-import { present, requireComplete, type Tally } from "./checkout-verify.js";
+import { entryPath, present, requireComplete, type Tally } from "./checkout-verify.js";
 import { diskInfo } from "./disk.js";
 import { removeTree } from "./trash.js";
 
@@ -81,9 +81,8 @@ export async function checkoutBatch(
       }
       for (const e of byItem[i]!) {
         tally.total++;
-        const rel = e.path.toString("utf8");
-        if (present(join(item.workTree, rel), (e.fixed.readUInt32BE(24) >>> 0).toString(8)) || tally.missing++ > 0) continue;
-        tally.first = `${item.path}/${rel}`;
+        if (present(entryPath(item.workTree, e.path), (e.fixed.readUInt32BE(24) >>> 0).toString(8)) || tally.missing++ > 0) continue;
+        tally.first = `${item.path}/${e.path.toString("utf8")}`;
       }
     }
     requireComplete(tally, stderr, checkout);
