@@ -181,14 +181,15 @@ export async function knownCommits(repo: string, offered: string[], errorClass: 
 
 /**
  * Runs `git <args>` and hands each NUL-terminated record of its stdout (`-z` output) to `take` as
- * it arrives, as bytes, so a listing of a huge tree or index never sits in memory whole. A path is
+ * it arrives, as bytes, so a listing of a huge tree or index never sits in memory whole (a `take`
+ * that returns a promise holds the listing back until it settles). A path is
  * bytes to git: one that is not UTF-8 (a Latin-1 name) must reach the file system as it is. `take`
  * gets a view of the chunk: it copies what it keeps.
  */
 export async function gitRecordBytes(
   args: string[],
   opts: Omit<GitOptions, "input" | "okCodes">,
-  take: (record: Buffer) => void,
+  take: (record: Buffer) => void | Promise<void>,
 ): Promise<void> {
   const ls = gitStream(args, opts);
   ls.stdin.end();
@@ -198,7 +199,9 @@ export async function gitRecordBytes(
       const data = rest.length > 0 ? Buffer.concat([rest, chunk]) : chunk;
       let start = 0;
       for (let nul = data.indexOf(0, start); nul !== -1; nul = data.indexOf(0, start)) {
-        take(data.subarray(start, nul));
+        // A consumer that returns a promise holds the listing back until it settles.
+        const held = take(data.subarray(start, nul));
+        if (held) await held;
         start = nul + 1;
       }
       rest = Buffer.from(data.subarray(start));
@@ -207,7 +210,7 @@ export async function gitRecordBytes(
     ls.kill();
     throw err;
   }
-  if (rest.length > 0) take(rest);
+  if (rest.length > 0) await take(rest);
   await ls.done;
 }
 
@@ -215,6 +218,10 @@ export async function gitRecordBytes(
  * gitRecords as text. Records are decoded whole: decoding chunk by chunk turned a path whose
  * multi-byte character a chunk split into U+FFFD, and the checkout check then failed the create.
  */
-export function gitRecords(args: string[], opts: Omit<GitOptions, "input" | "okCodes">, take: (record: string) => void): Promise<void> {
+export function gitRecords(
+  args: string[],
+  opts: Omit<GitOptions, "input" | "okCodes">,
+  take: (record: string) => void | Promise<void>,
+): Promise<void> {
   return gitRecordBytes(args, opts, (r) => take(r.toString("utf8")));
 }

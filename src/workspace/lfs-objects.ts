@@ -10,11 +10,13 @@ import { FrameKind, encodeData, encodeFrame } from "../shared/frames.js";
 import type { AgentChannel } from "../transport/agent-channel.js";
 import { LfsPointer, type LfsSpec } from "../shared/agent-api.js";
 import { RuntimeError } from "../shared/errors.js";
-import { gitResult, gitStream } from "../shared/git-exec.js";
+import { gitRecords, gitResult, gitStream } from "../shared/git-exec.js";
 import { withoutCredentials } from "./local-remotes.js";
 
 /** Pointer files are small (git-lfs refuses to parse one over 1024 bytes). */
 const MAX_POINTER_BYTES = 1024;
+/** The shortest pointer: the version line, the oid line and `size 0`. */
+const MIN_POINTER_BYTES = "version https://git-lfs.github.com/spec/v1\noid sha256:\nsize 0\n".length + 64;
 const POINTER_RE = /^version https:\/\/git-lfs\.github\.com\/spec\/v1\noid sha256:([0-9a-f]{64})\nsize (\d+)\n/;
 const GIT_TIMEOUT_MS = 120_000;
 
@@ -82,33 +84,72 @@ async function usesLfs(repo: string, commit: string): Promise<boolean> {
   return r.code === 0;
 }
 
-/** Small blobs of the tree whose content is an LFS pointer. */
+/**
+ * The tree's files whose content is an LFS pointer, read as git lists them: the candidates (blobs
+ * of a pointer's possible size) go to one `cat-file --batch` while the listing streams, and only
+ * real pointers are kept, so a tree of 200,000 small files is never in memory whole (its listing
+ * and small blobs were tens of megabytes in the runtime process).
+ */
 async function treePointers(repo: string, commit: string): Promise<Array<Omit<LfsPointer, "local">>> {
-  const listing = await localGit(repo, ["ls-tree", "-r", "-l", "-z", "--full-tree", commit]);
-  // "<mode> blob <oid> <size>\t<path>\0"
-  const small: Array<{ blob: string; path: string }> = [];
-  for (const entry of listing.stdout.split("\0")) {
-    const m = /^100[0-7]{3} blob ([0-9a-f]+) +(\d+)\t(.*)$/s.exec(entry);
-    if (m && Number(m[2]) <= MAX_POINTER_BYTES) small.push({ blob: m[1]!, path: m[3]! });
-  }
-  if (small.length === 0) return [];
-  // Bytes, not text: other small blobs may hold anything, and sizes count bytes.
   const batch = gitStream(["cat-file", "--batch"], { cwd: repo, errorClass: "input", timeoutMs: GIT_TIMEOUT_MS });
-  batch.stdin.end(small.map((s) => s.blob).join("\n") + "\n");
-  const chunks: Buffer[] = [];
-  for await (const c of batch.stdout as AsyncIterable<Buffer>) chunks.push(c);
-  await batch.done;
-  // "<oid> blob <size>\n<content>\n" per line of input, in order.
-  const out = Buffer.concat(chunks);
+  batch.stdin.on("error", () => undefined);
+  // Paths of the candidates asked for and not yet answered, in order (cat-file answers in order).
+  const asked: string[] = [];
   const found: Array<Omit<LfsPointer, "local">> = [];
-  let at = 0;
-  for (const s of small) {
-    const eol = out.indexOf(0x0a, at);
-    const size = Number(out.subarray(at, eol).toString("latin1").split(" ")[2]);
-    const pointer = parsePointer(out.subarray(eol + 1, eol + 1 + size).toString("latin1"));
-    at = eol + 1 + size + 1;
-    if (pointer) found.push({ path: s.path, ...pointer });
+  let failed: unknown = null;
+  const reading = (async () => {
+    let buf: Buffer = Buffer.alloc(0);
+    for await (const chunk of batch.stdout as AsyncIterable<Buffer>) {
+      buf = buf.length > 0 ? Buffer.concat([buf, chunk]) : chunk;
+      for (;;) {
+        // "<oid> blob <size>\n<content>\n", or "<oid> missing\n"
+        const eol = buf.indexOf(0x0a);
+        if (eol < 0) break;
+        const [, type, size] = buf.subarray(0, eol).toString("latin1").split(" ");
+        const end = type === "blob" ? eol + 1 + Number(size) + 1 : eol + 1;
+        if (buf.length < end) break;
+        const path = asked.shift();
+        const pointer = type === "blob" ? parsePointer(buf.subarray(eol + 1, end - 1).toString("latin1")) : null;
+        if (pointer && path !== undefined) found.push({ path, ...pointer });
+        buf = buf.subarray(end);
+      }
+      buf = Buffer.from(buf);
+    }
+  })();
+  reading.catch((err: unknown) => {
+    failed ??= err;
+    batch.kill();
+  });
+  const writable = () =>
+    new Promise<void>((resolve) => {
+      if (batch.stdin.destroyed || !batch.stdin.writableNeedDrain) return resolve();
+      const done = () => {
+        batch.stdin.off("drain", done).off("close", done).off("error", done);
+        resolve();
+      };
+      batch.stdin.on("drain", done).on("close", done).on("error", done);
+    });
+  try {
+    await gitRecords(
+      ["ls-tree", "-r", "-l", "-z", "--full-tree", commit],
+      { cwd: repo, errorClass: "input", timeoutMs: GIT_TIMEOUT_MS },
+      (entry) => {
+        if (failed !== null) throw failed;
+        // "<mode> blob <oid> <size>\t<path>"
+        const m = /^100[0-7]{3} blob ([0-9a-f]+) +(\d+)\t(.*)$/s.exec(entry);
+        if (!m || Number(m[2]) < MIN_POINTER_BYTES || Number(m[2]) > MAX_POINTER_BYTES) return;
+        asked.push(m[3]!);
+        if (!batch.stdin.write(`${m[1]}\n`)) return writable();
+      },
+    );
+    batch.stdin.end();
+    await reading;
+    await batch.done;
+  } catch (err) {
+    batch.kill();
+    throw failed ?? err;
   }
+  if (failed !== null) throw failed;
   return found;
 }
 

@@ -1,8 +1,12 @@
 // Which LFS endpoint a workspace's checkout is given, from the local repository's config, and how
 // progress names pointer files, what counts as a pointer (pure logic: the end-to-end behaviour is
 // in lfs.test.ts).
+import { execFileSync } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { lfsEndpointFrom, namePaths, parsePointer } from "../../src/workspace/lfs-objects.js";
+import { lfsEndpointFrom, lfsPlan, namePaths, parsePointer } from "../../src/workspace/lfs-objects.js";
+import { suite } from "../support/suite.js";
 import { LfsSpec } from "../../src/shared/agent-api.js";
 
 const OID = "a".repeat(64);
@@ -21,6 +25,36 @@ describe("what is an LFS pointer", () => {
 });
 
 const none = { lfsUrl: "", remoteLfsUrl: "", originUrl: "" };
+
+describe("the pointers of a tree (a real local repository)", () => {
+  const s = suite();
+
+  it("are found among 3,000 other small files, the shortest possible pointer and odd paths included, and nothing else", async () => {
+    const repo = s.tmp("paseo-lfs-tree-");
+    execFileSync("git", ["init", "-q", "-b", "main", repo]);
+    writeFileSync(join(repo, ".gitattributes"), "*.bin filter=lfs diff=lfs merge=lfs -text\n");
+    mkdirSync(join(repo, "d"));
+    // Files of every size around the pointers' (one byte short of the shortest, up to 1,024).
+    for (let i = 0; i < 3000; i++) writeFileSync(join(repo, "d", `f${i}.txt`), "x".repeat(i % 1100));
+    const oid = (n: number) => n.toString(16).padStart(64, "0");
+    const ptr = (n: number, size: number) => `version https://git-lfs.github.com/spec/v1\noid sha256:${oid(n)}\nsize ${size}\n`;
+    const pointers = [
+      { path: "a.bin", oid: oid(1), size: 10 },
+      { path: "d/shortest.bin", oid: oid(2), size: 0 },
+      { path: "名前/ファイル.bin", oid: oid(3), size: 123_456 },
+      { path: "d/new\nline.bin", oid: oid(4), size: 7 },
+    ];
+    mkdirSync(join(repo, "名前"));
+    for (const p of pointers) writeFileSync(join(repo, p.path), ptr(Number.parseInt(p.oid, 16), p.size));
+    expect(ptr(2, 0)).toHaveLength(126);
+    execFileSync("git", ["add", "-A"], { cwd: repo });
+    execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "t"], { cwd: repo });
+    const head = execFileSync("git", ["rev-parse", "HEAD"], { cwd: repo, encoding: "utf8" }).trim();
+    const plan = await lfsPlan(repo, head);
+    const got = plan!.spec.pointers.map((p) => ({ path: p.path, oid: p.oid, size: p.size }));
+    expect(got.sort((a, b) => a.path.localeCompare(b.path))).toEqual([...pointers].sort((a, b) => a.path.localeCompare(b.path)));
+  });
+});
 
 describe("the LFS endpoint given to the host", () => {
   it("derives it from an https origin as git-lfs does, without credentials", () => {
