@@ -83,6 +83,8 @@ describe("reconcile racing a create over SSH", canSignal, () => {
     const checkout = workspaceLayout(d.root, "race-new").checkout;
     expect(gitIn(checkout, ["rev-parse", "HEAD"]).trim()).toBe(fixture.commit);
     expect(gitIn(checkout, ["status", "--porcelain"])).toBe("");
-    expect((await d.op("destroy", "race-new")).ok).toBe(true);
+    const destroyed = await d.op("destroy", "race-new");
+    expect(destroyed.message).toBe("");
+    expect(destroyed.ok).toBe(true);
   });
 });
