@@ -32,7 +32,6 @@ describe("the pointers of a tree (a real local repository)", () => {
   it("are found among 3,000 other small files, the shortest possible pointer and odd paths included, and nothing else", async () => {
     const repo = s.tmp("paseo-lfs-tree-");
     execFileSync("git", ["init", "-q", "-b", "main", repo]);
-    writeFileSync(join(repo, ".gitattributes"), "*.bin filter=lfs diff=lfs merge=lfs -text\n");
     mkdirSync(join(repo, "d"));
     // Files of every size around the pointers' (one byte short of the shortest, up to 1,024).
     for (let i = 0; i < 3000; i++) writeFileSync(join(repo, "d", `f${i}.txt`), "x".repeat(i % 1100));
@@ -47,8 +46,15 @@ describe("the pointers of a tree (a real local repository)", () => {
     mkdirSync(join(repo, "名前"));
     for (const p of pointers) writeFileSync(join(repo, p.path), ptr(Number.parseInt(p.oid, 16), p.size));
     expect(ptr(2, 0)).toHaveLength(126);
-    execFileSync("git", ["add", "-A"], { cwd: repo });
-    execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "t"], { cwd: repo });
+    const commit = (paths: string[]) => {
+      execFileSync("git", ["add", ...paths], { cwd: repo });
+      execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "t"], { cwd: repo });
+    };
+    // The files first, the attributes after: git-lfs need not be installed here (a host's
+    // /etc/gitconfig may require its filter while the program is missing).
+    commit(["-A"]);
+    writeFileSync(join(repo, ".gitattributes"), "*.bin filter=lfs diff=lfs merge=lfs -text\n");
+    commit([".gitattributes"]);
     const head = execFileSync("git", ["rev-parse", "HEAD"], { cwd: repo, encoding: "utf8" }).trim();
     const plan = await lfsPlan(repo, head);
     const got = plan!.spec.pointers.map((p) => ({ path: p.path, oid: p.oid, size: p.size }));
