@@ -18,8 +18,9 @@
 //   {"host": {"daemon": {"dropClientGone": n}}}: the host daemon refuses the first n client-gone
 // notices it receives without applying them, as a daemon that lost them would.
 //   {"host": {"daemon": {"notices": {"<key>": {…payload}}, "noticeKind"?: "<kind>"}}}: the host
-// daemon publishes these as notices of kind "test" (or noticeKind, unchecked) (checked every second; a key no longer listed is published gone), so a
-// suite can watch the notices stream carry something from the daemon to the broker.
+// daemon publishes these as notices of kind "test", or of noticeKind unchecked (read every second;
+// a key no longer listed is published gone), so a suite can watch the notices stream carry
+// something from the daemon to the broker, or a kind or payload the broker must refuse.
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { isRecord, parseJson } from "../shared/guards.js";

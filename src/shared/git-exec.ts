@@ -181,10 +181,10 @@ export async function knownCommits(repo: string, offered: string[], errorClass: 
 
 /**
  * Runs `git <args>` and hands each NUL-terminated record of its stdout (`-z` output) to `take` as
- * it arrives, as bytes, so a listing of a huge tree or index never sits in memory whole (a `take`
- * that returns a promise holds the listing back until it settles). A path is
- * bytes to git: one that is not UTF-8 (a Latin-1 name) must reach the file system as it is. `take`
- * gets a view of the chunk: it copies what it keeps.
+ * it arrives, so a listing of a huge tree or index never sits in memory whole; a `take` that
+ * returns a promise holds the listing back until it settles. Records are bytes, as paths are to
+ * git: a name that is not UTF-8 (Latin-1) must reach the file system as it is. `take` gets a view
+ * of the chunk and copies what it keeps.
  */
 export async function gitRecordBytes(
   args: string[],
@@ -199,7 +199,6 @@ export async function gitRecordBytes(
       const data = rest.length > 0 ? Buffer.concat([rest, chunk]) : chunk;
       let start = 0;
       for (let nul = data.indexOf(0, start); nul !== -1; nul = data.indexOf(0, start)) {
-        // A consumer that returns a promise holds the listing back until it settles.
         const held = take(data.subarray(start, nul));
         if (held) await held;
         start = nul + 1;

@@ -149,7 +149,6 @@ async function treePointers(repo: string, commit: string): Promise<Array<Omit<Lf
     batch.kill();
     throw failed ?? err;
   }
-  if (failed !== null) throw failed;
   return found;
 }
 
